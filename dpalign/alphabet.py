@@ -1,0 +1,305 @@
+"""Sequence encodings: pairwise residue codes, PaPaRa state bit vectors, 5-bit packing.
+
+Two families of encodings live here.
+
+* **Residue codes** for pairwise alignment: every character becomes a small integer index into
+  the rows of a substitution matrix. Match/mismatch scoring uses :data:`LETTERS`, an identity
+  alphabet of all 26 letters and ``*``, ordered so that ``A C G T`` are codes 0-3 (2-bit packing
+  works for plain DNA) and the IUPAC nucleotide codes are below 16 (4-bit packing).
+* **State bit vectors** for PaPaRa: a DNA state is a 4-bit set (A=1, C=2, G=4, T=8), a protein
+  state a 20-bit set; two states match when they share a bit.
+
+Input is case-insensitive everywhere (lowercase is upper-cased first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import InputError
+
+INVALID = 255  # lookup-table value for characters outside an alphabet
+
+#: Identity alphabet for match/mismatch scoring (ACGT first, IUPAC DNA below 16).
+LETTERS = "ACGTNRYSWKMBDHVUEFIJLOPQXZ*"
+
+
+@dataclass(frozen=True)
+class Alphabet:
+    """An ordered set of single-character symbols and its byte lookup table.
+
+    Parameters
+    ----------
+    name : str
+        Short name shown in messages (``"letters"``, ``"BLOSUM62"``...).
+    letters : str
+        The symbols; a symbol's code is its index. Lowercase input maps to uppercase.
+    """
+
+    name: str
+    letters: str
+    lut: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if len(set(self.letters)) != len(self.letters):
+            raise ValueError(f"alphabet {self.name!r} repeats a symbol")
+        if len(self.letters) >= INVALID:
+            raise ValueError("an alphabet has at most 254 symbols")
+        lut = np.full(256, INVALID, dtype=np.uint8)
+        for code, ch in enumerate(self.letters):
+            lut[ord(ch)] = code
+            if ch.isalpha():
+                lut[ord(ch.lower())] = code
+        object.__setattr__(self, "lut", lut)
+
+    @property
+    def size(self) -> int:
+        """Number of symbols."""
+        return len(self.letters)
+
+    def encode(self, seq: str | bytes, record: str | None = None) -> np.ndarray:
+        """Encode a sequence into a ``uint8`` array of codes.
+
+        Raises
+        ------
+        InputError
+            Naming the record and the 1-based position of the first character that is not in
+            the alphabet.
+        """
+        raw = as_bytes(seq)
+        codes = self.lut[np.frombuffer(raw, dtype=np.uint8)]
+        bad = np.flatnonzero(codes == INVALID)
+        if bad.size:
+            pos = int(bad[0])
+            ch = chr(raw[pos])
+            raise InputError(
+                f"character {ch!r} is not in the {self.name} alphabet ({self.letters})",
+                record=record,
+                column=pos + 1,
+            )
+        return codes
+
+    def decode(self, codes: Iterable[int]) -> str:
+        """Turn codes back into text."""
+        return "".join(self.letters[int(c)] for c in codes)
+
+
+def as_bytes(seq: str | bytes | bytearray | memoryview) -> bytes:
+    """Return the ASCII bytes of a sequence given as text or bytes."""
+    if isinstance(seq, str):
+        try:
+            return seq.encode("ascii")
+        except UnicodeEncodeError as exc:
+            raise InputError(
+                f"non-ASCII character {seq[exc.start]!r} in a sequence", column=exc.start + 1
+            ) from None
+    return bytes(seq)
+
+
+def sequence_text(seq) -> tuple[str | None, bytes]:
+    """Return ``(name, ascii bytes)`` for str, bytes or a scikit-bio sequence.
+
+    scikit-bio ``Sequence`` objects give their ``metadata['id']`` as the name.
+    """
+    if isinstance(seq, (str, bytes, bytearray, memoryview)):
+        return None, as_bytes(seq)
+    values = getattr(seq, "values", None)
+    if values is not None and hasattr(seq, "metadata"):
+        name = seq.metadata.get("id") or None
+        return name, np.asarray(values).tobytes()
+    raise TypeError(f"cannot read a sequence from {type(seq).__name__}")
+
+
+# --------------------------------------------------------------------------------------------
+# PaPaRa state bit vectors
+# --------------------------------------------------------------------------------------------
+
+#: DNA states: the index of a character in this string is its 4-bit state.
+DNA_STATES = "_ACMGRSVTWYHKDB-"
+DNA_GAP = 15
+
+#: Protein residues: residue k has state ``1 << k``.
+PROTEIN_RESIDUES = "ARNDCQEGHILKMFPSTWYV"
+PROTEIN_GAP = (1 << 20) - 1
+
+
+def _bit(residue: str) -> int:
+    return 1 << PROTEIN_RESIDUES.index(residue)
+
+
+# Character -> state tables. 0 marks "not a state here".
+def _dna_reference_lut() -> np.ndarray:
+    lut = np.zeros(256, dtype=np.uint32)
+    for state, ch in enumerate(DNA_STATES):
+        if state:
+            lut[ord(ch)] = lut[ord(ch.lower())] = state
+    for ch in "Uu":
+        lut[ord(ch)] = 8
+    for ch in "Nn?.":
+        lut[ord(ch)] = DNA_GAP
+    return lut
+
+
+def _dna_read_lut() -> np.ndarray:
+    lut = np.zeros(256, dtype=np.uint32)
+    for state, ch in enumerate(DNA_STATES[1:-1], start=1):
+        lut[ord(ch)] = lut[ord(ch.lower())] = state
+    return lut
+
+
+def _protein_reference_lut() -> np.ndarray:
+    lut = np.zeros(256, dtype=np.uint32)
+    for ch in PROTEIN_RESIDUES:
+        lut[ord(ch)] = lut[ord(ch.lower())] = _bit(ch)
+    for ch, residues in (("B", "ND"), ("Z", "QE")):
+        lut[ord(ch)] = lut[ord(ch.lower())] = sum(_bit(r) for r in residues)
+    for ch in "-Xx?.":
+        lut[ord(ch)] = PROTEIN_GAP
+    return lut
+
+
+def _protein_read_lut() -> np.ndarray:
+    lut = np.zeros(256, dtype=np.uint32)
+    for ch in PROTEIN_RESIDUES:
+        lut[ord(ch)] = lut[ord(ch.lower())] = _bit(ch)
+    return lut
+
+
+@dataclass(frozen=True)
+class StateAlphabet:
+    """PaPaRa's state encoding for one data type (DNA or protein).
+
+    Attributes
+    ----------
+    name : str
+        ``"dna"`` or ``"protein"``.
+    gap : int
+        The gap state (all bits set).
+    dtype : numpy dtype
+        The narrowest unsigned type that holds a state (uint8 for DNA, uint32 for protein).
+    """
+
+    name: str
+    gap: int
+    dtype: type
+    reference_lut: np.ndarray = field(repr=False, compare=False)
+    read_lut: np.ndarray = field(repr=False, compare=False)
+    # Characters a read may hold that are silently dropped (alignment gaps).
+    read_gap_chars: bytes = b"-."
+
+    def encode_reference(self, row: str | bytes, record: str | None = None) -> np.ndarray:
+        """Encode one reference MSA row into states (``N ? .`` and gaps become the gap state)."""
+        raw = as_bytes(row)
+        states = self.reference_lut[np.frombuffer(raw, dtype=np.uint8)]
+        bad = np.flatnonzero(states == 0)
+        if bad.size:
+            pos = int(bad[0])
+            raise InputError(
+                f"character {chr(raw[pos])!r} is not a {self.name} state",
+                record=record,
+                column=pos + 1,
+            )
+        return states.astype(self.dtype)
+
+    def encode_read(self, read: str | bytes, record: str | None = None) -> tuple[np.ndarray, int]:
+        """Encode a read the way PaPaRa 2.5 does: keep only unambiguous-enough states.
+
+        Returns the states and the number of non-gap characters that were dropped (``N``,
+        ``X``, ``?``... which the original also drops). Characters that cannot belong to a
+        sequence at all (digits, punctuation) raise :class:`InputError`.
+        """
+        raw = np.frombuffer(as_bytes(read), dtype=np.uint8)
+        states = self.read_lut[raw]
+        keep = states != 0
+        if not keep.all():
+            dropped = raw[~keep]
+            gaps = np.isin(dropped, np.frombuffer(self.read_gap_chars, dtype=np.uint8))
+            letters = np.isin(dropped, _DROPPABLE)
+            if not (gaps | letters).all():
+                pos = int(np.flatnonzero(~keep & ~np.isin(raw, _DROPPABLE))[0])
+                raise InputError(
+                    f"character {chr(raw[pos])!r} cannot appear in a sequence",
+                    record=record,
+                    column=pos + 1,
+                )
+            n_lost = int((~gaps).sum())
+        else:
+            n_lost = 0
+        return states[keep].astype(self.dtype), n_lost
+
+    def letter(self, state: int) -> str:
+        """Print a state: DNA by its index in :data:`DNA_STATES`, protein by residue letter."""
+        if self.name == "dna":
+            return DNA_STATES[state]
+        return _PROTEIN_PRINT.get(int(state), "-")
+
+    def letters(self, states: np.ndarray) -> str:
+        """Print many states."""
+        if self.name == "dna":
+            return _DNA_PRINT[np.asarray(states, dtype=np.intp)].tobytes().decode("ascii")
+        return "".join(self.letter(s) for s in states)
+
+
+# Letters and marks that PaPaRa drops from reads (with a warning): IUPAC, X, ?, *, U...
+_DROPPABLE = np.frombuffer(
+    bytes(range(ord("A"), ord("Z") + 1)) + bytes(range(ord("a"), ord("z") + 1)) + b"-.?*",
+    dtype=np.uint8,
+)
+_DNA_PRINT = np.frombuffer(DNA_STATES.encode("ascii"), dtype=np.uint8)
+_PROTEIN_PRINT = {1 << k: ch for k, ch in enumerate(PROTEIN_RESIDUES)} | {
+    _bit("N") | _bit("D"): "B",
+    _bit("Q") | _bit("E"): "Z",
+    PROTEIN_GAP: "-",
+}
+
+DNA = StateAlphabet("dna", DNA_GAP, np.uint8, _dna_reference_lut(), _dna_read_lut())
+PROTEIN = StateAlphabet(
+    "protein", PROTEIN_GAP, np.uint32, _protein_reference_lut(), _protein_read_lut()
+)
+
+
+# --------------------------------------------------------------------------------------------
+# 5-bit packing (the seed paper's compressed inter-reference vector)
+# --------------------------------------------------------------------------------------------
+
+PACK5_PER_WORD = 6
+
+
+def pack5(states: np.ndarray, flags: np.ndarray) -> np.ndarray:
+    """Pack 4-bit states plus a 1-bit flag into 5-bit fields, 6 per ``uint32``.
+
+    Parameters
+    ----------
+    states : ndarray, shape (n, W)
+        DNA states (values below 16), inter-reference layout.
+    flags : ndarray, shape (n, W)
+        Gap flags (0/1).
+
+    Returns
+    -------
+    ndarray, shape (ceil(n / 6), W), uint32
+        Word ``k`` of lane ``w`` holds elements ``6k .. 6k+5``, element ``6k+t`` in bits
+        ``5t .. 5t+4`` (state in the low 4 bits, flag in bit 4). Missing tail elements are 0.
+    """
+    states = np.asarray(states, dtype=np.uint32)
+    if states.size and states.max() > 15:
+        raise ValueError("pack5 packs 4-bit states only")
+    fields = states | (np.asarray(flags, dtype=np.uint32) << 4)
+    n, width = fields.shape
+    words = -(-n // PACK5_PER_WORD)
+    padded = np.zeros((words * PACK5_PER_WORD, width), dtype=np.uint32)
+    padded[:n] = fields
+    padded = padded.reshape(words, PACK5_PER_WORD, width)
+    shifts = (5 * np.arange(PACK5_PER_WORD, dtype=np.uint32))[None, :, None]
+    return np.bitwise_or.reduce(padded << shifts, axis=1).astype(np.uint32)
+
+
+def unpack5(words: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Invert :func:`pack5`: return ``(states, flags)`` of shape ``(n, W)``."""
+    words = np.asarray(words, dtype=np.uint32)
+    shifts = (5 * np.arange(PACK5_PER_WORD, dtype=np.uint32))[None, :, None]
+    fields = ((words[:, None, :] >> shifts) & 31).reshape(-1, words.shape[1])[:n]
+    return (fields & 15).astype(np.uint8), (fields >> 4).astype(np.uint8)

@@ -1,0 +1,232 @@
+"""The ``dpalign`` command. The only module that parses arguments or prints to the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from contextlib import ExitStack
+
+from . import __version__
+from .errors import DpalignError
+
+log = logging.getLogger("dpalign")
+
+EXIT_ERROR = 1  # bad input or options
+EXIT_USAGE = 2  # argparse's own
+EXIT_INTERRUPTED = 130
+
+
+# --------------------------------------------------------------------------------------------
+# shared helpers
+# --------------------------------------------------------------------------------------------
+
+
+class _Formatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"dpalign: {record.levelname.lower()}: {record.getMessage()}"
+
+
+def _setup_logging(verbose: int) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter())
+    root = logging.getLogger("dpalign")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING)
+    root.propagate = False
+
+
+def _progress_bar(total_cells: int, enabled: bool | None, label: str):
+    """A tqdm bar counting cells (None when disabled); call it with cells done."""
+    from . import config
+
+    if enabled is False or (enabled is None and (not sys.stderr.isatty()
+                                                 or total_cells < config.PROGRESS_MIN_CELLS)):
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total_cells, unit="cell", unit_scale=True, desc=label, file=sys.stderr,
+                leave=False, smoothing=0.1)
+
+
+def _write_outputs(outputs: dict[str, str]) -> None:
+    """Write every (path -> text) atomically; '-' is standard output. All or nothing."""
+    from .io import atomic_output
+
+    with ExitStack() as stack:
+        handles = {}
+        for path, _ in outputs.items():
+            if path != "-":
+                handles[path] = stack.enter_context(atomic_output(path))
+        for path, text in outputs.items():
+            if path == "-":
+                continue
+            handles[path].write(text)
+    if "-" in outputs:
+        sys.stdout.write(outputs["-"])
+        sys.stdout.flush()
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="say more (-vv: debugging detail)")
+
+
+def _add_backend(parser: argparse.ArgumentParser, choices: list[str]) -> None:
+    parser.add_argument("--backend", default="auto", choices=choices,
+                        help="where the kernels run (default: auto, the fastest available)")
+    parser.add_argument("--threads", type=int, default=None, metavar="N",
+                        help="CPU worker threads (default: one per core)")
+    parser.add_argument("--progress", dest="progress", action="store_true", default=None,
+                        help="always show a progress bar")
+    parser.add_argument("--no-progress", dest="progress", action="store_false",
+                        help="never show a progress bar")
+
+
+# --------------------------------------------------------------------------------------------
+# dpalign papara
+# --------------------------------------------------------------------------------------------
+
+
+def _add_papara(sub) -> None:
+    p = sub.add_parser(
+        "papara",
+        help="align reads to a reference alignment and tree (PaPaRa 2.5 compatible)",
+        description="Place reads into a reference MSA using its phylogeny (PaPaRa 2.5). "
+        "--format phylip output is byte-identical to PaPaRa's papara_alignment.*, "
+        "--format fasta to its -g output.",
+    )
+    p.add_argument("--ref", required=True, metavar="TREE", help="reference tree (Newick)")
+    p.add_argument("--msa", required=True, metavar="MSA",
+                   help="reference alignment (FASTA or relaxed PHYLIP)")
+    p.add_argument("--reads", metavar="FASTA", help="reads to align (FASTA)")
+    p.add_argument("--out", default="-", metavar="FILE", help="output file (default: stdout)")
+    p.add_argument("--format", default="phylip", choices=["phylip", "fasta"])
+    p.add_argument("--no-ref-gaps", action="store_true",
+                   help="drop inserted read characters instead of adding gap columns "
+                   "to the reference (PaPaRa -r)")
+    p.add_argument("--gap-model", default="likelihood", choices=["likelihood", "cgap"],
+                   help="gap flags per edge: likelihood (default) or cgap (PaPaRa -c)")
+    p.add_argument("--scoring", default="papara2", metavar="SCHEME",
+                   help="papara2 (default), bmc2012, or o:e:m:mc such as -3:-1:2:-3")
+    p.add_argument("--protein", action="store_true", help="protein data (PaPaRa -a)")
+    p.add_argument("--placements", metavar="FILE",
+                   help="also write a TSV: read, best edge, the edge's smaller clade, score")
+    _add_backend(p, ["auto", "numba", "reference", "opencl", "hybrid"])
+    _add_common(p)
+    p.set_defaults(run=_run_papara)
+
+
+def _run_papara(args) -> int:
+    from .engine import get_backend
+    from .gcups import gcups
+    from .papara import papara
+
+    backend = get_backend(args.backend, threads=args.threads)
+    start = time.perf_counter()
+    bar = None
+
+    def progress(cells: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = _progress_bar(total, args.progress, "scoring") or False
+        if bar:
+            bar.update(cells)
+
+    result = papara(
+        args.ref, args.msa, args.reads, protein=args.protein, gap_model=args.gap_model,
+        scoring=args.scoring, ref_gaps=not args.no_ref_gaps, backend=backend, progress=progress,
+    )
+    if bar:
+        bar.close()
+    outputs = {args.out: result.to_phylip() if args.format == "phylip" else result.to_fasta()}
+    if args.placements:
+        if args.placements == args.out:
+            raise DpalignError("--placements and --out name the same file")
+        outputs[args.placements] = result.placements_tsv()
+    _write_outputs(outputs)
+    s = result.settings
+    stats = result.stats
+    elapsed = time.perf_counter() - start
+    print(
+        f"dpalign papara: {s['reads']} reads x {s['edges']} edges x {s['columns']} columns = "
+        f"{s['cells']:.3e} cells; scoring {stats.phases.get('scoring', 0):.2f} s "
+        f"({stats.phase_gcups('scoring'):.2f} GCUPS), whole run {elapsed:.2f} s "
+        f"({gcups(s['cells'], elapsed):.2f} GCUPS) on {s['backend']}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# dpalign devices
+# --------------------------------------------------------------------------------------------
+
+
+def _add_devices(sub) -> None:
+    p = sub.add_parser("devices", help="list the CPU and every OpenCL device")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    _add_common(p)
+    p.set_defaults(run=_run_devices)
+
+
+def _run_devices(args) -> int:
+    from .devices import describe_devices
+
+    info = describe_devices()
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    cpu = info["cpu"]
+    print(f"CPU: {cpu['name']}, {cpu['cores']} cores, SIMD {cpu['simd']} "
+          f"({cpu['int16_lanes']} x int16 lanes as Numba sees it)")
+    if info["opencl_error"]:
+        print(f"OpenCL: {info['opencl_error']}")
+    for dev in info["opencl"]:
+        print(f"OpenCL {dev['id']}: {dev['name']} ({dev['type']}, {dev['platform']}), "
+              f"{dev['compute_units']} compute units, {dev['global_mem_gib']:.1f} GiB global, "
+              f"{dev['local_mem_kib']:.0f} KiB local")
+    print("Backends available: " + ", ".join(info["backends"]))
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dpalign",
+        description="Dynamic-programming alignment kernels: PaPaRa, Needleman-Wunsch, "
+        "Smith-Waterman, semi-global; Numba on CPUs, OpenCL on GPUs.",
+    )
+    parser.add_argument("--version", action="version", version=f"dpalign {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in _SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+_SUBCOMMANDS = [_add_papara, _add_devices]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _setup_logging(args.verbose)
+    try:
+        return args.run(args)
+    except DpalignError as exc:
+        print(f"dpalign: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("dpalign: interrupted; no output was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        sys.stderr.close()
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""Tunables, in one place. Environment variables override the defaults where noted."""
+
+from __future__ import annotations
+
+import os
+
+#: Lanes per CPU reference block (the Numba kernels' SIMD group: 32 x int16 = one AVX-512
+#: register). Blocks are the unit of work on every backend; GPU workers take many at once.
+BLOCK_WIDTH = 32
+
+#: Worker threads for CPU kernels; ``None`` means one per core. Override: DPALIGN_THREADS.
+THREADS: int | None = int(os.environ.get("DPALIGN_THREADS") or 0) or None
+
+#: OpenCL device choice, e.g. "0:1" (platform:device) or a name fragment such as "H100".
+OPENCL_DEVICE: str | None = os.environ.get("DPALIGN_OPENCL_DEVICE") or None
+
+#: Runs with fewer cells than this show no progress bar.
+PROGRESS_MIN_CELLS = 2_000_000_000
+
+
+def cpu_threads(requested: int | None = None) -> int:
+    """Number of CPU worker threads: the request, else DPALIGN_THREADS, else the core count."""
+    if requested is not None:
+        if requested < 1:
+            from .errors import OptionError
+
+            raise OptionError(f"--threads must be at least 1, not {requested}")
+        return requested
+    if THREADS:
+        return THREADS
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1

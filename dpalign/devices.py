@@ -1,0 +1,70 @@
+"""What this machine offers: the CPU as Numba sees it and every OpenCL device."""
+
+from __future__ import annotations
+
+import platform
+
+from . import config
+
+
+def cpu_info() -> dict:
+    """CPU name, worker cores, widest SIMD extension LLVM reports, int16 lanes per register."""
+    import llvmlite.binding as llvm
+
+    features = llvm.get_host_cpu_features()
+    simd = next(
+        (name for name in ("avx512bw", "avx2", "sse4.1", "neon") if features.get(name)), "none"
+    )
+    lanes = {"avx512bw": 32, "avx2": 16, "sse4.1": 8, "neon": 8}.get(simd, 1)
+    name = platform.processor() or llvm.get_host_cpu_name()
+    try:
+        with open("/proc/cpuinfo") as handle:
+            name = next(
+                (ln.split(":", 1)[1].strip() for ln in handle if ln.startswith("model name")), name
+            )
+    except OSError:
+        pass
+    return {
+        "name": name,
+        "llvm_cpu": llvm.get_host_cpu_name(),
+        "cores": config.cpu_threads(),
+        "simd": simd,
+        "int16_lanes": lanes,
+    }
+
+
+def opencl_devices() -> tuple[list[dict], str | None]:
+    """Every OpenCL device (id ``platform:device``), or an explanation when there are none."""
+    try:
+        import pyopencl as cl
+    except ImportError:
+        return [], "pyopencl is not installed"
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error as exc:
+        return [], f"no OpenCL platform found ({exc})"
+    devices = []
+    for p, plat in enumerate(platforms):
+        try:
+            found = plat.get_devices()
+        except cl.Error:
+            continue
+        for d, dev in enumerate(found):
+            devices.append({
+                "id": f"{p}:{d}",
+                "name": dev.name.strip(),
+                "platform": plat.name.strip(),
+                "type": cl.device_type.to_string(dev.type),
+                "compute_units": dev.max_compute_units,
+                "global_mem_gib": dev.global_mem_size / 2**30,
+                "local_mem_kib": dev.local_mem_size / 2**10,
+            })
+    return devices, None if devices else "no OpenCL devices found"
+
+
+def describe_devices() -> dict:
+    """Everything ``dpalign devices`` prints."""
+    from . import backends
+
+    devices, error = opencl_devices()
+    return {"cpu": cpu_info(), "opencl": devices, "opencl_error": error, "backends": backends()}

@@ -1,0 +1,94 @@
+"""GCUPS accounting: cells, seconds and blocks per worker and per phase."""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+
+def gcups(cells: float, seconds: float) -> float:
+    """Giga cell updates per second (0 when no time has passed)."""
+    return cells / seconds / 1e9 if seconds > 0 else 0.0
+
+
+@dataclass
+class WorkerStats:
+    """What one worker (a CPU thread, an OpenCL device, a Dask worker) did."""
+
+    name: str
+    blocks: int = 0
+    cells: int = 0
+    seconds: float = 0.0  # time spent inside kernels
+    failures: int = 0
+
+    @property
+    def gcups(self) -> float:
+        return gcups(self.cells, self.seconds)
+
+
+@dataclass
+class RunStats:
+    """Cells and time of a run, per phase and per worker; thread-safe to update."""
+
+    phases: dict[str, float] = field(default_factory=dict)
+    phase_cells: dict[str, int] = field(default_factory=dict)
+    workers: dict[str, WorkerStats] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @contextmanager
+    def phase(self, name: str, cells: int = 0):
+        """Time a phase (``with stats.phase("scoring", cells): ...``)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
+                self.phase_cells[name] = self.phase_cells.get(name, 0) + cells
+
+    def record(self, worker: str, cells: int, seconds: float, blocks: int = 1) -> None:
+        """Add one finished piece of work to a worker's account."""
+        with self._lock:
+            stats = self.workers.setdefault(worker, WorkerStats(worker))
+            stats.blocks += blocks
+            stats.cells += cells
+            stats.seconds += seconds
+
+    def failed(self, worker: str, message: str) -> None:
+        """Note a worker failure (its blocks went back to the queue)."""
+        with self._lock:
+            self.workers.setdefault(worker, WorkerStats(worker)).failures += 1
+            self.notes.append(f"{worker}: {message}")
+
+    def phase_gcups(self, name: str) -> float:
+        return gcups(self.phase_cells.get(name, 0), self.phases.get(name, 0.0))
+
+    def as_dict(self) -> dict:
+        """A JSON-ready summary."""
+        total = sum(w.cells for w in self.workers.values())
+        return {
+            "phases": {
+                name: {
+                    "seconds": secs,
+                    "cells": self.phase_cells.get(name, 0),
+                    "gcups": self.phase_gcups(name),
+                }
+                for name, secs in self.phases.items()
+            },
+            "workers": [
+                {
+                    "name": w.name,
+                    "blocks": w.blocks,
+                    "cells": w.cells,
+                    "kernel_seconds": w.seconds,
+                    "gcups": w.gcups,
+                    "share": w.cells / total if total else 0.0,
+                    "failures": w.failures,
+                }
+                for w in self.workers.values()
+            ],
+            "notes": list(self.notes),
+        }

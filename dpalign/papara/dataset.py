@@ -1,0 +1,200 @@
+"""PaPaRa's inputs, validated and encoded: the tree, the reference rows, the reads.
+
+Reads come from the reads FASTA first, then from MSA rows that are not tips of the tree (in
+MSA order), as in PaPaRa 2.5. Columns that are a gap state in every reference row are
+dropped (spec §3).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..alphabet import DNA, PROTEIN, StateAlphabet
+from ..errors import InputError
+from ..io import Record, check_unique, read_alignment, read_fasta, read_newick
+from .tree import PaparaTree, build_tree
+
+log = logging.getLogger("dpalign.papara")
+
+
+@dataclass
+class PaparaData:
+    """Everything the PaPaRa pipeline needs, encoded.
+
+    Attributes
+    ----------
+    tree : PaparaTree
+    alphabet : StateAlphabet
+    ref_names : list of str
+        Reference (tree) rows in MSA order.
+    ref_rows : list of str
+        Their raw text, all-gap columns removed.
+    ref_states : ndarray (T, n)
+        Their states.
+    tip_rows : dict
+        Tree tip node -> row index into ``ref_names``.
+    gap_fraction : float
+        Literal ``-`` characters / (T * n): the likelihood model's g.
+    read_names, reads : list
+        Read names and states (FASTA reads, then non-tree MSA rows).
+    n_fasta_reads : int
+        How many of the reads came from the FASTA file.
+    """
+
+    tree: PaparaTree
+    alphabet: StateAlphabet
+    ref_names: list[str]
+    ref_rows: list[str]
+    ref_states: np.ndarray
+    tip_rows: dict[int, int]
+    gap_fraction: float
+    read_names: list[str]
+    reads: list[np.ndarray]
+    n_fasta_reads: int
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def n_columns(self) -> int:
+        return self.ref_states.shape[1]
+
+
+def load(
+    tree,
+    msa,
+    reads=None,
+    protein: bool = False,
+    tree_path=None,
+    msa_path=None,
+    reads_path=None,
+) -> PaparaData:
+    """Validate and encode PaPaRa's inputs.
+
+    Parameters
+    ----------
+    tree : path, Newick text, or skbio.TreeNode
+    msa : path, list of Record, list of (name, row), or skbio.TabularMSA
+    reads : path, list of Record, list of (name, seq), iterable of skbio sequences, optional
+    protein : bool
+        Protein data (default: DNA).
+    """
+    alphabet = PROTEIN if protein else DNA
+    root, tree_path = _tree(tree, tree_path)
+    papara_tree = build_tree(root, tree_path)
+    msa_records, msa_path = _msa(msa, msa_path)
+    read_records, reads_path = _reads(reads, reads_path)
+
+    rows_by_name = {rec.name: k for k, rec in enumerate(msa_records)}
+    for name in papara_tree.tip_names:
+        if name not in rows_by_name:
+            raise InputError(f"tree tip {name!r} is not in the reference alignment",
+                             path=str(msa_path) if msa_path else None)
+    tip_names = set(papara_tree.tip_names)
+    ref_records = [rec for rec in msa_records if rec.name in tip_names]
+    extra_records = [rec for rec in msa_records if rec.name not in tip_names]
+    check_unique(
+        [r.name for r in msa_records] + [r.name for r in read_records],
+        reads_path or msa_path,
+        [r.line for r in msa_records] + [r.line for r in read_records],
+    )
+
+    states = np.stack([
+        _encode_row(alphabet, rec, msa_path) for rec in ref_records
+    ])
+    kept = np.flatnonzero((states != alphabet.gap).any(axis=0))
+    if kept.size == 0:
+        raise InputError("every column of the reference alignment is a gap",
+                         path=str(msa_path) if msa_path else None)
+    states = np.ascontiguousarray(states[:, kept])
+    ref_rows = ["".join(rec.seq[k] for k in kept) if kept.size < len(rec.seq) else rec.seq
+                for rec in ref_records]
+    n_dash = sum(row.count("-") for row in ref_rows)
+    gap_fraction = n_dash / (len(ref_rows) * kept.size)
+
+    data_warnings: list[str] = []
+    read_names, read_states = [], []
+    for rec, source in [(r, reads_path) for r in read_records] + [
+        (r, msa_path) for r in extra_records
+    ]:
+        try:
+            encoded, lost = alphabet.encode_read(rec.seq, rec.name)
+        except InputError as exc:
+            raise exc.located(path=str(source) if source else None, line=rec.line) from None
+        if lost:
+            data_warnings.append(
+                f"read {rec.name!r}: {lost} character(s) that are not {alphabet.name} states "
+                "(N, X, ...) were dropped, as PaPaRa does"
+            )
+        if encoded.size == 0:
+            data_warnings.append(f"read {rec.name!r} is empty; it is written as a row of gaps")
+        read_names.append(rec.name)
+        read_states.append(encoded)
+    for message in data_warnings:
+        log.warning(message)
+    name_to_row = {name: k for k, name in enumerate(r.name for r in ref_records)}
+    tip_rows = {node: name_to_row[papara_tree.names[node]] for node in papara_tree.tips}
+    return PaparaData(
+        papara_tree, alphabet, [r.name for r in ref_records], ref_rows, states, tip_rows,
+        gap_fraction, read_names, read_states, len(read_records), data_warnings,
+    )
+
+
+def _encode_row(alphabet: StateAlphabet, rec: Record, path) -> np.ndarray:
+    try:
+        return alphabet.encode_reference(rec.seq, rec.name)
+    except InputError as exc:
+        raise exc.located(path=str(path) if path else None, line=rec.line) from None
+
+
+def _tree(tree, path):
+    if hasattr(tree, "children") and hasattr(tree, "tips"):
+        return tree, path
+    text = str(tree)
+    if text.lstrip().startswith("("):
+        from io import StringIO
+
+        from ..io import check_newick_syntax
+
+        check_newick_syntax(text, path or "<newick>")
+        from skbio import TreeNode
+
+        return TreeNode.read(StringIO(text), convert_underscores=False), path
+    return read_newick(tree), tree
+
+
+def _records(items) -> list[Record]:
+    out = []
+    for k, item in enumerate(items):
+        if isinstance(item, Record):
+            out.append(item)
+        elif isinstance(item, tuple):
+            out.append(Record(str(item[0]), str(item[1]), k + 1))
+        else:  # an skbio sequence
+            name = item.metadata.get("id") if hasattr(item, "metadata") else None
+            if not name:
+                raise InputError(f"sequence {k + 1} has no metadata['id'] to name it")
+            out.append(Record(name, str(item), k + 1))
+    return out
+
+
+def _msa(msa, path):
+    if hasattr(msa, "index") and hasattr(msa, "iter_positions"):  # skbio TabularMSA
+        return _records(zip(map(str, msa.index), map(str, msa), strict=True)), path
+    if isinstance(msa, (list, tuple)):
+        records = _records(msa)
+        width = len(records[0].seq) if records else 0
+        for rec in records:
+            if len(rec.seq) != width:
+                raise InputError("ragged alignment", record=rec.name)
+        return records, path
+    return read_alignment(msa), msa
+
+
+def _reads(reads, path):
+    if reads is None:
+        return [], path
+    if isinstance(reads, (list, tuple)) or hasattr(reads, "__next__"):
+        return _records(reads), path
+    return read_fasta(reads), reads

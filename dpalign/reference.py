@@ -1,0 +1,395 @@
+"""Plain dynamic programming for every recurrence in dpalign: slow, obviously right, the oracle.
+
+Every fast kernel (Numba, OpenCL) is tested to give exactly these scores, end positions and
+alignments. This module depends on NumPy alone and favours clarity over speed: the pairwise
+recurrences are scalar Python over full matrices; the PaPaRa recurrence runs one read against
+W profiles at once with NumPy arrays over the W lanes (the code reads like the scalar version).
+
+Pairwise conventions (scikit-bio 0.7 ``pair_align``)
+----------------------------------------------------
+``a`` has length m (matrix rows i = 0..m), ``b`` length n (columns j = 0..n). A gap of length k
+costs ``o + e*k`` (linear gaps: ``o = 0``). Three matrices (Gotoh):
+
+* ``D[i][j]``: alignments of ``a[:i]``, ``b[:j]`` ending with ``a[i-1]`` against a gap in b,
+* ``I[i][j]``: ... ending with ``b[j-1]`` against a gap in a,
+* ``H[i][j]``: the best of all (local: and 0).
+
+``free_ends = (a_lead, a_trail, b_lead, b_trail)`` says which end gaps cost nothing (a gap *in*
+a at its start, at its end; a gap in b at its start, at its end).
+
+Tie rules (documented; every backend follows them)
+-------------------------------------------------
+* **End cell**: the maximum over the candidate cells (local: every cell; global: (m, n), plus
+  row m if ``a_trail``, plus column n if ``b_trail``); ties go to the first in row-major order
+  (smallest i, then smallest j).
+* **Traceback** from H: diagonal first, then D (gap in b), then I (gap in a). From D or I: go
+  back to H ("open") when that explains the value, else extend.
+* Free end gaps are not part of the reported alignment (like scikit-bio's ``trim_ends=True``):
+  the coordinates say where the aligned part starts and ends. Penalised end gaps are included.
+* Local alignment stops at the first cell whose H is 0. A local score of 0 gives an empty
+  alignment at (0, 0).
+* An empty sequence aligns to gaps only: global scores ``-(o + e*k)`` for the k characters of
+  the other (0 where that end is free), local scores 0.
+
+CIGAR operations follow scikit-bio's ``PairAlignPath``: ``=``/``X`` (or ``M``) aligned pair,
+``I`` a gap in a (a character of b only), ``D`` a gap in b (a character of a only).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+NEG_INF = -math.inf
+
+
+@dataclass(frozen=True)
+class PairwiseResult:
+    """Score and, when traced back, the alignment of one pair.
+
+    Coordinates are 0-based, half-open: ``a[a_start:a_end]`` is aligned to
+    ``b[b_start:b_end]``. ``ops`` holds one character per alignment column (``=``, ``X``,
+    ``I``, ``D``) or is ``None`` for score-only results.
+    """
+
+    score: int
+    a_start: int
+    a_end: int
+    b_start: int
+    b_end: int
+    ops: str | None = None
+
+    @property
+    def cigar(self) -> str:
+        """Run-length encoded ``ops``."""
+        return run_length(self.ops or "")
+
+
+def run_length(ops: str) -> str:
+    """Compress ``"==XI"`` to ``"2=1X1I"``."""
+    out, k = [], 0
+    while k < len(ops):
+        run = k
+        while run < len(ops) and ops[run] == ops[k]:
+            run += 1
+        out.append(f"{run - k}{ops[k]}")
+        k = run
+    return "".join(out)
+
+
+def _fill_pairwise(a, b, matrix, o, e, mode, free_ends):
+    m, n = len(a), len(b)
+    a_lead, _, b_lead, _ = free_ends
+    local = mode == "local"
+    H = [[NEG_INF] * (n + 1) for _ in range(m + 1)]
+    D = [[NEG_INF] * (n + 1) for _ in range(m + 1)]
+    I = [[NEG_INF] * (n + 1) for _ in range(m + 1)]  # noqa: E741
+    H[0][0] = 0
+    for j in range(1, n + 1):
+        H[0][j] = I[0][j] = 0 if (local or a_lead) else -(o + e * j)
+    for i in range(1, m + 1):
+        H[i][0] = D[i][0] = 0 if (local or b_lead) else -(o + e * i)
+    if local:
+        for j in range(1, n + 1):
+            I[0][j] = NEG_INF
+        for i in range(1, m + 1):
+            D[i][0] = NEG_INF
+    for i in range(1, m + 1):
+        for j in range(1, n + 1):
+            D[i][j] = max(D[i - 1][j] - e, H[i - 1][j] - o - e)
+            I[i][j] = max(I[i][j - 1] - e, H[i][j - 1] - o - e)
+            diag = H[i - 1][j - 1] + int(matrix[a[i - 1], b[j - 1]])
+            H[i][j] = max(diag, D[i][j], I[i][j], 0 if local else NEG_INF)
+    return H, D, I
+
+
+def _end_cell(H, mode, free_ends):
+    m, n = len(H) - 1, len(H[0]) - 1
+    _, a_trail, _, b_trail = free_ends
+    best, end = NEG_INF, (m, n)
+    for i in range(m + 1):
+        for j in range(n + 1):
+            if mode == "local":
+                candidate = True
+            else:
+                candidate = (i == m and j == n) or (a_trail and i == m) or (b_trail and j == n)
+            if candidate and H[i][j] > best:
+                best, end = H[i][j], (i, j)
+    return best, end
+
+
+def _default_ends(mode: str) -> tuple[bool, bool, bool, bool]:
+    return (True, True, False, False) if mode == "semiglobal" else (False,) * 4
+
+
+def pairwise_score(a, b, matrix, gap_open, gap_extend, mode="global", free_ends=None):
+    """Score one pair; return a :class:`PairwiseResult` without ops (start = end cell).
+
+    Parameters
+    ----------
+    a, b : sequence of int
+        Residue codes.
+    matrix : ndarray (K, K)
+        Substitution scores.
+    gap_open, gap_extend : int
+        ``o`` and ``e`` (a gap of length k costs ``o + e*k``).
+    mode : {"global", "local", "semiglobal"}
+    free_ends : 4-tuple of bool, optional
+        ``(a_lead, a_trail, b_lead, b_trail)`` (see :func:`dpalign.scoring.free_ends_tuple`);
+        by default all False for global, ``(True, True, False, False)`` for semiglobal.
+    """
+    result = pairwise_align(a, b, matrix, gap_open, gap_extend, mode, free_ends)
+    return PairwiseResult(result.score, result.a_end, result.a_end, result.b_end, result.b_end)
+
+
+def pairwise_align(a, b, matrix, gap_open, gap_extend, mode="global", free_ends=None):
+    """Align one pair with traceback; return a :class:`PairwiseResult`.
+
+    See the module docstring for the recurrence and the tie rules.
+    """
+    ends = _default_ends(mode) if free_ends is None else tuple(bool(x) for x in free_ends)
+    a, b = [int(x) for x in a], [int(x) for x in b]
+    o, e = int(gap_open), int(gap_extend)
+    H, D, I = _fill_pairwise(a, b, matrix, o, e, mode, ends)  # noqa: E741
+    score, (i, j) = _end_cell(H, mode, ends)
+    a_end, b_end = i, j
+    a_lead, _, b_lead, _ = ends
+    local = mode == "local"
+    ops: list[str] = []
+    state = "H"
+    while True:
+        if state == "H":
+            if (local and H[i][j] == 0) or (i == 0 and j == 0):
+                break
+            if i == 0:
+                if a_lead:
+                    break
+                state = "I"
+                continue
+            if j == 0:
+                if b_lead:
+                    break
+                state = "D"
+                continue
+            s = int(matrix[a[i - 1], b[j - 1]])
+            if H[i][j] == H[i - 1][j - 1] + s:
+                ops.append("=" if a[i - 1] == b[j - 1] else "X")
+                i, j = i - 1, j - 1
+            elif H[i][j] == D[i][j]:
+                state = "D"
+            else:
+                state = "I"
+        elif state == "D":
+            ops.append("D")
+            opened = D[i][j] == H[i - 1][j] - o - e
+            i -= 1
+            state = "H" if opened else "D"
+        else:
+            ops.append("I")
+            opened = I[i][j] == H[i][j - 1] - o - e
+            j -= 1
+            state = "H" if opened else "I"
+    if local and score == 0:
+        return PairwiseResult(0, 0, 0, 0, 0, "")
+    return PairwiseResult(int(score), i, a_end, j, b_end, "".join(reversed(ops)))
+
+
+def rescore(ops: str, a, b, matrix, gap_open, gap_extend, a_start=0, b_start=0) -> int:
+    """Score an alignment given by its ops (independently of any DP): the CIGAR check."""
+    score, i, j, prev = 0, a_start, b_start, None
+    for op in ops:
+        if op in "=XM":
+            score += int(matrix[int(a[i]), int(b[j])])
+            i, j = i + 1, j + 1
+        elif op == "D":
+            score -= gap_extend + (gap_open if prev != "D" else 0)
+            i += 1
+        elif op == "I":
+            score -= gap_extend + (gap_open if prev != "I" else 0)
+            j += 1
+        else:
+            raise ValueError(f"unknown op {op!r}")
+        prev = op
+    return score
+
+
+# --------------------------------------------------------------------------------------------
+# PaPaRa
+# --------------------------------------------------------------------------------------------
+
+#: Traceback bits kept per cell (spec §6).
+E_EXT, F_EXT, H_FROM_E, H_FROM_F = 1, 2, 4, 8
+PAPARA_NEG = -(10**9)  # "minus infinity" (far below any reachable value, no overflow in int64)
+
+
+@dataclass(frozen=True)
+class PaparaResult:
+    """Scores of one read against W profiles, and where each alignment ends.
+
+    ``end_col`` is the reference column (0..n-1), ``end_row`` the read position (0..m-1) of the
+    end cell. ``bits`` (shape (m, n, W)) is kept only when asked for, for traceback.
+    """
+
+    scores: np.ndarray
+    end_col: np.ndarray
+    end_row: np.ndarray
+    bits: np.ndarray | None = None
+
+
+def papara_fill(states, flags, read, scoring, keep_bits=False) -> PaparaResult:
+    """Run the PaPaRa recurrence of one read against W profiles.
+
+    Parameters
+    ----------
+    states : ndarray (n, W) or (n,)
+        Profile states (bit sets) per reference column and lane.
+    flags : ndarray (n, W) or (n,)
+        Gap flags (1 = the column is a gap at this edge).
+    read : ndarray (m,)
+        Read states.
+    scoring : PaparaScoring
+        ``kind="papara2"`` (spec §5) or ``"bmc2012"`` (spec §8).
+    keep_bits : bool
+        Keep the per-cell traceback bits.
+    """
+    states = np.asarray(states)
+    flags = np.asarray(flags)
+    if states.ndim == 1:
+        states, flags = states[:, None], flags[:, None]
+    n, width = states.shape
+    m = len(read)
+    if n == 0 or m == 0:
+        raise ValueError("the PaPaRa recurrence needs a non-empty read and reference")
+    flagged = flags.astype(bool)
+    bits = np.zeros((m, n, width), dtype=np.uint8) if keep_bits else None
+    if scoring.kind == "bmc2012":
+        return _fill_bmc2012(states, flagged, read, bits)
+    GO, GE, MA, MC = scoring.gap_open, scoring.gap_extend, scoring.match, scoring.match_cgap
+    zeros = np.zeros(width, dtype=np.int64)
+    neg = np.full(width, PAPARA_NEG, dtype=np.int64)
+    go = np.where(flagged, 0, GO)  # E costs nothing on flagged columns
+    ge = np.where(flagged, 0, GE)
+    mc = np.where(flagged, MC, 0)
+    h_up = np.zeros((n, width), dtype=np.int64)  # H[j-1][i]; row -1 is 0
+    f_up = np.full((n, width), PAPARA_NEG, dtype=np.int64)  # F[j-1][i]; row -1 is -inf
+    best, end_col, end_row = neg.copy(), np.zeros(width, np.int64), np.zeros(width, np.int64)
+    for j in range(m):
+        b = int(read[j])
+        h_left, e_left, h_diag = zeros, neg, zeros  # H[j][-1] = 0, E[j][-1] = -inf, H[j-1][-1] = 0
+        for i in range(n):
+            sm = h_diag + np.where((states[i] & b) != 0, MA, 0) + mc[i]
+            e_ext, e_open = e_left + ge[i], h_left + go[i]
+            e = np.maximum(e_ext, e_open)
+            f_ext, f_open = f_up[i] + GE, h_up[i] + GO
+            f = np.maximum(f_ext, f_open)
+            take_f = (f > e) & (f > sm)
+            take_e = ~take_f & (e >= f) & (e > sm)
+            h = np.where(take_f, f, np.where(take_e, e, sm))
+            if bits is not None:
+                bits[j, i] = (
+                    (e_ext > e_open) * E_EXT
+                    + (f_ext > f_open) * F_EXT
+                    + take_e * H_FROM_E
+                    + take_f * H_FROM_F
+                )
+            if i == n - 1 or j == m - 1:
+                better = h > best
+                best = np.where(better, h, best)
+                end_col = np.where(better, i, end_col)
+                end_row = np.where(better, j, end_row)
+            h_diag = h_up[i].copy()  # a view would see the store below
+            h_up[i], f_up[i] = h, f
+            h_left, e_left = h, e
+    return PaparaResult(best, end_col, end_row, bits)
+
+
+def _fill_bmc2012(states, flagged, read, bits) -> PaparaResult:
+    """Equation 1 of the seed paper (lower is better); see spec §8 and :func:`papara_fill`."""
+    n, width = states.shape
+    m = len(read)
+    inf = -PAPARA_NEG
+    cg = np.where(flagged, 3, 0)
+    gpoe = np.where(flagged, 0, 4)
+    gpe = np.where(flagged, 0, 1)
+    s_up = np.zeros((n, width), dtype=np.int64)  # S[i][j-1]; row -1 is 0 (free reference start)
+    for j in range(m):
+        b = int(read[j])
+        s_left = np.full(width, 3 * (j + 1), dtype=np.int64)  # S[-1][j]
+        s_diag = np.full(width, 3 * j, dtype=np.int64)  # S[-1][j-1]
+        d_left = np.full(width, inf, dtype=np.int64)  # D[-1][j]
+        for i in range(n):
+            sm = s_diag + np.where((states[i] & b) != 0, 0, 3) + cg[i]
+            ins = s_up[i] + 3
+            d_ext, d_open = d_left + gpe[i], s_left + gpoe[i]
+            d = np.minimum(d_ext, d_open)
+            take_i = (ins < d) & (ins < sm)
+            take_d = ~take_i & (d <= ins) & (d < sm)
+            s = np.where(take_i, ins, np.where(take_d, d, sm))
+            if bits is not None:
+                bits[j, i] = (d_ext < d_open) * E_EXT + take_d * H_FROM_E + take_i * H_FROM_F
+            s_diag = s_up[i].copy()
+            s_up[i] = s
+            s_left, d_left = s, d
+    last = s_up  # S[i][m-1]
+    end_col = np.argmin(last, axis=0)  # first minimum: ties to the lower column
+    scores = last[end_col, np.arange(width)]
+    return PaparaResult(scores, end_col, np.full(width, m - 1), bits)
+
+
+def papara_traceback(bits: np.ndarray, end_col: int, end_row: int) -> str:
+    """Trace one alignment back from its end cell (spec §6).
+
+    Parameters
+    ----------
+    bits : ndarray (m, n)
+        Traceback bits of one lane (``PaparaResult.bits[:, :, lane]``).
+    end_col, end_row : int
+        The end cell.
+
+    Returns
+    -------
+    str
+        The alignment in forward order: ``M`` (read state on a site), ``R`` (reference site
+        against a gap), ``I`` (read character inserted between sites). It holds n ``M``+``R``
+        and m ``M``+``I``.
+    """
+    m, n = bits.shape
+    ops: list[str] = []
+    i, j = n - 1, m - 1
+    while i > end_col:
+        ops.append("R")
+        i -= 1
+    while j > end_row:
+        ops.append("I")
+        j -= 1
+    state = "diag"
+    while i >= 0 and j >= 0:
+        cell = int(bits[j, i])
+        if state == "diag":
+            if cell & H_FROM_F:
+                state = "F"
+            elif cell & H_FROM_E:
+                state = "E"
+            else:
+                ops.append("M")
+                i, j = i - 1, j - 1
+        elif state == "F":
+            ops.append("I")
+            j -= 1
+            state = "F" if cell & F_EXT else "diag"
+        else:
+            ops.append("R")
+            i -= 1
+            state = "E" if cell & E_EXT else "diag"
+    ops.extend("R" * (i + 1))
+    ops.extend("I" * (j + 1))
+    return "".join(reversed(ops))
+
+
+def papara_align(states, flags, read, scoring) -> tuple[int, str]:
+    """Score and trace back one read against one profile; return ``(score, ops)``."""
+    result = papara_fill(states, flags, read, scoring, keep_bits=True)
+    ops = papara_traceback(result.bits[:, :, 0], int(result.end_col[0]), int(result.end_row[0]))
+    return int(result.scores[0]), ops

@@ -1,0 +1,1 @@
+"""Numba CPU kernels, one module per kernel shape. Pure compute on arrays: no I/O here."""
