@@ -42,13 +42,21 @@ def _progress_bar(total_cells: int, enabled: bool | None, label: str):
     """A tqdm bar counting cells (None when disabled); call it with cells done."""
     from . import config
 
-    if enabled is False or (enabled is None and (not sys.stderr.isatty()
-                                                 or total_cells < config.PROGRESS_MIN_CELLS)):
+    if enabled is False or (
+        enabled is None and (not sys.stderr.isatty() or total_cells < config.PROGRESS_MIN_CELLS)
+    ):
         return None
     from tqdm import tqdm
 
-    return tqdm(total=total_cells, unit="cell", unit_scale=True, desc=label, file=sys.stderr,
-                leave=False, smoothing=0.1)
+    return tqdm(
+        total=total_cells,
+        unit="cell",
+        unit_scale=True,
+        desc=label,
+        file=sys.stderr,
+        leave=False,
+        smoothing=0.1,
+    )
 
 
 def _write_outputs(outputs: dict[str, str]) -> None:
@@ -70,19 +78,35 @@ def _write_outputs(outputs: dict[str, str]) -> None:
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-v", "--verbose", action="count", default=0,
-                        help="say more (-vv: debugging detail)")
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="say more (-vv: debugging detail)"
+    )
 
 
 def _add_backend(parser: argparse.ArgumentParser, choices: list[str]) -> None:
-    parser.add_argument("--backend", default="auto", choices=choices,
-                        help="where the kernels run (default: auto, the fastest available)")
-    parser.add_argument("--threads", type=int, default=None, metavar="N",
-                        help="CPU worker threads (default: one per core)")
-    parser.add_argument("--progress", dest="progress", action="store_true", default=None,
-                        help="always show a progress bar")
-    parser.add_argument("--no-progress", dest="progress", action="store_false",
-                        help="never show a progress bar")
+    parser.add_argument(
+        "--backend",
+        default="auto",
+        choices=choices,
+        help="where the kernels run (default: auto, the fastest available)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="CPU worker threads (default: one per core)",
+    )
+    parser.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_true",
+        default=None,
+        help="always show a progress bar",
+    )
+    parser.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="never show a progress bar"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -99,21 +123,36 @@ def _add_papara(sub) -> None:
         "--format fasta to its -g output.",
     )
     p.add_argument("--ref", required=True, metavar="TREE", help="reference tree (Newick)")
-    p.add_argument("--msa", required=True, metavar="MSA",
-                   help="reference alignment (FASTA or relaxed PHYLIP)")
+    p.add_argument(
+        "--msa", required=True, metavar="MSA", help="reference alignment (FASTA or relaxed PHYLIP)"
+    )
     p.add_argument("--reads", metavar="FASTA", help="reads to align (FASTA)")
     p.add_argument("--out", default="-", metavar="FILE", help="output file (default: stdout)")
     p.add_argument("--format", default="phylip", choices=["phylip", "fasta"])
-    p.add_argument("--no-ref-gaps", action="store_true",
-                   help="drop inserted read characters instead of adding gap columns "
-                   "to the reference (PaPaRa -r)")
-    p.add_argument("--gap-model", default="likelihood", choices=["likelihood", "cgap"],
-                   help="gap flags per edge: likelihood (default) or cgap (PaPaRa -c)")
-    p.add_argument("--scoring", default="papara2", metavar="SCHEME",
-                   help="papara2 (default), bmc2012, or o:e:m:mc such as -3:-1:2:-3")
+    p.add_argument(
+        "--no-ref-gaps",
+        action="store_true",
+        help="drop inserted read characters instead of adding gap columns "
+        "to the reference (PaPaRa -r)",
+    )
+    p.add_argument(
+        "--gap-model",
+        default="likelihood",
+        choices=["likelihood", "cgap"],
+        help="gap flags per edge: likelihood (default) or cgap (PaPaRa -c)",
+    )
+    p.add_argument(
+        "--scoring",
+        default="papara2",
+        metavar="SCHEME",
+        help="papara2 (default), bmc2012, or o:e:m:mc such as -3:-1:2:-3",
+    )
     p.add_argument("--protein", action="store_true", help="protein data (PaPaRa -a)")
-    p.add_argument("--placements", metavar="FILE",
-                   help="also write a TSV: read, best edge, the edge's smaller clade, score")
+    p.add_argument(
+        "--placements",
+        metavar="FILE",
+        help="also write a TSV: read, best edge, the edge's smaller clade, score",
+    )
     _add_backend(p, ["auto", "numba", "reference", "opencl", "hybrid"])
     _add_common(p)
     p.set_defaults(run=_run_papara)
@@ -136,8 +175,15 @@ def _run_papara(args) -> int:
             bar.update(cells)
 
     result = papara(
-        args.ref, args.msa, args.reads, protein=args.protein, gap_model=args.gap_model,
-        scoring=args.scoring, ref_gaps=not args.no_ref_gaps, backend=backend, progress=progress,
+        args.ref,
+        args.msa,
+        args.reads,
+        protein=args.protein,
+        gap_model=args.gap_model,
+        scoring=args.scoring,
+        ref_gaps=not args.no_ref_gaps,
+        backend=backend,
+        progress=progress,
     )
     if bar:
         bar.close()
@@ -180,14 +226,18 @@ def _run_devices(args) -> int:
         print(json.dumps(info, indent=2))
         return 0
     cpu = info["cpu"]
-    print(f"CPU: {cpu['name']}, {cpu['cores']} cores, SIMD {cpu['simd']} "
-          f"({cpu['int16_lanes']} x int16 lanes as Numba sees it)")
+    print(
+        f"CPU: {cpu['name']}, {cpu['cores']} cores, SIMD {cpu['simd']} "
+        f"({cpu['int16_lanes']} x int16 lanes as Numba sees it)"
+    )
     if info["opencl_error"]:
         print(f"OpenCL: {info['opencl_error']}")
     for dev in info["opencl"]:
-        print(f"OpenCL {dev['id']}: {dev['name']} ({dev['type']}, {dev['platform']}), "
-              f"{dev['compute_units']} compute units, {dev['global_mem_gib']:.1f} GiB global, "
-              f"{dev['local_mem_kib']:.0f} KiB local")
+        print(
+            f"OpenCL {dev['id']}: {dev['name']} ({dev['type']}, {dev['platform']}), "
+            f"{dev['compute_units']} compute units, {dev['global_mem_gib']:.1f} GiB global, "
+            f"{dev['local_mem_kib']:.0f} KiB local"
+        )
     print("Backends available: " + ", ".join(info["backends"]))
     return 0
 

@@ -50,15 +50,17 @@ def opencl_devices() -> tuple[list[dict], str | None]:
         except cl.Error:
             continue
         for d, dev in enumerate(found):
-            devices.append({
-                "id": f"{p}:{d}",
-                "name": dev.name.strip(),
-                "platform": plat.name.strip(),
-                "type": cl.device_type.to_string(dev.type),
-                "compute_units": dev.max_compute_units,
-                "global_mem_gib": dev.global_mem_size / 2**30,
-                "local_mem_kib": dev.local_mem_size / 2**10,
-            })
+            devices.append(
+                {
+                    "id": f"{p}:{d}",
+                    "name": dev.name.strip(),
+                    "platform": plat.name.strip(),
+                    "type": cl.device_type.to_string(dev.type),
+                    "compute_units": dev.max_compute_units,
+                    "global_mem_gib": dev.global_mem_size / 2**30,
+                    "local_mem_kib": dev.local_mem_size / 2**10,
+                }
+            )
     return devices, None if devices else "no OpenCL devices found"
 
 

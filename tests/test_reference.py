@@ -13,8 +13,13 @@ from dpalign.scoring import PaparaScoring, Scoring, free_ends_tuple
 def _align(a, b, scoring, mode, free_ends=None):
     ends = free_ends_tuple(mode, free_ends)
     return R.pairwise_align(
-        scoring.encode(a), scoring.encode(b), scoring.matrix, scoring.gap_open,
-        scoring.gap_extend, mode, ends,
+        scoring.encode(a),
+        scoring.encode(b),
+        scoring.matrix,
+        scoring.gap_open,
+        scoring.gap_extend,
+        mode,
+        ends,
     )
 
 
@@ -74,13 +79,21 @@ PROT_SEQ = st.text("ARNDCQEGHILKMFPSTWYV", min_size=1, max_size=14)
 GAPS = st.sampled_from([1, 2, 3, (2, 1), (3, 1), (5, 2), (11, 1), (0, 2)])
 MODES = st.sampled_from(["global", "local", "semiglobal"])
 FREE_ENDS = st.one_of(
-    st.none(), st.booleans(), st.tuples(st.booleans(), st.booleans()),
+    st.none(),
+    st.booleans(),
+    st.tuples(st.booleans(), st.booleans()),
     st.tuples(st.booleans(), st.booleans(), st.booleans(), st.booleans()),
 )
 
 
-@given(a=DNA_SEQ, b=DNA_SEQ, gap=GAPS, mode=MODES, free_ends=FREE_ENDS,
-       sub=st.sampled_from([(1, -1), (2, -3), (5, -4), "NUC.4.4"]))
+@given(
+    a=DNA_SEQ,
+    b=DNA_SEQ,
+    gap=GAPS,
+    mode=MODES,
+    free_ends=FREE_ENDS,
+    sub=st.sampled_from([(1, -1), (2, -3), (5, -4), "NUC.4.4"]),
+)
 def test_dna_scores_equal_scikit_bio(a, b, gap, mode, free_ends, sub):
     s = Scoring(sub, gap)
     fe = free_ends if mode == "global" else None
@@ -92,20 +105,29 @@ def test_dna_scores_equal_scikit_bio(a, b, gap, mode, free_ends, sub):
         want = pair_align(a, b, mode="global", sub_score=sub, gap_cost=gap, free_ends=ends).score
     assert r.score == want
     enc_a, enc_b = s.encode(a), s.encode(b)
-    assert R.rescore(r.ops, enc_a, enc_b, s.matrix, s.gap_open, s.gap_extend,
-                     r.a_start, r.b_start) == r.score
+    assert (
+        R.rescore(r.ops, enc_a, enc_b, s.matrix, s.gap_open, s.gap_extend, r.a_start, r.b_start)
+        == r.score
+    )
     assert r.ops.count("=") + r.ops.count("X") + r.ops.count("D") == r.a_end - r.a_start
     assert r.ops.count("=") + r.ops.count("X") + r.ops.count("I") == r.b_end - r.b_start
 
 
-@given(a=PROT_SEQ, b=PROT_SEQ, gap=GAPS, mode=MODES,
-       matrix=st.sampled_from(["BLOSUM62", "PAM250", "BLOSUM45"]))
+@given(
+    a=PROT_SEQ,
+    b=PROT_SEQ,
+    gap=GAPS,
+    mode=MODES,
+    matrix=st.sampled_from(["BLOSUM62", "PAM250", "BLOSUM45"]),
+)
 def test_protein_scores_equal_scikit_bio(a, b, gap, mode, matrix):
     s = Scoring(matrix, gap)
     r = _align(a, b, s, mode)
     skmode, ends = ("local", True) if mode == "local" else ("global", free_ends_tuple(mode))
-    assert r.score == pair_align(a, b, mode=skmode, sub_score=matrix, gap_cost=gap,
-                                 free_ends=ends).score
+    assert (
+        r.score
+        == pair_align(a, b, mode=skmode, sub_score=matrix, gap_cost=gap, free_ends=ends).score
+    )
 
 
 @given(a=DNA_SEQ, b=DNA_SEQ, gap=GAPS, mode=MODES)
@@ -154,8 +176,9 @@ def test_papara_insertions_and_ends():
     assert ops.count("M") + ops.count("R") == 4 and ops.count("M") + ops.count("I") == 8
 
 
-@given(st.randoms(), st.integers(1, 12), st.integers(1, 10),
-       st.sampled_from(["papara2", "bmc2012"]))
+@given(
+    st.randoms(), st.integers(1, 12), st.integers(1, 10), st.sampled_from(["papara2", "bmc2012"])
+)
 def test_papara_traceback_is_consistent(rnd, n, m, kind):
     ref = np.array([rnd.randrange(1, 16) for _ in range(n)], np.uint8)
     flags = np.array([rnd.random() < 0.3 for _ in range(n)], np.uint8)
@@ -173,8 +196,9 @@ def test_papara_lanes_are_independent():
     flags = (rng.random((20, 5)) < 0.2).astype(np.uint8)
     read = (1 << rng.integers(0, 4, 9)).astype(np.uint8)
     together = R.papara_fill(ref, flags, read, PaparaScoring()).scores
-    alone = [R.papara_fill(ref[:, k], flags[:, k], read, PaparaScoring()).scores[0]
-             for k in range(5)]
+    alone = [
+        R.papara_fill(ref[:, k], flags[:, k], read, PaparaScoring()).scores[0] for k in range(5)
+    ]
     assert list(together) == alone
 
 

@@ -145,7 +145,12 @@ def papara(
     cells = n_edges * n_cols * sum(len(r) for r in data.reads)
     log.info(
         "%d reads x %d edges x %d columns, scoring %s, gap model %s, backend %s",
-        len(data.reads), n_edges, n_cols, scoring, gap_model, engine.describe(),
+        len(data.reads),
+        n_edges,
+        n_cols,
+        scoring,
+        gap_model,
+        engine.describe(),
     )
     with stats.phase("scoring", cells):
         tick = (lambda done: progress(done, cells)) if progress is not None else None
@@ -156,8 +161,14 @@ def papara(
         )
     with stats.phase("output"):
         rows = msa.extended_alignment(
-            data.ref_names, data.ref_rows, data.ref_states, data.read_names, data.reads, ops,
-            data.alphabet, ref_gaps,
+            data.ref_names,
+            data.ref_rows,
+            data.ref_states,
+            data.read_names,
+            data.reads,
+            ops,
+            data.alphabet,
+            ref_gaps,
         )
     placements = [
         ReadPlacement(

@@ -89,8 +89,10 @@ def load(
     rows_by_name = {rec.name: k for k, rec in enumerate(msa_records)}
     for name in papara_tree.tip_names:
         if name not in rows_by_name:
-            raise InputError(f"tree tip {name!r} is not in the reference alignment",
-                             path=str(msa_path) if msa_path else None)
+            raise InputError(
+                f"tree tip {name!r} is not in the reference alignment",
+                path=str(msa_path) if msa_path else None,
+            )
     tip_names = set(papara_tree.tip_names)
     ref_records = [rec for rec in msa_records if rec.name in tip_names]
     extra_records = [rec for rec in msa_records if rec.name not in tip_names]
@@ -100,16 +102,18 @@ def load(
         [r.line for r in msa_records] + [r.line for r in read_records],
     )
 
-    states = np.stack([
-        _encode_row(alphabet, rec, msa_path) for rec in ref_records
-    ])
+    states = np.stack([_encode_row(alphabet, rec, msa_path) for rec in ref_records])
     kept = np.flatnonzero((states != alphabet.gap).any(axis=0))
     if kept.size == 0:
-        raise InputError("every column of the reference alignment is a gap",
-                         path=str(msa_path) if msa_path else None)
+        raise InputError(
+            "every column of the reference alignment is a gap",
+            path=str(msa_path) if msa_path else None,
+        )
     states = np.ascontiguousarray(states[:, kept])
-    ref_rows = ["".join(rec.seq[k] for k in kept) if kept.size < len(rec.seq) else rec.seq
-                for rec in ref_records]
+    ref_rows = [
+        "".join(rec.seq[k] for k in kept) if kept.size < len(rec.seq) else rec.seq
+        for rec in ref_records
+    ]
     n_dash = sum(row.count("-") for row in ref_rows)
     gap_fraction = n_dash / (len(ref_rows) * kept.size)
 
@@ -136,8 +140,17 @@ def load(
     name_to_row = {name: k for k, name in enumerate(r.name for r in ref_records)}
     tip_rows = {node: name_to_row[papara_tree.names[node]] for node in papara_tree.tips}
     return PaparaData(
-        papara_tree, alphabet, [r.name for r in ref_records], ref_rows, states, tip_rows,
-        gap_fraction, read_names, read_states, len(read_records), data_warnings,
+        papara_tree,
+        alphabet,
+        [r.name for r in ref_records],
+        ref_rows,
+        states,
+        tip_rows,
+        gap_fraction,
+        read_names,
+        read_states,
+        len(read_records),
+        data_warnings,
     )
 
 

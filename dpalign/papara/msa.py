@@ -24,9 +24,7 @@ def insertion_counts(ops: str, n_sites: int) -> np.ndarray:
     return counts
 
 
-def read_row(
-    ops: str, letters: str, n_sites: int, slot_widths: np.ndarray | None
-) -> str:
+def read_row(ops: str, letters: str, n_sites: int, slot_widths: np.ndarray | None) -> str:
     """Render one read's row.
 
     Parameters

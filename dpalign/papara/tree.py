@@ -162,6 +162,7 @@ def _check_tips(tree: PaparaTree, path) -> None:
         if not name:
             raise InputError("a tip of the tree has no name", path=str(path) if path else None)
         if name in seen:
-            raise InputError(f"tip name {name!r} appears twice in the tree",
-                             path=str(path) if path else None)
+            raise InputError(
+                f"tip name {name!r} appears twice in the tree", path=str(path) if path else None
+            )
         seen.add(name)
