@@ -18,6 +18,7 @@ from ..io import Record, check_unique, read_alignment, read_fasta, read_newick
 from .tree import PaparaTree, build_tree
 
 log = logging.getLogger("dpalign.papara")
+_WARN_EACH = 5  # reads warned about one by one; the rest are counted (and listed with -v)
 
 
 @dataclass
@@ -135,8 +136,12 @@ def load(
             data_warnings.append(f"read {rec.name!r} is empty; it is written as a row of gaps")
         read_names.append(rec.name)
         read_states.append(encoded)
-    for message in data_warnings:
+    for message in data_warnings[:_WARN_EACH]:
         log.warning(message)
+    if len(data_warnings) > _WARN_EACH:
+        log.warning("... and %d more such reads (-v lists them)", len(data_warnings) - _WARN_EACH)
+        for message in data_warnings[_WARN_EACH:]:
+            log.info(message)
     name_to_row = {name: k for k, name in enumerate(r.name for r in ref_records)}
     tip_rows = {node: name_to_row[papara_tree.names[node]] for node in papara_tree.tips}
     return PaparaData(
