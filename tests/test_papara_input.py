@@ -40,8 +40,18 @@ def files(tmp_path):
 
 def _run(files, *extra, **overrides):
     paths = {**files, **overrides}
-    argv = ["papara", "--ref", paths["tree"], "--msa", paths["msa"], "--reads", paths["reads"],
-            "--backend", "reference", *extra]
+    argv = [
+        "papara",
+        "--ref",
+        paths["tree"],
+        "--msa",
+        paths["msa"],
+        "--reads",
+        paths["reads"],
+        "--backend",
+        "reference",
+        *extra,
+    ]
     return main(argv)
 
 
@@ -54,8 +64,12 @@ def test_good_input_runs(files, capsys):
 def test_fasta_and_phylip_msa_give_the_same_output(files, tmp_path, capsys):
     assert _run(files) == 0
     from_fasta = capsys.readouterr().out
-    phylip = "4 13\n" + "".join(f"{n}  {s[:6]}\n" for n, s in ROWS) + "\n" + "".join(
-        f"{s[6:]}\n" for _, s in ROWS)  # interleaved
+    phylip = (
+        "4 13\n"
+        + "".join(f"{n}  {s[:6]}\n" for n, s in ROWS)
+        + "\n"
+        + "".join(f"{s[6:]}\n" for _, s in ROWS)
+    )  # interleaved
     assert _run(files, msa=_write(tmp_path / "ref.phy", phylip)) == 0
     assert capsys.readouterr().out == from_fasta
 
@@ -101,13 +115,16 @@ def test_illegal_read_character(files, tmp_path, capsys):
     assert "r.fa:3" in err and "record 'bad'" in err and "position 3" in err
 
 
-@pytest.mark.parametrize(("tree", "message"), [
-    ("((t1,t2),t3,t4)", "missing ';'"),
-    ("((t1,t2),t3,t4));", "')' without a matching '('"),
-    ("((t1,t2,t3,t4);", "'(' still open"),
-    ("((t1:x,t2),t3,t4);", "branch length 'x' is not a number"),
-    ("((t1,t2),t3,t4); junk", "text after the closing ';'"),
-])
+@pytest.mark.parametrize(
+    ("tree", "message"),
+    [
+        ("((t1,t2),t3,t4)", "missing ';'"),
+        ("((t1,t2),t3,t4));", "')' without a matching '('"),
+        ("((t1,t2,t3,t4);", "'(' still open"),
+        ("((t1:x,t2),t3,t4);", "branch length 'x' is not a number"),
+        ("((t1,t2),t3,t4); junk", "text after the closing ';'"),
+    ],
+)
 def test_newick_syntax_errors_say_where(files, tmp_path, capsys, tree, message):
     assert _run(files, tree=_write(tmp_path / "t.nwk", tree)) == 1
     err = _error(capsys)
@@ -142,8 +159,9 @@ def test_empty_read_is_warned_and_written_as_gaps(files, tmp_path, capsys):
 
 def test_dropped_characters_are_warned_once_per_read(files, tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="dpalign"):
-        papara(files["tree"], files["msa"], [("r1", "ACNNGTN"), ("r2", "ACGT")],
-               backend="reference")
+        papara(
+            files["tree"], files["msa"], [("r1", "ACNNGTN"), ("r2", "ACGT")], backend="reference"
+        )
     messages = [r.getMessage() for r in caplog.records]
     assert len([m for m in messages if "'r1'" in m]) == 1 and "3 character(s)" in messages[0]
 
@@ -168,8 +186,9 @@ def test_outputs_written_atomically(files, tmp_path):
 
 def test_extra_msa_rows_become_reads(files, tmp_path):
     rows = ROWS + [("extra", "ACGTAC-TAC-GT")]
-    result = papara(files["tree"], _write(tmp_path / "m.fa", _fasta(rows)), None,
-                    backend="reference")
+    result = papara(
+        files["tree"], _write(tmp_path / "m.fa", _fasta(rows)), None, backend="reference"
+    )
     assert [name for name, _ in result.rows] == ["t1", "t2", "t3", "t4", "extra"]
     assert result.placements[0].read == "extra"
 
