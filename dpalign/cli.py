@@ -77,6 +77,24 @@ def _write_outputs(outputs: dict[str, str]) -> None:
         sys.stdout.flush()
 
 
+def _check_outputs(paths: list[str | None]) -> None:
+    """Fail before the work, not after it, when an output cannot be written."""
+    import os
+    from pathlib import Path
+
+    named = [p for p in paths if p and p != "-"]
+    if len(set(named)) != len(named):
+        raise DpalignError("two outputs (--out, --placements, --report) name the same file")
+    for path in named:
+        folder = Path(path).parent
+        if not folder.is_dir():
+            raise DpalignError(f"{path}: the folder {folder} does not exist")
+        if not os.access(folder, os.W_OK):
+            raise DpalignError(f"{path}: cannot write in {folder}")
+        if Path(path).is_dir():
+            raise DpalignError(f"{path} is a folder")
+
+
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="say more (-vv: debugging detail)"
@@ -107,6 +125,55 @@ def _add_backend(parser: argparse.ArgumentParser, choices: list[str]) -> None:
     parser.add_argument(
         "--no-progress", dest="progress", action="store_false", help="never show a progress bar"
     )
+    parser.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run on an existing Dask cluster (tcp://host:8786); implies --backend dask",
+    )
+    parser.add_argument(
+        "--dask-workers",
+        type=int,
+        metavar="N",
+        help="start a local Dask cluster of N worker processes for the run; implies --backend dask",
+    )
+    parser.add_argument(
+        "--report",
+        metavar="FILE.json",
+        help="write the run's accounting (phases, workers, GCUPS) as JSON",
+    )
+
+
+def _backend_from_args(args):
+    """The backend the options ask for (Dask when a scheduler or worker count is given)."""
+    from .engine import get_backend
+
+    if args.scheduler or args.dask_workers:
+        if args.backend not in ("auto", "dask"):
+            raise DpalignError(
+                f"--scheduler/--dask-workers run on Dask; drop --backend {args.backend}"
+            )
+        return get_backend("dask", scheduler=args.scheduler, workers=args.dask_workers)
+    return get_backend(args.backend, threads=args.threads)
+
+
+def _worker_summary(stats) -> str:
+    """The split between workers when there are several (``; split: 16 CPU workers 38% ...``)."""
+    data = stats.as_dict()["workers"]
+    if len(data) < 2:
+        return ""
+    cpu = [w for w in data if w["name"].startswith("cpu-")]
+    parts = []
+    if cpu:
+        cells = sum(w["cells"] for w in cpu)
+        busiest = max(w["kernel_seconds"] for w in cpu)
+        rate = cells / busiest / 1e9 if busiest else 0.0
+        parts.append(
+            f"{len(cpu)} CPU workers {sum(w['share'] for w in cpu):.0%} ({rate:.1f} GCUPS)"
+        )
+    for w in data:
+        if not w["name"].startswith("cpu-"):
+            parts.append(f"{w['name']} {w['share']:.0%} ({w['gcups']:.1f} GCUPS)")
+    return "; split: " + ", ".join(parts)
 
 
 # --------------------------------------------------------------------------------------------
@@ -153,17 +220,17 @@ def _add_papara(sub) -> None:
         metavar="FILE",
         help="also write a TSV: read, best edge, the edge's smaller clade, score",
     )
-    _add_backend(p, ["auto", "numba", "reference", "opencl", "hybrid"])
+    _add_backend(p, ["auto", "numba", "reference", "opencl", "hybrid", "dask"])
     _add_common(p)
     p.set_defaults(run=_run_papara)
 
 
 def _run_papara(args) -> int:
-    from .engine import get_backend
     from .gcups import gcups
     from .papara import papara
 
-    backend = get_backend(args.backend, threads=args.threads)
+    _check_outputs([args.out, args.placements, args.report])
+    backend = _backend_from_args(args)
     start = time.perf_counter()
     bar = None
 
@@ -187,20 +254,20 @@ def _run_papara(args) -> int:
     )
     if bar:
         bar.close()
+    s, stats = result.settings, result.stats
+    elapsed = time.perf_counter() - start
     outputs = {args.out: result.to_phylip() if args.format == "phylip" else result.to_fasta()}
     if args.placements:
-        if args.placements == args.out:
-            raise DpalignError("--placements and --out name the same file")
         outputs[args.placements] = result.placements_tsv()
+    if args.report:
+        report = {"command": "papara", "settings": s, "seconds": elapsed, **stats.as_dict()}
+        outputs[args.report] = json.dumps(report, indent=2) + "\n"
     _write_outputs(outputs)
-    s = result.settings
-    stats = result.stats
-    elapsed = time.perf_counter() - start
     print(
         f"dpalign papara: {s['reads']} reads x {s['edges']} edges x {s['columns']} columns = "
         f"{s['cells']:.3e} cells; scoring {stats.phases.get('scoring', 0):.2f} s "
-        f"({stats.phase_gcups('scoring'):.2f} GCUPS), whole run {elapsed:.2f} s "
-        f"({gcups(s['cells'], elapsed):.2f} GCUPS) on {s['backend']}",
+        f"({stats.phase_gcups('scoring'):.3g} GCUPS), whole run {elapsed:.2f} s "
+        f"({gcups(s['cells'], elapsed):.3g} GCUPS) on {s['backend']}" + _worker_summary(stats),
         file=sys.stderr,
     )
     return 0

@@ -14,6 +14,10 @@ THREADS: int | None = int(os.environ.get("DPALIGN_THREADS") or 0) or None
 #: OpenCL device choice, e.g. "0:1" (platform:device) or a name fragment such as "H100".
 OPENCL_DEVICE: str | None = os.environ.get("DPALIGN_OPENCL_DEVICE") or None
 
+#: Cells in one hybrid work unit (a chunk of reads against one block): small enough that a CPU
+#: core finishes one in ~15 ms, so the end of a run waits little for the slowest worker.
+HYBRID_UNIT_CELLS = 2e8
+
 #: Runs with fewer cells than this show no progress bar.
 PROGRESS_MIN_CELLS = 2_000_000_000
 

@@ -135,8 +135,8 @@ class Backend(abc.ABC):
     name = "abstract"
 
     @classmethod
-    def available(cls) -> bool:
-        """True when this backend can run on this machine."""
+    def available(cls, **options) -> bool:
+        """True when this backend, built with ``options``, can run on this machine."""
         return True
 
     @abc.abstractmethod
@@ -193,13 +193,13 @@ def get_backend(name: str | Backend = "auto", **options) -> Backend:
     if name == "auto":
         for candidate in _AUTO_ORDER:
             cls = _REGISTRY.get(candidate)
-            if cls is not None and cls.available():
+            if cls is not None and cls.available(**options):
                 return cls(**options)
         raise BackendUnavailable("no backend is available")
     if name not in _REGISTRY:
         raise OptionError(f"unknown backend {name!r} (known: {', '.join(sorted(_REGISTRY))})")
     cls = _REGISTRY[name]
-    if not cls.available():
+    if not cls.available(**options):
         raise BackendUnavailable(f"backend {name!r} is not available on this machine")
     return cls(**options)
 

@@ -33,7 +33,7 @@ class NumbaBackend(Backend):
     name = "numba"
 
     @classmethod
-    def available(cls) -> bool:
+    def available(cls, **options) -> bool:
         try:
             import numba  # noqa: F401
         except ImportError:  # pragma: no cover - numba is a dependency

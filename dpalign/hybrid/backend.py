@@ -1,0 +1,137 @@
+"""The ``hybrid`` backend: CPU workers and OpenCL device workers on one work queue.
+
+The seed paper's "hybrid CPU-GPU approach": every core runs the Numba kernel on small units,
+every GPU takes large groups of units, and they compete for the same queue so that the machine
+balances itself. Results are identical to any single backend's.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from dataclasses import dataclass
+
+from .. import config
+from ..engine import Backend, get_backend, register
+from ..errors import BackendUnavailable, OptionError
+from .queue import WorkQueue, make_units
+from .workers import CpuWorker, DeviceWorker, empty_results, run_workers
+
+log = logging.getLogger("dpalign.hybrid")
+
+
+def parse_failures(text: str | None) -> dict[str, int]:
+    """Parse ``DPALIGN_INJECT_FAILURES`` (``"cpu-0:2,gpu-0:1"``: fail after that many units)."""
+    out: dict[str, int] = {}
+    for item in filter(None, (text or "").split(",")):
+        name, _, count = item.partition(":")
+        try:
+            out[name.strip()] = int(count)
+        except ValueError:
+            raise OptionError(f"DPALIGN_INJECT_FAILURES: bad item {item!r}") from None
+    return out
+
+
+def gpu_selectors() -> list[str]:
+    """``platform:device`` ids of every OpenCL GPU on this machine."""
+    from ..devices import opencl_devices
+
+    devices, _ = opencl_devices()
+    return [d["id"] for d in devices if "GPU" in d["type"]]
+
+
+def unit_reads(queries, blocks) -> int:
+    """Reads per unit: about ``config.HYBRID_UNIT_CELLS`` cells against one block."""
+    if not len(queries) or not blocks:
+        return 1
+    mean_read = max(queries.residues / len(queries), 1.0)
+    block_cells = max(blocks[0].residues, 1)
+    reads = math.floor(config.HYBRID_UNIT_CELLS / (mean_read * block_cells))
+    return max(1, min(len(queries), reads))
+
+
+@register
+@dataclass
+class HybridBackend(Backend):
+    """Numba workers on the CPU cores plus one worker per OpenCL device.
+
+    Parameters
+    ----------
+    devices : list of str or Backend, optional
+        OpenCL device selectors (``"0:1"``, ``"H100"``) or ready device backends; default:
+        every GPU.
+    cpu_workers : int, optional
+        CPU worker threads (default ``threads``, else one per core).
+    inject_failures : dict, optional
+        Worker name -> number of units after which it raises (fault-tolerance tests); also
+        read from ``DPALIGN_INJECT_FAILURES``.
+    """
+
+    devices: list | None = None
+    cpu_workers: int | None = None
+    inject_failures: dict | None = None
+    name = "hybrid"
+
+    @classmethod
+    def available(cls, devices=None, **options) -> bool:
+        if devices:
+            return True
+        try:
+            return bool(gpu_selectors()) and "opencl" in _registered()
+        except Exception:  # pragma: no cover - a broken OpenCL installation
+            return False
+
+    def _device_backends(self) -> list[Backend]:
+        selectors = self.devices if self.devices is not None else gpu_selectors()
+        backends = []
+        for sel in selectors:
+            if isinstance(sel, Backend):
+                backends.append(sel)
+            else:
+                backends.append(get_backend("opencl", device=sel))
+        if not backends and self.devices is None:
+            raise BackendUnavailable("the hybrid backend found no OpenCL GPU")
+        return backends
+
+    def describe(self) -> str:
+        n_cpu = self._n_cpu()
+        return f"hybrid ({n_cpu} CPU workers + {len(self.devices or gpu_selectors())} devices)"
+
+    def _n_cpu(self) -> int:
+        if self.cpu_workers is not None:
+            return self.cpu_workers
+        return config.cpu_threads(self.threads)
+
+    def score(self, task, queries, blocks, progress=None):
+        from ..simd.backend import kernel_module
+
+        failures = {
+            **parse_failures(os.environ.get("DPALIGN_INJECT_FAILURES")),
+            **(self.inject_failures or {}),
+        }
+        module = kernel_module(task.kernel)
+        workers = [
+            CpuWorker(f"cpu-{k}", module, failures.get(f"cpu-{k}")) for k in range(self._n_cpu())
+        ]
+        for k, backend in enumerate(self._device_backends()):
+            name = f"gpu-{k}"
+            workers.append(DeviceWorker(name, backend, len(blocks), failures.get(name)))
+        if not workers:
+            raise OptionError("the hybrid backend needs at least one worker")
+        if not len(queries) or not blocks:
+            return empty_results(queries, blocks)
+        units = make_units(len(queries), len(blocks), unit_reads(queries, blocks))
+        log.info(
+            "hybrid: %d units (%d reads x 1 block each) for %s",
+            len(units),
+            units[0].stop - units[0].start,
+            ", ".join(w.name for w in workers),
+        )
+        return run_workers(workers, WorkQueue(units), task, queries, blocks, self.stats, progress)
+
+
+def _registered() -> list[str]:
+    from ..engine import _REGISTRY
+
+    return list(_REGISTRY)

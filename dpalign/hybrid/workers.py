@@ -1,0 +1,207 @@
+"""Workers that pull units from the queue: one per CPU core, one per OpenCL device.
+
+A CPU worker runs the Numba kernel on one unit at a time (the kernels release the GIL). A device
+worker takes many units at once and runs them through a device backend (OpenCL), sized from its
+measured throughput so that every worker finishes at about the same time.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import defaultdict
+
+import numpy as np
+
+from ..engine import Backend, BlockScores, QueryBatch, ReferenceBlock, Task
+from ..errors import DpalignError
+from .queue import Unit, WorkQueue
+
+log = logging.getLogger("dpalign.hybrid")
+
+
+class InjectedFailure(DpalignError):
+    """Raised by a worker on purpose (tests of fault tolerance)."""
+
+
+class Worker:
+    """Base: a name, a way to take units, a way to compute them."""
+
+    kind = "worker"
+
+    def __init__(self, name: str, fail_after: int | None = None) -> None:
+        self.name = name
+        self.fail_after = fail_after  # raise after this many units (fault injection)
+        self.units_done = 0
+
+    def take(self, queue: WorkQueue, rates: dict[str, float]) -> list[Unit]:
+        raise NotImplementedError
+
+    def compute(self, task: Task, queries: QueryBatch, blocks, units: list[Unit]):
+        """Return ``[(unit, BlockScores)]`` for the given units."""
+        raise NotImplementedError
+
+    def _maybe_fail(self, n_new: int) -> None:
+        if self.fail_after is not None and self.units_done + n_new > self.fail_after:
+            raise InjectedFailure(f"injected failure after {self.fail_after} units")
+
+
+class CpuWorker(Worker):
+    """One CPU core: the Numba kernel on one unit (read chunk x block) at a time."""
+
+    kind = "cpu"
+
+    def __init__(self, name: str, module, fail_after: int | None = None) -> None:
+        super().__init__(name, fail_after)
+        self.module = module
+
+    def take(self, queue, rates):
+        return queue.take_back()
+
+    def compute(self, task, queries, blocks, units):
+        self._maybe_fail(len(units))
+        out = []
+        for unit in units:
+            reads = queries.subset(slice(unit.start, unit.stop))
+            out.append((unit, self.module.score_block(task, reads, blocks[unit.block])))
+        return out
+
+
+class DeviceWorker(Worker):
+    """One OpenCL device, fed many units per call through a device backend."""
+
+    kind = "device"
+
+    def __init__(
+        self, name: str, backend: Backend, n_blocks: int, fail_after: int | None = None
+    ) -> None:
+        super().__init__(name, fail_after)
+        self.backend = backend
+        self.n_blocks = n_blocks
+
+    def take(self, queue, rates):
+        # Guided self-scheduling weighted by measured throughput: take half of this device's
+        # share of what remains, never less than one chunk of reads against every block (big
+        # launches keep a GPU efficient).
+        mine = rates.get(self.name)
+        total = sum(rates.values())
+        remaining = queue.remaining
+        if mine is None or total <= 0:
+            k = max(self.n_blocks, remaining // 4)
+        else:
+            k = max(self.n_blocks, math.ceil(remaining * (mine / total) / 2))
+        return queue.take_front(k)
+
+    def compute(self, task, queries, blocks, units):
+        self._maybe_fail(len(units))
+        # Group units by read range; consecutive chunks with the same block set share a launch.
+        by_chunk: dict[tuple[int, int], list[Unit]] = defaultdict(list)
+        for unit in units:
+            by_chunk[(unit.start, unit.stop)].append(unit)
+        groups: list[tuple[int, int, tuple[int, ...], list[Unit]]] = []
+        for (start, stop), chunk_units in sorted(by_chunk.items()):
+            ids = tuple(sorted(u.block for u in chunk_units))
+            if groups and groups[-1][1] == start and groups[-1][2] == ids:
+                first, _, _, earlier = groups[-1]
+                groups[-1] = (first, stop, ids, earlier + chunk_units)
+            else:
+                groups.append((start, stop, ids, chunk_units))
+        out = []
+        for start, stop, block_ids, group_units in groups:
+            reads = queries.subset(slice(start, stop))
+            results = self.backend.score(task, reads, [blocks[b] for b in block_ids])
+            by_block = dict(zip(block_ids, results, strict=True))
+            for unit in group_units:
+                result = by_block[unit.block]
+                rows = slice(unit.start - start, unit.stop - start)
+                out.append((unit, BlockScores(result.scores[rows], result.width[rows])))
+        return out
+
+
+def empty_results(queries: QueryBatch, blocks) -> list[BlockScores]:
+    """Zeroed per-block results for every query (filled in as units finish)."""
+    return [
+        BlockScores(
+            np.zeros((len(queries), b.width), np.int64), np.zeros((len(queries), b.width), np.uint8)
+        )
+        for b in blocks
+    ]
+
+
+def run_workers(
+    workers: list[Worker],
+    queue: WorkQueue,
+    task: Task,
+    queries: QueryBatch,
+    blocks: list[ReferenceBlock],
+    stats,
+    progress=None,
+):
+    """Run every worker on its own thread until the queue is empty; gather the results.
+
+    Returns per-block ``BlockScores`` covering all queries. A worker that raises gives its
+    units back to the queue and stops; the run fails only if every worker has failed.
+    """
+    import threading
+
+    results = empty_results(queries, blocks)
+    rates: dict[str, float] = {}
+    failures: list[BaseException] = []
+    alive = [len(workers)]
+    lock = threading.Lock()
+
+    def loop(worker: Worker) -> None:
+        while True:
+            units = worker.take(queue, rates)
+            if not units:
+                return
+            start = time.perf_counter()
+            try:
+                done = worker.compute(task, queries, blocks, units)
+            except Exception as exc:  # a lost device, out of resources, a kernel error
+                queue.give_back(units)
+                stats.failed(worker.name, str(exc))
+                log.warning(
+                    "%s failed (%s); its %d units went back to the queue",
+                    worker.name,
+                    exc,
+                    len(units),
+                )
+                with lock:
+                    failures.append(exc)
+                    alive[0] -= 1
+                    if alive[0] == 0:
+                        queue.stop()
+                return
+            seconds = time.perf_counter() - start
+            cells = 0
+            for unit, scores in done:
+                results[unit.block].scores[unit.start : unit.stop] = scores.scores
+                results[unit.block].width[unit.start : unit.stop] = scores.width
+                cells += (
+                    int(queries.lengths[unit.start : unit.stop].sum()) * blocks[unit.block].residues
+                )
+            worker.units_done += len(units)
+            stats.record(worker.name, cells, seconds, blocks=len(units))
+            with lock:
+                # Cells per second, smoothed over the worker's whole history.
+                w = stats.workers[worker.name]
+                rates[worker.name] = w.cells / w.seconds if w.seconds > 0 else 0.0
+            queue.done(units)
+            if progress is not None:
+                progress(cells)
+
+    threads = [threading.Thread(target=loop, args=(w,), name=w.name, daemon=True) for w in workers]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(timeout=0.2)
+    except KeyboardInterrupt:
+        queue.stop()
+        raise
+    if alive[0] == 0:
+        raise DpalignError(f"every worker failed; the last error: {failures[-1]}")
+    return results
