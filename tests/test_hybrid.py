@@ -1,0 +1,164 @@
+"""The hybrid work queue and the Dask backend: same results as one backend, whatever fails."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from dpalign import backends
+from dpalign.engine import ReferenceBackend, Task, get_backend, query_batch
+from dpalign.errors import DpalignError
+from dpalign.hybrid.queue import WorkQueue, make_units
+from dpalign.papara.placement import profile_blocks
+from dpalign.scoring import PaparaScoring
+
+needs_numba = pytest.mark.skipif("numba" not in backends(), reason="numba kernels not present")
+
+
+def _problem(seed=0, n_edges=70, n_cols=60, n_reads=40):
+    rng = np.random.default_rng(seed)
+    states = rng.integers(1, 16, (n_edges, n_cols)).astype(np.uint8)
+    flags = (rng.random((n_edges, n_cols)) < 0.15).astype(np.uint8)
+    reads = [
+        (1 << rng.integers(0, 4, rng.integers(1, 30))).astype(np.uint8) for _ in range(n_reads)
+    ]
+    return Task("papara", PaparaScoring()), query_batch(reads), profile_blocks(states, flags)
+
+
+def _scores(results):
+    return np.concatenate([r.scores for r in results], axis=1)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    task, queries, blocks = _problem()
+    expected = _scores(ReferenceBackend().score(task, queries, blocks))
+    return task, queries, blocks, expected
+
+
+def _device():
+    """A device for the hybrid queue: PoCL/any OpenCL device if present, else a stand-in."""
+    if "opencl" in backends():
+        return get_backend("opencl")
+    return ReferenceBackend()
+
+
+def test_units_cover_the_work_once():
+    units = make_units(10, 3, 4)
+    assert [(u.start, u.stop) for u in units[::3]] == [(0, 4), (4, 8), (8, 10)]
+    assert len(units) == 9 and len({(u.start, u.block) for u in units}) == 9
+    queue = WorkQueue(units)
+    front, back = queue.take_front(4), queue.take_back()
+    assert [u.index for u in front] == [0, 1, 2, 3] and [u.index for u in back] == [8]
+    queue.give_back(front[:2])
+    assert [u.index for u in queue.take_front(1)] == [0]
+
+
+@needs_numba
+def test_hybrid_equals_reference(problem, monkeypatch):
+    task, queries, blocks, expected = problem
+    monkeypatch.setattr("dpalign.config.HYBRID_UNIT_CELLS", 20_000)
+    hybrid = get_backend("hybrid", devices=[_device()], cpu_workers=2)
+    np.testing.assert_array_equal(_scores(hybrid.score(task, queries, blocks)), expected)
+    workers = hybrid.stats.workers
+    assert set(workers) == {"cpu-0", "cpu-1", "gpu-0"}
+    total = sum(w.cells for w in workers.values())
+    assert total == queries.residues * sum(b.residues for b in blocks)
+
+
+@needs_numba
+@pytest.mark.parametrize("failures", [{"cpu-0": 2}, {"gpu-0": 0}, {"cpu-1": 1, "gpu-0": 1}])
+def test_failed_workers_lose_nothing(problem, monkeypatch, failures):
+    task, queries, blocks, expected = problem
+    monkeypatch.setattr("dpalign.config.HYBRID_UNIT_CELLS", 20_000)
+    hybrid = get_backend("hybrid", devices=[_device()], cpu_workers=2, inject_failures=failures)
+    np.testing.assert_array_equal(_scores(hybrid.score(task, queries, blocks)), expected)
+    assert len(hybrid.stats.notes) == len(failures)
+    assert all("injected failure" in note for note in hybrid.stats.notes)
+
+
+@needs_numba
+def test_every_worker_failing_is_an_error(problem):
+    task, queries, blocks, _ = problem
+    hybrid = get_backend(
+        "hybrid",
+        devices=[ReferenceBackend()],
+        cpu_workers=1,
+        inject_failures={"cpu-0": 0, "gpu-0": 0},
+    )
+    with pytest.raises(DpalignError, match="every worker failed"):
+        hybrid.score(task, queries, blocks)
+
+
+@needs_numba
+def test_cli_output_unchanged_under_injected_failures(tmp_path, monkeypatch, capsys):
+    from conftest import golden_root
+
+    from dpalign.cli import main
+
+    case = golden_root() / "small_01_trifurc"
+    monkeypatch.setenv("DPALIGN_INJECT_FAILURES", "cpu-0:1")
+    monkeypatch.setattr("dpalign.config.HYBRID_UNIT_CELLS", 50_000)
+    hybrid = get_backend("hybrid", devices=[_device()], cpu_workers=2)
+    monkeypatch.setattr("dpalign.cli._backend_from_args", lambda args: hybrid)
+    report = tmp_path / "report.json"
+    argv = [
+        "papara",
+        "--ref",
+        str(case / "tree.nwk"),
+        "--msa",
+        str(case / "ref.phy"),
+        "--reads",
+        str(case / "queries.fa"),
+        "--report",
+        str(report),
+    ]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert captured.out == (case / "default.phy").read_text()
+    assert "cpu-0 failed" in captured.err and "split:" in captured.err
+    assert "injected failure" in report.read_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# Dask
+
+
+@pytest.fixture(scope="module")
+def dask_backend():
+    pytest.importorskip("distributed")
+    if "numba" not in backends():
+        pytest.skip("numba kernels not present")
+    backend = get_backend("dask", workers=2)
+    yield backend
+    backend.close()
+
+
+def test_dask_equals_reference(problem, dask_backend):
+    task, queries, blocks, expected = problem
+    np.testing.assert_array_equal(_scores(dask_backend.score(task, queries, blocks)), expected)
+    assert sum(w.cells for w in dask_backend.stats.workers.values()) == queries.residues * sum(
+        b.residues for b in blocks
+    )
+
+
+def test_dask_survives_a_killed_worker(dask_backend):
+    task, queries, blocks = _problem(seed=5, n_edges=200, n_cols=120, n_reads=120)
+    expected = _scores(get_backend("numba").score(task, queries, blocks))
+    client = dask_backend.client()
+    killed = []
+
+    def kill_one(_cells):
+        if not killed:
+            pids = client.run(os.getpid)  # worker address -> pid
+            address, pid = sorted(pids.items())[0]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(address)
+
+    dask_backend.tasks_per_worker = 16
+    results = dask_backend.score(task, queries, blocks, progress=kill_one)
+    assert killed
+    np.testing.assert_array_equal(_scores(results), expected)
