@@ -55,13 +55,21 @@ def opencl_devices() -> tuple[list[dict], str | None]:
                     "id": f"{p}:{d}",
                     "name": dev.name.strip(),
                     "platform": plat.name.strip(),
-                    "type": cl.device_type.to_string(dev.type),
+                    "type": _device_kind(cl, dev.type),
                     "compute_units": dev.max_compute_units,
                     "global_mem_gib": dev.global_mem_size / 2**30,
                     "local_mem_kib": dev.local_mem_size / 2**10,
                 }
             )
     return devices, None if devices else "no OpenCL devices found"
+
+
+def _device_kind(cl, bits: int) -> str:
+    for flag, label in ((cl.device_type.GPU, "GPU"), (cl.device_type.ACCELERATOR, "accelerator"),
+                        (cl.device_type.CPU, "CPU")):
+        if bits & flag:
+            return label
+    return "other"
 
 
 def describe_devices() -> dict:
