@@ -65,8 +65,11 @@ def opencl_devices() -> tuple[list[dict], str | None]:
 
 
 def _device_kind(cl, bits: int) -> str:
-    for flag, label in ((cl.device_type.GPU, "GPU"), (cl.device_type.ACCELERATOR, "accelerator"),
-                        (cl.device_type.CPU, "CPU")):
+    for flag, label in (
+        (cl.device_type.GPU, "GPU"),
+        (cl.device_type.ACCELERATOR, "accelerator"),
+        (cl.device_type.CPU, "CPU"),
+    ):
         if bits & flag:
             return label
     return "other"

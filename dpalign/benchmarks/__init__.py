@@ -1,0 +1,1 @@
+"""Benchmark workloads and suites (``dpalign bench``), shared with the pytest-benchmark suite."""
