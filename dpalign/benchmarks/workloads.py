@@ -100,7 +100,7 @@ def prank_like(scale: float = 1.0, seed: int = 1604) -> SimulatedData:
     reads = max(10, round(16_040 * scale))
     return simulate(
         taxa,
-        2_900,
+        3_060,
         reads,
         read_length=(90, 110),
         held_out=max(4, taxa // 4),
