@@ -154,14 +154,28 @@ def _add_papara(sub) -> None:
         help="also write a TSV: read, best edge, the edge's smaller clade, score",
     )
     _add_backend(p, ["auto", "numba", "reference", "opencl", "hybrid"])
+    p.add_argument(
+        "--device",
+        metavar="DEVICE",
+        help="OpenCL device for --backend opencl/hybrid: an id shown by 'dpalign devices' "
+        "(0:1), gpu, cpu, or part of its name (default: $DPALIGN_OPENCL_DEVICE, else the first "
+        "GPU, else the first CPU device)",
+    )
     _add_common(p)
     p.set_defaults(run=_run_papara)
 
 
 def _run_papara(args) -> int:
+    from . import config
     from .engine import get_backend
+    from .errors import OptionError
     from .gcups import gcups
     from .papara import papara
+
+    if args.device is not None:
+        if args.backend not in ("opencl", "hybrid", "auto"):
+            raise OptionError(f"--device applies to --backend opencl or hybrid, not {args.backend}")
+        config.OPENCL_DEVICE = args.device
 
     backend = get_backend(args.backend, threads=args.threads)
     start = time.perf_counter()
@@ -233,10 +247,12 @@ def _run_devices(args) -> int:
     if info["opencl_error"]:
         print(f"OpenCL: {info['opencl_error']}")
     for dev in info["opencl"]:
+        features = "".join(f", {f}" for f in dev.get("features", []))
+        chosen = " [--backend opencl uses this one]" if dev.get("chosen") else ""
         print(
             f"OpenCL {dev['id']}: {dev['name']} ({dev['type']}, {dev['platform']}), "
             f"{dev['compute_units']} compute units, {dev['global_mem_gib']:.1f} GiB global, "
-            f"{dev['local_mem_kib']:.0f} KiB local"
+            f"{dev['local_mem_kib']:.0f} KiB local{features}{chosen}"
         )
     print("Backends available: " + ", ".join(info["backends"]))
     return 0

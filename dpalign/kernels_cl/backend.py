@@ -96,7 +96,10 @@ class OpenCLBackend(Backend):
         codes = queries.codes
         protein = max(int(states.max(initial=0)), int(codes.max(initial=0))) > 15
         dctx = device_context(self.device)
-        runner = PaparaRunner(dctx, task.scoring, states, flags, protein, self.design)
+        profiles = int(sum((b.lengths > 0).sum() for b in blocks))
+        runner = PaparaRunner(
+            dctx, task.scoring, states, flags, protein, self.design, profiles=profiles
+        )
         result = runner.score(codes, queries.lengths, width=self.width, progress=progress)
         self.stats.record(
             f"opencl {dctx.caps.name}", result.cells, result.kernel_seconds, blocks=len(blocks)

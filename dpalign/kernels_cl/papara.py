@@ -307,6 +307,8 @@ class PaparaRunner:
     carry : {None, "global", "local"}
         Where the strip design keeps its boundary column; None: local memory on GPUs when
         a group of at least 32 work-items fits, else global memory.
+    profiles : int, optional
+        How many lanes hold real profiles, for cell counts (default: all R).
     """
 
     def __init__(
@@ -322,6 +324,7 @@ class PaparaRunner:
         square: int | None = None,
         group_max: int | None = None,
         carry: str | None = None,
+        profiles: int | None = None,
     ) -> None:
         self.dctx = dctx
         self.scoring = scoring
@@ -332,6 +335,7 @@ class PaparaRunner:
         self.states = np.ascontiguousarray(states)
         self.flags = np.ascontiguousarray(flags, dtype=np.uint8)
         self.n, self.n_lanes = self.states.shape
+        self.profiles = self.n_lanes if profiles is None else profiles
         if self.n == 0:
             raise DpalignError("the profiles have no columns")
         caps = dctx.caps
@@ -484,7 +488,7 @@ class PaparaRunner:
             seconds += s
             launches += n
         widths[lengths == 0] = 16 if self.ks.packable() else 32
-        cells = int(lengths.sum()) * self.n * self.n_lanes
+        cells = int(lengths.sum()) * self.n * self.profiles
         return PaparaScores(scores, widths, seconds, launches, cells)
 
     def _batches(self, variant: _Variant, lengths: np.ndarray, order: np.ndarray):
@@ -559,7 +563,7 @@ class PaparaRunner:
                 scores[rows] = np.maximum(lastrow, out[:, : self.n_lanes, 1])
             seconds += (kernel_event.profile.end - kernel_event.profile.start) * 1e-9
             if progress is not None:
-                progress(int(lengths[rows].sum()) * self.n * self.n_lanes)
+                progress(int(lengths[rows].sum()) * self.n * self.profiles)
 
         pending = None
         with driver_errors(caps, f"running {variant.spec.name}"):
