@@ -309,6 +309,9 @@ class PaparaRunner:
         a group of at least 32 work-items fits, else global memory.
     profiles : int, optional
         How many lanes hold real profiles, for cell counts (default: all R).
+    ptx : bool, optional
+        Packed kernels through inline PTX (default: where the device has it); False uses the
+        portable OpenCL C ``short2`` arithmetic everywhere (benchmarks compare the two).
     """
 
     def __init__(
@@ -325,6 +328,7 @@ class PaparaRunner:
         group_max: int | None = None,
         carry: str | None = None,
         profiles: int | None = None,
+        ptx: bool | None = None,
     ) -> None:
         self.dctx = dctx
         self.scoring = scoring
@@ -336,6 +340,7 @@ class PaparaRunner:
         self.flags = np.ascontiguousarray(flags, dtype=np.uint8)
         self.n, self.n_lanes = self.states.shape
         self.profiles = self.n_lanes if profiles is None else profiles
+        self.ptx = dctx.caps.ptx_s16x2 if ptx is None else ptx and dctx.caps.ptx_s16x2
         if self.n == 0:
             raise DpalignError("the profiles have no columns")
         caps = dctx.caps
@@ -358,7 +363,7 @@ class PaparaRunner:
         packed = width == 16
         return {
             "PACKED": int(packed),
-            "USE_PTX": int(packed and self.dctx.caps.ptx_s16x2),
+            "USE_PTX": int(packed and self.ptx),
             "PROTEIN": int(self.protein),
             "MATCH_NEG": int(self.ks.ma < 0),
             "S": self.strip,
