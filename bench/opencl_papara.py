@@ -6,6 +6,7 @@ Cells = sum of read lengths x reference columns x profiles.
     python bench/opencl_papara.py check  [--out DIR]   # GPU kernels vs the oracle, golden cases
     python bench/opencl_papara.py sweep  [--out DIR]   # strip width, carry, group size, block width
     python bench/opencl_papara.py tables [--out DIR] [--quick]
+    python bench/opencl_papara.py summary DIR/sweep.jsonl ...
 
 Results go to DIR/*.jsonl (one JSON object per measurement) and a table on stdout.
 """
@@ -298,9 +299,27 @@ def dump_programs(dctx, out):
     folder.rmdir()
 
 
+def summary(args):
+    """Print the JSON lines of earlier runs as a table."""
+    for path in args.files:
+        print(f"== {path}")
+        for line in Path(path).read_text().splitlines():
+            r = json.loads(line)
+            if "error" in r:
+                print(f"{r['design']:8} error: {r['error'][:150]}")
+                continue
+            geometry = " ".join(f"{k}={v}" for k, v in r["geometry"].items())
+            print(
+                f"{r['design']:8} i{r['width']} n={r['columns']:>7} Q={r['reads']:>6} "
+                f"group={r['group']:>4}x{r['groups_per_read']} {geometry:38} "
+                f"{r['kernel_s']:9.4f} s {r['gcups']:8.1f} GCUPS {r['scores']}"
+            )
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["check", "sweep", "tables"])
+    parser.add_argument("what", choices=["check", "sweep", "tables", "summary"])
+    parser.add_argument("files", nargs="*", help="summary: JSON-lines files")
     parser.add_argument("--out", default=os.environ.get("OUT"))
     parser.add_argument("--device", default=None)
     parser.add_argument("--columns", type=int, default=10_000)
@@ -311,7 +330,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
-    result = {"check": check, "sweep": sweep, "tables": tables}[args.what](args)
+    steps = {"check": check, "sweep": sweep, "tables": tables, "summary": summary}
+    result = steps[args.what](args)
     return 1 if result else 0
 
 
