@@ -105,21 +105,34 @@ def test_length_one_everything(cl_device, options):
 def test_reads_that_need_32_bits(cl_device, options):
     """Scores beyond int16 are computed in 32 bits, exactly, and reported as width 32."""
     rng = np.random.default_rng(2)
-    scoring = papara_scoring("-1:-1:1000:-1")  # 1,000 per matching base
-    states = np.full((60, 40), 15, np.uint8)  # the gap state matches every base
-    flags = np.zeros((60, 40), np.uint8)
+    scoring = papara_scoring("-1:-1:500:-1")  # 500 per matching base
+    states = np.full((90, 40), 15, np.uint8)  # the gap state matches every base
+    flags = np.zeros((90, 40), np.uint8)
     flags[:, 1] = 1
-    reads = [rng.integers(1, 15, m).astype(np.uint8) for m in (32, 33, 40, 5)]
+    reads = [rng.integers(1, 15, m).astype(np.uint8) for m in (65, 66, 80, 5)]
     got = _score(cl_device, states, flags, reads, scoring, **options)
     want = _expected(states, flags, reads, scoring)
     np.testing.assert_array_equal(got.scores, want)
-    assert want[0].max() == 32_000 and want[2].max() == 40_000
+    assert want[0].max() == 32_500 and want[2].max() == 40_000
     assert got.width.tolist() == [16, 32, 32, 16]
+
+
+@pytest.mark.parametrize("options", DESIGNS)
+def test_scores_at_the_edge_of_the_16_bit_range(cl_device, options):
+    """All-match reads whose scores (and the strip design's shifted frame) approach 32767:
+    the width switches exactly where int16 would wrap, and every score is exact."""
+    scoring = papara_scoring("-500:-1:500:0")
+    states = np.full((90, 32), 15, np.uint8)  # every base matches; unflagged, so E opens at -500
+    flags = np.zeros((90, 32), np.uint8)
+    reads = [np.full(m, 1, np.uint8) for m in range(38, 70, 3)]
+    got = _score(cl_device, states, flags, reads, scoring, **options)
+    np.testing.assert_array_equal(got.scores, _expected(states, flags, reads, scoring))
+    assert got.width[0] == 16 and got.width[-1] == 32
 
 
 def test_parameters_beyond_the_packed_range_use_32_bits(cl_device):
     rng = np.random.default_rng(3)
-    scoring = papara_scoring("-3:-1:1500:-3")
+    scoring = papara_scoring("-3:-1:600:-3")
     states, flags = _profiles(rng, 20, 32)
     reads = _reads(rng, 3, 4)
     got = _score(cl_device, states, flags, reads, scoring)
@@ -142,9 +155,9 @@ def test_long_read_default_scoring_switches_to_32_bits(cl_device):
 
 def test_mixed_widths_and_empty_reads_keep_their_order(cl_device):
     rng = np.random.default_rng(5)
-    scoring = papara_scoring("-1:-1:700:-1")
+    scoring = papara_scoring("-1:-1:500:-1")
     states, flags = _profiles(rng, 30, 64)
-    reads = [rng.integers(1, 15, m).astype(np.uint8) for m in (50, 3, 0, 47, 10)]
+    reads = [rng.integers(1, 15, m).astype(np.uint8) for m in (70, 3, 0, 67, 10)]
     got = _score(cl_device, states, flags, reads, scoring)
     nonempty = [k for k, r in enumerate(reads) if len(r)]
     want = _expected(states, flags, [reads[k] for k in nonempty], scoring)

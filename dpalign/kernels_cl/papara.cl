@@ -264,6 +264,70 @@ inline void init_carry(__global carry_t *cr, size_t cstride, int m, int lb) {
 /* Register strips                                                                           */
 /* ---------------------------------------------------------------------------------------- */
 
+/* The strip's arithmetic runs in a shifted frame. With phi_k the sum of E's open costs go over
+   the strip's columns up to k (phi_{-1} = 0), every value of column k is stored minus phi_k,
+   and F additionally minus GO (Ps = F - phi_k - GO). The recurrence of section 5 becomes four
+   add-then-max operations (VIADDMNMX, one instruction for two cells when packed), because the
+   per-column E open disappears into the frame and F's open into H's final max:
+       Es = max(Es_{k-1} + (ge_k - go_k), Hs_{k-1})
+       Ps = max(Ps_up + GE, Hs_up)
+       X  = max(Hs_diag + bonus_k - go_k, Es)
+       Hs = max(Ps + GO, X)
+   The boundary column between strips is kept unshifted (phi_{-1} = 0 for the next strip);
+   the host widens the integer range by the frame's reach (kernels_cl/papara.py). */
+typedef struct {
+    cell_t a;
+#if PACKED && PROTEIN
+    uint a1;
+#endif
+    cell_t k1, k2, de; /* bonus constants and ge - go, all minus go */
+} strip_column_t;
+
+/* E's open of one lane (or pair) at a column. */
+inline cell_t column_go(uint e0, uint e1, __constant const int *P) {
+    int mc, go0, ge, go1;
+    lane_constants(e0, P, &mc, &go0, &ge);
+#if PACKED
+    lane_constants(e1, P, &mc, &go1, &ge);
+    return PAIR(go0, go1);
+#else
+    return go0;
+#endif
+}
+
+inline strip_column_t strip_column(__global const elem_t *ref, size_t row, int lanes, int lane,
+                                   __constant const int *P, cell_t *go, cell_t *neg_go) {
+    __global const elem_t *p = ref + row * (size_t)lanes + lane;
+    int mc0, go0, ge0, mc1 = 0, go1 = 0, ge1 = 0;
+    uint e0 = p[0], e1 = 0;
+    lane_constants(e0, P, &mc0, &go0, &ge0);
+#if PACKED
+    e1 = p[1];
+    lane_constants(e1, P, &mc1, &go1, &ge1);
+#endif
+    column_t plain = make_column(e0, e1, P); /* the match operand A */
+    strip_column_t c;
+    c.a = plain.a;
+#if PACKED && PROTEIN
+    c.a1 = plain.a1;
+#endif
+    int one = (PACKED && MATCH_NEG) ? 1 : 0;
+#if PACKED
+    c.k1 = PAIR(mc0 + one - go0, mc1 + one - go1);
+    c.k2 = PAIR(mc0 + P[P_MA] - go0, mc1 + P[P_MA] - go1);
+    c.de = PAIR(ge0 - go0, ge1 - go1);
+    *go = PAIR(go0, go1);
+    *neg_go = PAIR(-go0, -go1);
+#else
+    c.k1 = mc0 - go0;
+    c.k2 = mc0 + P[P_MA] - go0;
+    c.de = ge0 - go0;
+    *go = go0;
+    *neg_go = -go0;
+#endif
+    return c;
+}
+
 /* The reference is left-padded with P_PAD virtual columns so that it is a whole number of
    strips and column n-1 is the last column of the last strip. Virtual columns hold no state
    and E open P_GOV: they reproduce the boundary H[j][-1] = LB (j + 1) exactly and keep E at
@@ -295,13 +359,17 @@ __kernel void papara_strip(__global const elem_t *ref,   /* [n + pad][lanes] */
     cell_t lastrow = NEG_CELL, lastcol = NEG_CELL;
     const int nstrips = P[P_NSTRIPS];
     for (int s = 0; s < nstrips; s++) {
-        column_t col[S];
-        cell_t hup[S], fup[S];
+        strip_column_t col[S];
+        cell_t hup[S], pup[S];
+        cell_t phi = 0, neg_phi = 0;
 #pragma unroll
         for (int k = 0; k < S; k++) {
-            col[k] = load_column(ref, (size_t)s * S + k, lanes, lane, P);
-            hup[k] = 0;
-            fup[k] = NEG_CELL;
+            cell_t go, neg_go;
+            col[k] = strip_column(ref, (size_t)s * S + k, lanes, lane, P, &go, &neg_go);
+            phi = p_add(phi, go);
+            neg_phi = p_add(neg_phi, neg_go);
+            hup[k] = neg_phi; /* row -1: H = 0, shifted */
+            pup[k] = NEG_CELL;
         }
         cell_t hdiag = 0; /* H[j-1][first column - 1]; row -1 is 0 */
         lastcol = NEG_CELL;
@@ -312,21 +380,30 @@ __kernel void papara_strip(__global const elem_t *ref,   /* [n + pad][lanes] */
             hdiag = hl;
 #pragma unroll
             for (int k = 0; k < S; k++) {
-                cell_t h, e, f;
-                CELL(col[k], B, hd, hup[k], fup[k], hl, el, h, e, f);
+                cell_t e = p_addmax(el, col[k].de, hl);
+                cell_t f = p_addmax(pup[k], GE2, hup[k]);
+                cell_t x = p_addmax(hd, BONUS(col[k], B), e);
+                cell_t h = p_addmax(f, GO2, x);
                 hd = hup[k];
                 hup[k] = h;
-                fup[k] = f;
+                pup[k] = f;
                 hl = h;
                 el = e;
             }
+            hl = p_add(hl, phi); /* back to the unshifted frame */
+            el = p_add(el, phi);
             cr[j * cstride] = (carry_t)(hl, el);
             lastcol = p_max(lastcol, hl);
         }
-        const int first = s == 0 ? P[P_PAD] : 0; /* virtual columns are not in the last row */
+        /* The last row, unshifted; virtual columns are not part of it. */
+        const int first = s == 0 ? P[P_PAD] : 0;
+        __global const elem_t *e = ref + (size_t)s * S * lanes + lane;
+        cell_t ph = 0;
 #pragma unroll
-        for (int k = 0; k < S; k++)
-            if (k >= first) lastrow = p_max(lastrow, hup[k]);
+        for (int k = 0; k < S; k++) {
+            ph = p_add(ph, column_go(e[k * lanes], LPW == 2 ? e[k * lanes + LPW - 1] : 0u, P));
+            if (k >= first) lastrow = p_max(lastrow, p_add(hup[k], ph));
+        }
     }
     write_result(out, (size_t)q * lanes + lane, lastrow, lastcol);
 }

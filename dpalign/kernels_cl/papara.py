@@ -87,9 +87,10 @@ GROUP_MAX = 256
 CPU_LAUNCH_CELLS = 2_000_000_000
 
 #: Packed kernels: -inf is -30720 in each half, and every parameter must stay within
-#: +-1023 for the match-bonus trick and the sentinel arithmetic not to wrap (papara.cl).
+#: +-511 for the match-bonus trick (its constants absorb E's open in the strip design) and
+#: the sentinel arithmetic not to wrap (papara.cl).
 NEG16 = -30720
-PACKED_PARAM_LIMIT = 1023
+PACKED_PARAM_LIMIT = 511
 NEG32 = -(1 << 29)
 INT32_PARAM_LIMIT = 1 << 20
 
@@ -149,12 +150,17 @@ def kernel_range(scoring: PaparaScoring, m: int) -> tuple[int, int]:
     return lo + min(scoring.match, 0), hi  # SM with a negative match score
 
 
-def read_width(scoring: PaparaScoring, m: int, allow16: bool = True) -> int:
+def frame_margin(ks: KernelScoring, strip: int) -> int:
+    """How far above H the strip design's shifted frame reaches (papara.cl): S E-opens + GO."""
+    return strip * max(-ks.goe, -ks.gov) - ks.go
+
+
+def read_width(scoring: PaparaScoring, m: int, allow16: bool = True, margin: int = 0) -> int:
     """The integer width (16 or 32) of the kernel that scores a read of length m.
 
     Starts from ``scoring.width_for(m)`` with the packed kernels' sentinel as headroom and
-    checks the kernel's own range (bmc2012 runs negated, a negative match lowers SM), so a
-    16-bit kernel never wraps.
+    checks the kernel's own range (bmc2012 runs negated, a negative match lowers SM, the
+    strip design's frame reaches ``margin`` above H), so a 16-bit kernel never wraps.
     """
     ks = KernelScoring.of(scoring)
     lo, hi = kernel_range(scoring, m)
@@ -164,10 +170,10 @@ def read_width(scoring: PaparaScoring, m: int, allow16: bool = True) -> int:
         and ks.packable()
         and scoring.width_for(m, headroom=max(headroom, 0)) == 16
         and lo > NEG16
-        and hi < 2**15
+        and hi + margin < 2**15
     ):
         return 16
-    if max(abs(v) for v in ks.params()) > INT32_PARAM_LIMIT or lo <= NEG32 // 2 or hi >= 2**30:
+    if max(abs(v) for v in ks.params()) > INT32_PARAM_LIMIT or lo <= NEG32 // 2 or hi >= 2**29:
         raise DpalignError(
             f"a read of length {m} with scoring {scoring} overflows the 32-bit OpenCL kernels"
         )
@@ -452,11 +458,12 @@ class PaparaRunner:
     def widths(self, lengths: np.ndarray, width: int | None = None) -> np.ndarray:
         """Each read's kernel width (``width=32`` forces the int32 kernels)."""
         allow16 = width != 32
+        margin = frame_margin(self.ks, self.strip) if self.design == "strip" else 0
         cache: dict[int, int] = {}
         out = np.empty(len(lengths), dtype=np.uint8)
         for k, m in enumerate(lengths.tolist()):
             if m not in cache:
-                cache[m] = read_width(self.scoring, m, allow16)
+                cache[m] = read_width(self.scoring, m, allow16, margin)
             out[k] = cache[m]
         return out
 
