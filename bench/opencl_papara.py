@@ -125,16 +125,29 @@ def check(args):
                     for k, m in enumerate(lengths)
                 ]
             )
-            for design, carry in (("strip", "global"), ("strip", "local"), ("blocked", None)):
+            variants = (
+                ("strip", "global", 1),
+                ("strip", "local", 1),
+                ("strip", "local", 2),
+                ("blocked", None, 1),
+            )
+            for design, carry, unroll in variants:
                 for width in (None, 32):
                     runner = PaparaRunner(
-                        dctx, scoring, states, flags, protein, design, carry=carry
+                        dctx,
+                        scoring,
+                        states,
+                        flags,
+                        protein,
+                        design,
+                        carry=carry,
+                        row_unroll=unroll,
                     )
                     got = runner.score(codes, lengths, width=width)
                     ok = np.array_equal(got.scores, want)
                     failures += not ok
                     print(
-                        f"check protein={protein} {spec} {design} carry={carry} "
+                        f"check protein={protein} {spec} {design} carry={carry} x{unroll} "
                         f"width={sorted(set(got.width.tolist()))}: {'ok' if ok else 'MISMATCH'}",
                         flush=True,
                     )
@@ -143,7 +156,7 @@ def check(args):
         from dpalign.cli import main
 
         for case in sorted(golden.iterdir()):
-            if not (case / "tree.nwk").exists() or case.name.startswith(("bench", "medium")):
+            if not (case / "tree.nwk").exists() or case.name not in args.golden_cases.split(","):
                 continue
             for expected, extra, fmt in (
                 ("default.phy", [], "phylip"),
@@ -187,7 +200,13 @@ def check(args):
 
 
 def sweep(args):
-    """Tuning sweep at one shape; every configuration must give the same scores."""
+    """Tuning sweep at one shape; every configuration must give the same scores.
+
+    ``--plan wide`` (the first H100 run): strip width x carry place x group size, the blocked
+    block width, packed arithmetic without PTX. ``--plan strip`` (default, after the shifted
+    frame): strip width x row unrolling with the local-memory carry. The best strip geometry
+    per width goes to DIR/best.json for ``tables --tuned``.
+    """
     dctx = device_context(args.device)
     print(dctx.describe(), flush=True)
     rng = np.random.default_rng(12)
@@ -195,13 +214,20 @@ def sweep(args):
     codes, lengths = reads(rng, args.reads)
     configs = []
     for width in (None, 32):
-        for strip in (8, 16, 24, 32):
-            for carry in ("global", "local"):
-                configs.append(("strip", width, {"strip": strip, "carry": carry}))
-        for block in (12, 24):
-            configs.append(("blocked", width, {"block": block}))
-    for carry in ("global", "local"):  # packed arithmetic in portable OpenCL C, no inline PTX
-        configs.append(("strip", None, {"strip": 16, "carry": carry, "ptx": False}))
+        if args.plan == "wide":
+            for strip in (8, 16, 24, 32):
+                for carry in ("global", "local"):
+                    configs.append(("strip", width, {"strip": strip, "carry": carry}))
+            for block in (12, 24):
+                configs.append(("blocked", width, {"block": block}))
+        else:
+            for strip in (16, 24, 32):
+                for unroll in (1, 2):
+                    geometry = {"strip": strip, "carry": "local", "row_unroll": unroll}
+                    configs.append(("strip", width, geometry))
+    if args.plan == "wide":
+        for carry in ("global", "local"):  # packed arithmetic in portable OpenCL C, no PTX
+            configs.append(("strip", None, {"strip": 16, "carry": carry, "ptx": False}))
     digests = set()
     results = []
     for design, width, geometry in configs:
@@ -217,19 +243,30 @@ def sweep(args):
         digests.add(record["scores"])
         results.append(record)
         emit(args.out, "sweep", record)
-    # group sizes for the best strip configuration of each width
+    best = {}
     for w in (16, 32):
         strips = [r for r in results if r["design"] == "strip" and r["width"] == w]
-        if not strips:
-            continue
-        best = max(strips, key=lambda r: r["gcups"])
-        for group_max in (64, 128, 512):
-            geometry = dict(best["geometry"], group_max=group_max)
-            record = measure(
-                dctx, states, flags, codes, lengths, "strip", None if w == 16 else 32, **geometry
-            )
-            digests.add(record["scores"])
-            emit(args.out, "sweep", record)
+        if strips:
+            best[w] = max(strips, key=lambda r: r["gcups"])["geometry"]
+    if args.plan == "wide":  # group sizes for the best strip configuration of each width
+        for w, geometry in best.items():
+            for group_max in (64, 128, 512):
+                record = measure(
+                    dctx,
+                    states,
+                    flags,
+                    codes,
+                    lengths,
+                    "strip",
+                    None if w == 16 else 32,
+                    1,
+                    **dict(geometry, group_max=group_max),
+                )
+                digests.add(record["scores"])
+                emit(args.out, "sweep", record)
+    if args.out:
+        (Path(args.out) / "best.json").write_text(json.dumps(best))
+    print(f"sweep: best {best}", flush=True)
     print(f"sweep: {len(digests)} distinct score digest(s) (must be 1)", flush=True)
     dump_programs(dctx, args.out)
 
@@ -238,24 +275,30 @@ def tables(args):
     """The seed's Table 1 (reference length) and Table 2 (number of reads)."""
     dctx = device_context(args.device)
     print(dctx.describe(), flush=True)
-    configs = [("strip", None), ("strip", 32), ("blocked", None), ("blocked", 32)]
+    tuned = json.loads(Path(args.tuned).read_text()) if args.tuned else {}
+    configs = [
+        ("strip", None, tuned.get("16", {})),
+        ("strip", 32, tuned.get("32", {})),
+        ("blocked", None, {}),
+        ("blocked", 32, {}),
+    ]
     lengths1 = [500, 1_000, 5_000, 10_000, 50_000, 100_000, 500_000]
     counts2 = [100, 500, 1_000, 2_500, 5_000, 10_000]
     if args.quick:
-        lengths1, counts2 = [500, 5_000], [args.reads // 10, args.reads]
+        lengths1, counts2 = [500, 5_000], [max(1, args.reads // 10), args.reads]
     rng = np.random.default_rng(13)
     codes, lens = reads(rng, args.reads)
     for n in lengths1:
         states, flags = profiles(rng, n, args.profiles)
-        for design, width in configs:
-            repeats = 1 if n >= 100_000 else 2
-            record = measure(dctx, states, flags, codes, lens, design, width, repeats)
+        for design, width, geometry in configs:
+            repeats = 1 if n >= 50_000 else 2
+            record = measure(dctx, states, flags, codes, lens, design, width, repeats, **geometry)
             emit(args.out, "table1", record)
     states, flags = profiles(rng, 5_000, args.profiles)
     for count in counts2:
         codes2, lens2 = reads(rng, count)
-        for design, width in configs:
-            record = measure(dctx, states, flags, codes2, lens2, design, width)
+        for design, width, geometry in configs:
+            record = measure(dctx, states, flags, codes2, lens2, design, width, 2, **geometry)
             emit(args.out, "table2", record)
 
 
@@ -325,6 +368,9 @@ def main(argv=None):
     parser.add_argument("--columns", type=int, default=10_000)
     parser.add_argument("--golden", default=str(HERE.parent / "tests" / "data" / "golden"))
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--plan", choices=["strip", "wide"], default="strip")
+    parser.add_argument("--tuned", help="tables: best.json written by sweep")
+    parser.add_argument("--golden-cases", default="tiny_01,small_01_trifurc,protein_small")
     parser.add_argument("--reads", type=int, default=1250, help="reads (Table 1, sweep)")
     parser.add_argument("--profiles", type=int, default=320)
     args = parser.parse_args(argv)

@@ -338,8 +338,17 @@ def test_gpu_kernels_at_full_geometry(design, spec, protein):
     scoring = papara_scoring(spec)
     want = _expected(states, flags, reads, scoring)
     for width in (None, 32):
-        for carry in ("global", "local") if design == "strip" else (None,):
+        for carry, unroll in (("global", 1), ("local", 2)) if design == "strip" else ((None, 1),):
             got = _score(
-                gpu, states, flags, reads, scoring, protein, width=width, design=design, carry=carry
+                gpu,
+                states,
+                flags,
+                reads,
+                scoring,
+                protein,
+                width=width,
+                design=design,
+                carry=carry,
+                row_unroll=unroll,
             )
             np.testing.assert_array_equal(got.scores, want)

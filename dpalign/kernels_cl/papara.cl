@@ -28,6 +28,8 @@
  *   S          strip width (papara_strip), BW block width, a multiple of 6 (papara_blocked).
  *   CARRY_LOCAL 1: papara_strip keeps the boundary column in local memory (m_max rows per
  *              work-item) instead of global memory.
+ *   ROW_UNROLL 2: papara_strip unrolls its row loop twice (two skewed dependency chains per
+ *              basic block for the scheduler, no register copies between rows).
  * Run-time parameters: __constant int P[], indices P_*.
  */
 
@@ -63,6 +65,9 @@
 #endif
 #ifndef CARRY_LOCAL
 #define CARRY_LOCAL 0
+#endif
+#ifndef ROW_UNROLL
+#define ROW_UNROLL 1
 #endif
 #ifndef S
 #define S 16
@@ -373,6 +378,9 @@ __kernel void papara_strip(__global const elem_t *ref,   /* [n + pad][lanes] */
         }
         cell_t hdiag = 0; /* H[j-1][first column - 1]; row -1 is 0 */
         lastcol = NEG_CELL;
+#if ROW_UNROLL == 2
+#pragma unroll 2
+#endif
         for (int j = 0; j < m; j++) {
             const cell_t B = ROW_B(rd[j]);
             carry_t c = cr[j * cstride];

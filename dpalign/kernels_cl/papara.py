@@ -77,6 +77,8 @@ def kernel_spec(design: str, width: int) -> KernelSpec:
 #: Strip width S (columns per register strip) on GPUs and on CPU devices.
 STRIP_WIDTH_GPU = 16
 STRIP_WIDTH_CPU = 8
+#: Row-loop unrolling of the strip design on GPUs (1 or 2); CPU devices use 1.
+ROW_UNROLL_GPU = 1
 #: The seed's rectangular block: 12 columns (two 5-bit-packed words), unrolled.
 BLOCK_WIDTH = 12
 #: The square blocks are as wide as the longest read, at most this.
@@ -318,6 +320,8 @@ class PaparaRunner:
     ptx : bool, optional
         Packed kernels through inline PTX (default: where the device has it); False uses the
         portable OpenCL C ``short2`` arithmetic everywhere (benchmarks compare the two).
+    row_unroll : {1, 2}, optional
+        Row-loop unrolling of the strip design.
     """
 
     def __init__(
@@ -335,6 +339,7 @@ class PaparaRunner:
         carry: str | None = None,
         profiles: int | None = None,
         ptx: bool | None = None,
+        row_unroll: int | None = None,
     ) -> None:
         self.dctx = dctx
         self.scoring = scoring
@@ -347,6 +352,9 @@ class PaparaRunner:
         self.n, self.n_lanes = self.states.shape
         self.profiles = self.n_lanes if profiles is None else profiles
         self.ptx = dctx.caps.ptx_s16x2 if ptx is None else ptx and dctx.caps.ptx_s16x2
+        self.row_unroll = row_unroll or (1 if dctx.caps.is_cpu else ROW_UNROLL_GPU)
+        if self.row_unroll not in (1, 2):
+            raise OptionError(f"row_unroll must be 1 or 2, not {self.row_unroll}")
         if self.n == 0:
             raise DpalignError("the profiles have no columns")
         caps = dctx.caps
@@ -375,6 +383,7 @@ class PaparaRunner:
             "S": self.strip,
             "BW": self.block,
             "CARRY_LOCAL": int(carry_local),
+            "ROW_UNROLL": self.row_unroll,
         }
 
     def _local_carry_cap(self, m_max: int) -> int:
