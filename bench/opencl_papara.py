@@ -126,12 +126,14 @@ def check(args):
                 ]
             )
             variants = (
-                ("strip", "global", 1),
-                ("strip", "local", 1),
-                ("strip", "local", 2),
-                ("blocked", None, 1),
+                ("strip", "global", 1, False),
+                ("strip", "local", 1, False),
+                ("strip", "local", 2, False),
+                ("strip", "local", 2, True),
+                ("strip", "global", 1, True),
+                ("blocked", None, 1, False),
             )
-            for design, carry, unroll in variants:
+            for design, carry, unroll, split in variants:
                 for width in (None, 32):
                     runner = PaparaRunner(
                         dctx,
@@ -142,12 +144,14 @@ def check(args):
                         design,
                         carry=carry,
                         row_unroll=unroll,
+                        split=split,
                     )
                     got = runner.score(codes, lengths, width=width)
                     ok = np.array_equal(got.scores, want)
                     failures += not ok
                     print(
                         f"check protein={protein} {spec} {design} carry={carry} x{unroll} "
+                        f"split={split} "
                         f"width={sorted(set(got.width.tolist()))}: {'ok' if ok else 'MISMATCH'}",
                         flush=True,
                     )
@@ -203,9 +207,10 @@ def sweep(args):
     """Tuning sweep at one shape; every configuration must give the same scores.
 
     ``--plan wide`` (the first H100 run): strip width x carry place x group size, the blocked
-    block width, packed arithmetic without PTX. ``--plan strip`` (default, after the shifted
-    frame): strip width x row unrolling with the local-memory carry. The best strip geometry
-    per width goes to DIR/best.json for ``tables --tuned``.
+    block width, packed arithmetic without PTX. ``--plan strip`` (after the shifted frame):
+    strip width x row unrolling with the local-memory carry. ``--plan split`` (default):
+    strip width x SPLIT, rows unrolled twice. The best strip geometry per width goes to
+    DIR/best.json for ``tables --tuned``.
     """
     dctx = device_context(args.device)
     print(dctx.describe(), flush=True)
@@ -220,10 +225,15 @@ def sweep(args):
                     configs.append(("strip", width, {"strip": strip, "carry": carry}))
             for block in (12, 24):
                 configs.append(("blocked", width, {"block": block}))
-        else:
+        elif args.plan == "strip":
             for strip in (16, 24, 32):
                 for unroll in (1, 2):
                     geometry = {"strip": strip, "carry": "local", "row_unroll": unroll}
+                    configs.append(("strip", width, geometry))
+        else:  # split
+            for strip in (16, 24, 32):
+                for split in (False, True):
+                    geometry = {"strip": strip, "carry": "local", "row_unroll": 2, "split": split}
                     configs.append(("strip", width, geometry))
     if args.plan == "wide":
         for carry in ("global", "local"):  # packed arithmetic in portable OpenCL C, no PTX
@@ -277,10 +287,9 @@ def tables(args):
     print(dctx.describe(), flush=True)
     tuned = json.loads(Path(args.tuned).read_text()) if args.tuned else {}
     configs = [
-        ("strip", None, tuned.get("16", {})),
-        ("strip", 32, tuned.get("32", {})),
-        ("blocked", None, {}),
-        ("blocked", 32, {}),
+        (design, width, tuned.get(str(width or 16), {}) if design == "strip" else {})
+        for design in args.designs.split(",")
+        for width in (None, 32)
     ]
     lengths1 = [500, 1_000, 5_000, 10_000, 50_000, 100_000, 500_000]
     counts2 = [100, 500, 1_000, 2_500, 5_000, 10_000]
@@ -368,7 +377,8 @@ def main(argv=None):
     parser.add_argument("--columns", type=int, default=10_000)
     parser.add_argument("--golden", default=str(HERE.parent / "tests" / "data" / "golden"))
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--plan", choices=["strip", "wide"], default="strip")
+    parser.add_argument("--plan", choices=["split", "strip", "wide"], default="split")
+    parser.add_argument("--designs", default="strip,blocked", help="tables: designs to run")
     parser.add_argument("--tuned", help="tables: best.json written by sweep")
     parser.add_argument("--golden-cases", default="tiny_01,small_01_trifurc,protein_small")
     parser.add_argument("--reads", type=int, default=1250, help="reads (Table 1, sweep)")

@@ -30,6 +30,10 @@
  *              work-item) instead of global memory.
  *   ROW_UNROLL 2: papara_strip unrolls its row loop twice (two skewed dependency chains per
  *              basic block for the scheduler, no register copies between rows).
+ *   SPLIT      1: papara_strip computes three of its five add-max steps as an integer add
+ *              (IMAD, FMA pipe) and a max (ALU pipe) instead of one fused DPX instruction,
+ *              which issues at a quarter of the ALU rate; packed cells are then kept in
+ *              offset binary (value + 0x8000 per half) so that a 32-bit add is exact per half.
  * Run-time parameters: __constant int P[], indices P_*.
  */
 
@@ -50,6 +54,7 @@
 #define P_NH 14      /* blocked design: head square width */
 #define P_NB 15      /* blocked design: middle blocks */
 #define P_NT 16      /* blocked design: tail square width */
+#define P_ONE 17     /* 1, unknown to the compiler (SPLIT: keeps adds on the FMA pipe as IMAD) */
 
 #ifndef PACKED
 #define PACKED 0
@@ -68,6 +73,9 @@
 #endif
 #ifndef ROW_UNROLL
 #define ROW_UNROLL 1
+#endif
+#ifndef SPLIT
+#define SPLIT 0
 #endif
 #ifndef S
 #define S 16
@@ -135,8 +143,21 @@ inline uint p_max3(uint a, uint b, uint c) {
         : "=r"(r) : "r"(a), "r"(b), "r"(c));
     return r;
 }
+inline uint p_umax(uint a, uint b) {
+    uint r;
+    asm("max.u16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+inline uint p_uaddmax(uint a, uint b, uint c) {
+    uint r;
+    asm("{.reg .b32 t; add.u16x2 t, %1, %2; max.u16x2 %0, t, %3;}"
+        : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
 #else
-inline uint p_add(uint a, uint b) { return as_uint(as_short2(a) + as_short2(b)); }
+inline uint p_add(uint a, uint b) { return as_uint(as_ushort2(a) + as_ushort2(b)); }
+inline uint p_umax(uint a, uint b) { return as_uint(max(as_ushort2(a), as_ushort2(b))); }
+inline uint p_uaddmax(uint a, uint b, uint c) { return p_umax(p_add(a, b), c); }
 inline uint p_max(uint a, uint b) { return as_uint(max(as_short2(a), as_short2(b))); }
 inline uint p_addmax(uint a, uint b, uint c) { return p_max(p_add(a, b), c); }
 inline uint p_addmin(uint a, uint b, uint c) {
@@ -280,6 +301,31 @@ inline void init_carry(__global carry_t *cr, size_t cstride, int m, int lb) {
        Hs = max(Ps + GO, X)
    The boundary column between strips is kept unshifted (phi_{-1} = 0 for the next strip);
    the host widens the integer range by the frame's reach (kernels_cl/papara.py). */
+/* How the strip stores cells. SPLIT with packed cells: offset binary (ENC/DEC flip the sign
+   bits), compared as unsigned; a per-half constant c is then added to both halves at once as
+   the integer c_hi * 65536 + c_lo (IADD_C). Otherwise: the plain cell arithmetic. */
+#if PACKED && SPLIT
+#define ENC(x) ((x) ^ 0x80008000u)
+#define s_max(a, b) p_umax(a, b)
+#define s_addmax(a, b, c) p_uaddmax(a, b, c)
+#define INT_FORM(lo, hi) ((uint)((hi) * 65536 + (lo)))
+#else
+#define ENC(x) (x)
+#define s_max(a, b) p_max(a, b)
+#define s_addmax(a, b, c) p_addmax(a, b, c)
+#if PACKED
+#define INT_FORM(lo, hi) PAIR(lo, hi)
+#else
+#define INT_FORM(lo, hi) (lo)
+#endif
+#endif
+#if SPLIT
+/* An add the compiler cannot fuse with the max (no IMAD-max instruction exists). */
+#define s_iaddmax(a, c, b) s_max((a) + (c) * ONE, b)
+#else
+#define s_iaddmax(a, c, b) s_addmax(a, c, b)
+#endif
+
 typedef struct {
     cell_t a;
 #if PACKED && PROTEIN
@@ -320,7 +366,7 @@ inline strip_column_t strip_column(__global const elem_t *ref, size_t row, int l
 #if PACKED
     c.k1 = PAIR(mc0 + one - go0, mc1 + one - go1);
     c.k2 = PAIR(mc0 + P[P_MA] - go0, mc1 + P[P_MA] - go1);
-    c.de = PAIR(ge0 - go0, ge1 - go1);
+    c.de = INT_FORM(ge0 - go0, ge1 - go1);
     *go = PAIR(go0, go1);
     *neg_go = PAIR(-go0, -go1);
 #else
@@ -349,7 +395,8 @@ __kernel void papara_strip(__global const elem_t *ref,   /* [n + pad][lanes] */
     const int nwi = get_global_size(0);
     const int lanes = P[P_LANES], lane = wi * LPW;
     const int m = rlen[q];
-    const cell_t GO2 = SPLAT(P[P_GO]), GE2 = SPLAT(P[P_GE]);
+    const cell_t GO2 = INT_FORM(P[P_GO], P[P_GO]), GE2 = INT_FORM(P[P_GE], P[P_GE]);
+    const cell_t ONE = P[P_ONE];
     __global const read_t *rd = reads + (size_t)q * P[P_MSTRIDE];
 #if CARRY_LOCAL
     __local carry_t *cr = lcarry + get_local_id(0);
@@ -360,8 +407,8 @@ __kernel void papara_strip(__global const elem_t *ref,   /* [n + pad][lanes] */
 #endif
 
     for (int j = 0; j < m; j++) /* H[j][-1] = LB (j + 1), E[j][-1] = -inf */
-        cr[j * cstride] = (carry_t)(SPLAT(P[P_LB] * (j + 1)), NEG_CELL);
-    cell_t lastrow = NEG_CELL, lastcol = NEG_CELL;
+        cr[j * cstride] = (carry_t)(ENC(SPLAT(P[P_LB] * (j + 1))), ENC(NEG_CELL));
+    cell_t lastrow = ENC(NEG_CELL), lastcol = ENC(NEG_CELL);
     const int nstrips = P[P_NSTRIPS];
     for (int s = 0; s < nstrips; s++) {
         strip_column_t col[S];
@@ -373,11 +420,11 @@ __kernel void papara_strip(__global const elem_t *ref,   /* [n + pad][lanes] */
             col[k] = strip_column(ref, (size_t)s * S + k, lanes, lane, P, &go, &neg_go);
             phi = p_add(phi, go);
             neg_phi = p_add(neg_phi, neg_go);
-            hup[k] = neg_phi; /* row -1: H = 0, shifted */
-            pup[k] = NEG_CELL;
+            hup[k] = ENC(neg_phi); /* row -1: H = 0, shifted */
+            pup[k] = ENC(NEG_CELL);
         }
-        cell_t hdiag = 0; /* H[j-1][first column - 1]; row -1 is 0 */
-        lastcol = NEG_CELL;
+        cell_t hdiag = ENC(0); /* H[j-1][first column - 1]; row -1 is 0 */
+        lastcol = ENC(NEG_CELL);
 #if ROW_UNROLL == 2
 #pragma unroll 2
 #endif
@@ -388,10 +435,10 @@ __kernel void papara_strip(__global const elem_t *ref,   /* [n + pad][lanes] */
             hdiag = hl;
 #pragma unroll
             for (int k = 0; k < S; k++) {
-                cell_t e = p_addmax(el, col[k].de, hl);
-                cell_t f = p_addmax(pup[k], GE2, hup[k]);
-                cell_t x = p_addmax(hd, BONUS(col[k], B), e);
-                cell_t h = p_addmax(f, GO2, x);
+                cell_t e = s_iaddmax(el, col[k].de, hl);
+                cell_t f = s_iaddmax(pup[k], GE2, hup[k]);
+                cell_t x = s_addmax(hd, BONUS(col[k], B), e);
+                cell_t h = s_iaddmax(f, GO2, x);
                 hd = hup[k];
                 hup[k] = h;
                 pup[k] = f;
@@ -401,7 +448,7 @@ __kernel void papara_strip(__global const elem_t *ref,   /* [n + pad][lanes] */
             hl = p_add(hl, phi); /* back to the unshifted frame */
             el = p_add(el, phi);
             cr[j * cstride] = (carry_t)(hl, el);
-            lastcol = p_max(lastcol, hl);
+            lastcol = s_max(lastcol, hl);
         }
         /* The last row, unshifted; virtual columns are not part of it. */
         const int first = s == 0 ? P[P_PAD] : 0;
@@ -410,10 +457,10 @@ __kernel void papara_strip(__global const elem_t *ref,   /* [n + pad][lanes] */
 #pragma unroll
         for (int k = 0; k < S; k++) {
             ph = p_add(ph, column_go(e[k * lanes], LPW == 2 ? e[k * lanes + LPW - 1] : 0u, P));
-            if (k >= first) lastrow = p_max(lastrow, p_add(hup[k], ph));
+            if (k >= first) lastrow = s_max(lastrow, p_add(hup[k], ph));
         }
     }
-    write_result(out, (size_t)q * lanes + lane, lastrow, lastcol);
+    write_result(out, (size_t)q * lanes + lane, ENC(lastrow), ENC(lastcol));
 }
 
 /* ---------------------------------------------------------------------------------------- */

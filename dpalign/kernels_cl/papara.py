@@ -23,6 +23,7 @@ Packing, by alphabet
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -74,11 +75,20 @@ def kernel_spec(design: str, width: int) -> KernelSpec:
     return KERNELS[f"papara_score_opencl_{design}_i{width}"]
 
 
-#: Strip width S (columns per register strip) on GPUs and on CPU devices.
-STRIP_WIDTH_GPU = 16
-STRIP_WIDTH_CPU = 8
-#: Row-loop unrolling of the strip design on GPUs (1 or 2); CPU devices use 1.
-ROW_UNROLL_GPU = 1
+@dataclass(frozen=True)
+class StripGeometry:
+    """The strip design's compile-time shape (papara.cl): strip width S, row-loop
+    unrolling (1 or 2), and SPLIT (unfused add-max steps)."""
+
+    strip: int
+    row_unroll: int = 1
+    split: bool = False
+
+
+#: Strip geometry per kernel width on GPUs, as measured fastest on the H100 (BENCHMARKS.md,
+#: "PaPaRa (OpenCL)"), and on CPU devices (small S: PoCL compiles it quickly).
+GPU_STRIP = {16: StripGeometry(32, 2, False), 32: StripGeometry(32, 2, False)}
+CPU_STRIP = StripGeometry(8)
 #: The seed's rectangular block: 12 columns (two 5-bit-packed words), unrolled.
 BLOCK_WIDTH = 12
 #: The square blocks are as wide as the longest read, at most this.
@@ -310,8 +320,9 @@ class PaparaRunner:
     design : {"strip", "blocked"}, optional
         Default :data:`dpalign.config.OPENCL_DESIGN`.
     strip, block, square, group_max : int, optional
-        Geometry overrides (benchmarks): strip width S, block width BW (a multiple of 6),
-        square side, work-items per group at most.
+        Geometry overrides (benchmarks): strip width S (default :data:`GPU_STRIP` /
+        :data:`CPU_STRIP`), block width BW (a multiple of 6), square side, work-items per
+        group at most.
     carry : {None, "global", "local"}
         Where the strip design keeps its boundary column; None: local memory on GPUs when
         a group of at least 32 work-items fits, else global memory.
@@ -322,6 +333,8 @@ class PaparaRunner:
         portable OpenCL C ``short2`` arithmetic everywhere (benchmarks compare the two).
     row_unroll : {1, 2}, optional
         Row-loop unrolling of the strip design.
+    split : bool, optional
+        Strip design: unfused add-then-max for three of the five steps of a cell (papara.cl).
     """
 
     def __init__(
@@ -340,6 +353,7 @@ class PaparaRunner:
         profiles: int | None = None,
         ptx: bool | None = None,
         row_unroll: int | None = None,
+        split: bool | None = None,
     ) -> None:
         self.dctx = dctx
         self.scoring = scoring
@@ -352,13 +366,11 @@ class PaparaRunner:
         self.n, self.n_lanes = self.states.shape
         self.profiles = self.n_lanes if profiles is None else profiles
         self.ptx = dctx.caps.ptx_s16x2 if ptx is None else ptx and dctx.caps.ptx_s16x2
-        self.row_unroll = row_unroll or (1 if dctx.caps.is_cpu else ROW_UNROLL_GPU)
-        if self.row_unroll not in (1, 2):
-            raise OptionError(f"row_unroll must be 1 or 2, not {self.row_unroll}")
+        if row_unroll not in (None, 1, 2):
+            raise OptionError(f"row_unroll must be 1 or 2, not {row_unroll}")
+        self._strip_overrides = {"strip": strip, "row_unroll": row_unroll, "split": split}
         if self.n == 0:
             raise DpalignError("the profiles have no columns")
-        caps = dctx.caps
-        self.strip = strip or (STRIP_WIDTH_CPU if caps.is_cpu else STRIP_WIDTH_GPU)
         self.block = block or BLOCK_WIDTH
         if self.block % 6:
             raise OptionError(f"the block width must be a multiple of 6, not {self.block}")
@@ -372,18 +384,26 @@ class PaparaRunner:
 
     # -- kernels ------------------------------------------------------------------------------
 
+    def strip_geometry(self, width: int) -> StripGeometry:
+        """The strip design's geometry at ``width``: the device default, then overrides."""
+        base = CPU_STRIP if self.dctx.caps.is_cpu else GPU_STRIP[width]
+        chosen = {k: v for k, v in self._strip_overrides.items() if v is not None}
+        return dataclasses.replace(base, **chosen)
+
     def defines(self, width: int, carry_local: bool = False) -> dict:
         """The ``-D`` constants of this runner's kernel at ``width``."""
         packed = width == 16
+        strip = self.strip_geometry(width)
         return {
             "PACKED": int(packed),
             "USE_PTX": int(packed and self.ptx),
             "PROTEIN": int(self.protein),
             "MATCH_NEG": int(self.ks.ma < 0),
-            "S": self.strip,
+            "S": strip.strip,
             "BW": self.block,
             "CARRY_LOCAL": int(carry_local),
-            "ROW_UNROLL": self.row_unroll,
+            "ROW_UNROLL": strip.row_unroll,
+            "SPLIT": int(strip.split),
         }
 
     def _local_carry_cap(self, m_max: int) -> int:
@@ -419,14 +439,15 @@ class PaparaRunner:
             cap = min(cap, local_cap)
         group, groups = group_geometry(self.n_lanes, spec.lanes_per_item, cap)
         lanes = group * groups * spec.lanes_per_item
-        ref_key = (spec.design, lanes, square)
+        ref_key = (spec.design, lanes, square, self.strip_geometry(width).strip)
         if ref_key not in self._references:
             self._references[ref_key] = self._upload_reference(spec, lanes, square)
         buffers, geometry = self._references[ref_key]
         ks = self.ks
         params = np.array(
             [self.n, lanes, 0, ks.go, ks.ge, ks.goe, ks.gee, ks.ma, ks.mc, ks.mm, ks.lb, ks.gov]
-            + geometry,
+            + geometry
+            + [1],  # P_ONE
             dtype=np.int32,
         )
         square_rows = max(geometry[2], geometry[4])  # head and tail widths
@@ -454,10 +475,11 @@ class PaparaRunner:
 
         with driver_errors(self.dctx.caps, "uploading the profiles"):
             if spec.design == "strip":
+                strip = self.strip_geometry(spec.width).strip
                 array, pad = strip_layout(
-                    elements(states, flags, self.protein), self.strip, self.protein
+                    elements(states, flags, self.protein), strip, self.protein
                 )
-                return (upload(array),), [array.shape[0] // self.strip, pad, 0, 0, 0]
+                return (upload(array),), [array.shape[0] // strip, pad, 0, 0, 0]
             layout = blocked_layout(states, flags, square, self.block, self.protein)
             buffers = (upload(layout.head), upload(layout.mid), upload(layout.tail))
             return buffers, [0, 0, layout.nh, layout.nb, layout.nt]
@@ -467,7 +489,8 @@ class PaparaRunner:
     def widths(self, lengths: np.ndarray, width: int | None = None) -> np.ndarray:
         """Each read's kernel width (``width=32`` forces the int32 kernels)."""
         allow16 = width != 32
-        margin = frame_margin(self.ks, self.strip) if self.design == "strip" else 0
+        strip = self.strip_geometry(16).strip
+        margin = frame_margin(self.ks, strip) if self.design == "strip" else 0
         cache: dict[int, int] = {}
         out = np.empty(len(lengths), dtype=np.uint8)
         for k, m in enumerate(lengths.tolist()):
