@@ -62,6 +62,7 @@ def _score(cl_device, states, flags, reads, scoring, protein=False, **options):
 DESIGNS = [
     pytest.param({"design": "strip"}, id="strip"),
     pytest.param({"design": "strip", "carry": "local"}, id="strip-localcarry"),
+    pytest.param({"design": "strip", "split": True, "strip": 5}, id="strip-split"),
     pytest.param({"design": "blocked", "square": 5, "block": 6}, id="blocked"),
 ]
 

@@ -19,15 +19,19 @@ the path of the saved rendered source.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from .. import config
 from .context import DeviceContext, OpenCLError
+
+log = logging.getLogger("dpalign.opencl")
 
 
 class KernelBuildError(OpenCLError):
@@ -108,7 +112,12 @@ def _compile(dctx: DeviceContext, name: str, text: str, options: list[str], dige
     import pyopencl as cl
 
     try:
-        program = cl.Program(dctx.context, text).build(options=options)
+        # A successful build's log (register use, unrolling remarks) is for -vv, not a warning.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", cl.CompilerWarning)
+            program = cl.Program(dctx.context, text).build(options=options)
+        for warning in caught:
+            log.debug("building %s %s: %s", name, " ".join(options), warning.message)
     except cl.Error as exc:
         rendered = (
             "".join("#define {} {}\n".format(*opt[2:].split("=", 1)) for opt in options) + text
