@@ -167,15 +167,23 @@ def _add_papara(sub) -> None:
 
 def _run_papara(args) -> int:
     from . import config
-    from .engine import get_backend
     from .errors import OptionError
+
+    if args.device is not None and args.backend not in ("opencl", "hybrid", "auto"):
+        raise OptionError(f"--device applies to --backend opencl or hybrid, not {args.backend}")
+    previous = config.OPENCL_DEVICE
+    if args.device is not None:
+        config.OPENCL_DEVICE = args.device  # the OpenCL layer reads it when choosing a device
+    try:
+        return _papara(args)
+    finally:
+        config.OPENCL_DEVICE = previous
+
+
+def _papara(args) -> int:
+    from .engine import get_backend
     from .gcups import gcups
     from .papara import papara
-
-    if args.device is not None:
-        if args.backend not in ("opencl", "hybrid", "auto"):
-            raise OptionError(f"--device applies to --backend opencl or hybrid, not {args.backend}")
-        config.OPENCL_DEVICE = args.device
 
     backend = get_backend(args.backend, threads=args.threads)
     start = time.perf_counter()
