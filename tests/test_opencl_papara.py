@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import golden_cases
+from conftest import golden_cases, opencl_devices
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -310,12 +310,12 @@ def test_golden_cases_byte_identical(case, expected, argv, fmt, capsys):
 
 
 def test_golden_case_with_the_blocked_design(monkeypatch, capsys):
+    if not any(kind == "cpu" for _, kind in opencl_devices()):
+        pytest.skip("no OpenCL CPU device")
     monkeypatch.setattr("dpalign.config.OPENCL_DESIGN", "blocked")
-    case = golden_cases()[[c.name for c in golden_cases()].index("tiny_02")]
+    case = next(c for c in golden_cases() if c.name == "tiny_02")
     args = ["papara", "--ref", str(case / "tree.nwk"), "--msa", str(case / "ref.phy")]
     args += ["--reads", str(case / "queries.fa"), "--backend", "opencl", "--device", "cpu"]
-    if not any(kind == "cpu" for _, kind in __import__("conftest").opencl_devices()):
-        pytest.skip("no OpenCL CPU device")
     assert main(args) == 0
     assert capsys.readouterr().out == (case / "default.phy").read_text()
 
@@ -330,8 +330,6 @@ def test_golden_case_with_the_blocked_design(monkeypatch, capsys):
 @pytest.mark.parametrize("spec", ["papara2", "bmc2012", "-2:-1:-1:1"])
 @pytest.mark.parametrize("protein", [False, True], ids=["dna", "protein"])
 def test_gpu_kernels_at_full_geometry(design, spec, protein):
-    from conftest import opencl_devices
-
     gpu = next(ident for ident, kind in opencl_devices() if kind == "gpu")
     rng = np.random.default_rng(10)
     states, flags = _profiles(rng, 700, 320, protein)

@@ -90,10 +90,12 @@ class OpenCLBackend(Backend):
                 BlockScores(np.zeros((0, b.width), np.int64), np.zeros((0, b.width), np.uint8))
                 for b in blocks
             ]
+        if self.width not in (None, 16, 32):
+            raise OptionError(f"the opencl backend computes in 16 or 32 bits, not {self.width}")
         states, flags = concatenate(blocks)
-        if states.shape[0] == 0:
-            raise OptionError("the profiles have no columns")
         codes = queries.codes
+        # Protein kernels whenever a state does not fit DNA's 4 bits; protein data whose
+        # states all do (residues A, R, N, D only) score the same in the DNA kernels.
         protein = max(int(states.max(initial=0)), int(codes.max(initial=0))) > 15
         dctx = device_context(self.device)
         profiles = int(sum((b.lengths > 0).sum() for b in blocks))
@@ -105,9 +107,9 @@ class OpenCLBackend(Backend):
             f"opencl {dctx.caps.name}", result.cells, result.kernel_seconds, blocks=len(blocks)
         )
         out, lane = [], 0
-        width = np.repeat(result.width[:, None], 1, axis=1)
         for block in blocks:
             scores = result.scores[:, lane : lane + block.width]
-            out.append(BlockScores(scores, np.broadcast_to(width, scores.shape).copy()))
+            width = np.repeat(result.width[:, None], block.width, axis=1)
+            out.append(BlockScores(scores, width))
             lane += block.width
         return out
