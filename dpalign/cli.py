@@ -147,12 +147,19 @@ def _backend_from_args(args):
     """The backend the options ask for (Dask when a scheduler or worker count is given)."""
     from .engine import get_backend
 
+    device = getattr(args, "device", None)
     if args.scheduler or args.dask_workers:
         if args.backend not in ("auto", "dask"):
             raise DpalignError(
                 f"--scheduler/--dask-workers run on Dask; drop --backend {args.backend}"
             )
         return get_backend("dask", scheduler=args.scheduler, workers=args.dask_workers)
+    if device is not None:
+        if args.backend == "opencl":
+            return get_backend("opencl", device=device)
+        if args.backend in ("hybrid", "auto"):
+            return get_backend("hybrid", threads=args.threads, devices=[device])
+        raise DpalignError(f"--device applies to --backend opencl or hybrid, not {args.backend}")
     return get_backend(args.backend, threads=args.threads)
 
 
@@ -221,6 +228,13 @@ def _add_papara(sub) -> None:
         help="also write a TSV: read, best edge, the edge's smaller clade, score",
     )
     _add_backend(p, ["auto", "numba", "reference", "opencl", "hybrid", "dask"])
+    p.add_argument(
+        "--device",
+        metavar="DEVICE",
+        help="OpenCL device for --backend opencl/hybrid: an id shown by 'dpalign devices' "
+        "(0:1), gpu, cpu, or part of its name (default: $DPALIGN_OPENCL_DEVICE, else the first "
+        "GPU, else the first CPU device)",
+    )
     _add_common(p)
     p.set_defaults(run=_run_papara)
 
@@ -300,10 +314,12 @@ def _run_devices(args) -> int:
     if info["opencl_error"]:
         print(f"OpenCL: {info['opencl_error']}")
     for dev in info["opencl"]:
+        features = "".join(f", {f}" for f in dev.get("features", []))
+        chosen = " [--backend opencl uses this one]" if dev.get("chosen") else ""
         print(
             f"OpenCL {dev['id']}: {dev['name']} ({dev['type']}, {dev['platform']}), "
             f"{dev['compute_units']} compute units, {dev['global_mem_gib']:.1f} GiB global, "
-            f"{dev['local_mem_kib']:.0f} KiB local"
+            f"{dev['local_mem_kib']:.0f} KiB local{features}{chosen}"
         )
     print("Backends available: " + ", ".join(info["backends"]))
     return 0

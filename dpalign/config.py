@@ -18,6 +18,18 @@ OPENCL_DEVICE: str | None = os.environ.get("DPALIGN_OPENCL_DEVICE") or None
 #: core finishes one in ~15 ms, so the end of a run waits little for the slowest worker.
 HYBRID_UNIT_CELLS = 2e8
 
+#: OpenCL PaPaRa kernel design: "strip" (register strips) or "blocked" (the seed paper's
+#: blocks). Override: DPALIGN_OPENCL_DESIGN.
+OPENCL_DESIGN: str = os.environ.get("DPALIGN_OPENCL_DESIGN") or "strip"
+
+#: Share of an OpenCL device's global memory that one run may fill with batch buffers.
+#: Override: DPALIGN_OPENCL_MEMORY_FRACTION.
+OPENCL_MEMORY_FRACTION: float = float(os.environ.get("DPALIGN_OPENCL_MEMORY_FRACTION") or 0.5)
+
+#: Compiled OpenCL programs are cached here (DPALIGN_CACHE_DIR); DPALIGN_OPENCL_CACHE=0 disables.
+OPENCL_CACHE_DIR: str = os.environ.get("DPALIGN_CACHE_DIR") or "~/.cache/dpalign/opencl"
+OPENCL_CACHE: bool = os.environ.get("DPALIGN_OPENCL_CACHE", "1") != "0"
+
 #: Runs with fewer cells than this show no progress bar.
 PROGRESS_MIN_CELLS = 2_000_000_000
 

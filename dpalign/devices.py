@@ -61,6 +61,7 @@ def opencl_devices() -> tuple[list[dict], str | None]:
                     "local_mem_kib": dev.local_mem_size / 2**10,
                 }
             )
+    _add_opencl_features(devices)
     return devices, None if devices else "no OpenCL devices found"
 
 
@@ -73,6 +74,30 @@ def _device_kind(cl, bits: int) -> str:
         if bits & flag:
             return label
     return "other"
+
+
+def _add_opencl_features(devices: list[dict]) -> None:
+    """Mark the device ``--backend opencl`` would choose and what its kernels use there."""
+    from .errors import DpalignError
+
+    try:
+        from .kernels_cl.capabilities import capabilities
+        from .kernels_cl.context import choose_device, list_devices
+    except ImportError:  # pragma: no cover - pyopencl is a dependency
+        return
+    try:
+        chosen = choose_device()[0]
+    except DpalignError:
+        chosen = None
+    for (ident, device), entry in zip(list_devices(), devices, strict=False):
+        caps = capabilities(device)
+        features = [f"work-groups up to {caps.max_work_group}"]
+        if caps.compute_capability:
+            features.append("compute capability {}.{}".format(*caps.compute_capability))
+        if caps.ptx_s16x2:
+            features.append("packed 16-bit PTX (DPX)")
+        entry["features"] = features
+        entry["chosen"] = ident == chosen and entry["id"] == ident
 
 
 def describe_devices() -> dict:

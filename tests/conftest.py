@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -28,12 +29,47 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
+    if not any(kind == "gpu" for _, kind in opencl_devices()):
+        skip_gpu = pytest.mark.skip(reason="no OpenCL GPU here")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip_gpu)
     if config.getoption("--run-slow"):
         return
     skip = pytest.mark.skip(reason="slow: give --run-slow")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@functools.cache
+def opencl_devices() -> tuple[tuple[str, str], ...]:
+    """Every OpenCL device here as ``(id, kind)``, kind ``gpu``/``cpu``/``accelerator``."""
+    try:
+        from dpalign.kernels_cl.capabilities import capabilities
+        from dpalign.kernels_cl.context import list_devices
+
+        return tuple((ident, capabilities(dev).kind) for ident, dev in list_devices())
+    except Exception:  # no pyopencl, a broken ICD: no devices, the tests say so by skipping
+        return ()
+
+
+def pytest_generate_tests(metafunc):
+    """Run every test that asks for ``cl_device`` on each OpenCL device (GPUs marked gpu),
+    like pyopencl's ``pytest_generate_tests_for_pyopencl``."""
+    if "cl_device" not in metafunc.fixturenames:
+        return
+    params = [
+        pytest.param(
+            ident, id=f"cl{ident}-{kind}", marks=[pytest.mark.gpu] if kind == "gpu" else []
+        )
+        for ident, kind in opencl_devices()
+    ]
+    if not params:
+        params = [
+            pytest.param(None, id="no-opencl", marks=pytest.mark.skip(reason="no OpenCL device"))
+        ]
+    metafunc.parametrize("cl_device", params)
 
 
 def golden_root() -> Path:

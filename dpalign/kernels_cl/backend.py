@@ -1,0 +1,115 @@
+"""The ``opencl`` backend: every block at once on one OpenCL device (a GPU, or PoCL's CPU).
+
+It keeps the engine's batch/block contract: the blocks' lanes are concatenated into one
+inter-reference array, cut into work-groups of up to a few hundred profiles (the seed's
+R_padded), and read batches are sized from the device memory and the reads' lengths. Results
+come back as one :class:`~dpalign.engine.BlockScores` per block. Traceback stays on the CPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..engine import Backend, BlockScores, register
+from ..errors import BackendUnavailable, OptionError
+from .context import device_context, list_devices
+from .papara import PaparaRunner
+
+
+def concatenate(blocks) -> tuple[np.ndarray, np.ndarray]:
+    """The blocks' lanes side by side: ``(states, flags)`` of shape ``[n, 32 * blocks]``.
+
+    PaPaRa profiles all span the same columns; padding lanes (length 0) are left empty.
+    """
+    lengths = np.concatenate([b.lengths for b in blocks])
+    real = lengths[lengths > 0]
+    if real.size and (real != real[0]).any():
+        raise OptionError("the opencl backend scores PaPaRa profiles, which share one length")
+    n = int(real[0]) if real.size else 0
+    width = sum(b.width for b in blocks)
+    dtype = np.result_type(*(b.codes.dtype for b in blocks))
+    states = np.zeros((n, width), dtype=dtype)
+    flags = np.zeros((n, width), dtype=np.uint8)
+    lane = 0
+    for block in blocks:
+        rows = min(n, block.codes.shape[0])
+        states[:rows, lane : lane + block.width] = block.codes[:rows]
+        if block.flags is not None:
+            flags[:rows, lane : lane + block.width] = block.flags[:rows]
+        lane += block.width
+    return states, flags
+
+
+@register
+@dataclass
+class OpenCLBackend(Backend):
+    """PaPaRa scoring with the OpenCL kernels of :mod:`dpalign.kernels_cl.papara`.
+
+    Parameters
+    ----------
+    device : str, optional
+        Device spec (see :func:`dpalign.kernels_cl.context.choose_device`); default the
+        ``DPALIGN_OPENCL_DEVICE`` variable, else the first GPU, else the first CPU device.
+    design : {"strip", "blocked"}, optional
+        Kernel design (default :data:`dpalign.config.OPENCL_DESIGN`).
+    width : {None, 32}, optional
+        None: 16-bit packed kernels wherever they cannot overflow, else 32-bit; 32: always
+        the int32 kernels.
+    """
+
+    device: str | None = None
+    design: str | None = None
+    width: int | None = None
+    name = "opencl"
+
+    @classmethod
+    def available(cls, **options) -> bool:
+        try:
+            return bool(list_devices())
+        except BackendUnavailable:
+            return False
+
+    def describe(self) -> str:
+        from .. import config
+
+        design = self.design or config.OPENCL_DESIGN
+        return f"opencl ({device_context(self.device).describe()}; {design} design)"
+
+    def score(self, task, queries, blocks, progress=None):
+        if task.kernel != "papara":
+            raise BackendUnavailable(
+                "the opencl backend runs the PaPaRa kernel only; use --backend numba for "
+                "pairwise alignment"
+            )
+        if not blocks:
+            return []
+        if len(queries) == 0:
+            return [
+                BlockScores(np.zeros((0, b.width), np.int64), np.zeros((0, b.width), np.uint8))
+                for b in blocks
+            ]
+        if self.width not in (None, 16, 32):
+            raise OptionError(f"the opencl backend computes in 16 or 32 bits, not {self.width}")
+        states, flags = concatenate(blocks)
+        codes = queries.codes
+        # Protein kernels whenever a state does not fit DNA's 4 bits; protein data whose
+        # states all do (residues A, R, N, D only) score the same in the DNA kernels.
+        protein = max(int(states.max(initial=0)), int(codes.max(initial=0))) > 15
+        dctx = device_context(self.device)
+        profiles = int(sum((b.lengths > 0).sum() for b in blocks))
+        runner = PaparaRunner(
+            dctx, task.scoring, states, flags, protein, self.design, profiles=profiles
+        )
+        result = runner.score(codes, queries.lengths, width=self.width, progress=progress)
+        self.stats.record(
+            f"opencl {dctx.caps.name}", result.cells, result.kernel_seconds, blocks=len(blocks)
+        )
+        out, lane = [], 0
+        for block in blocks:
+            scores = result.scores[:, lane : lane + block.width]
+            width = np.repeat(result.width[:, None], block.width, axis=1)
+            out.append(BlockScores(scores, width))
+            lane += block.width
+        return out

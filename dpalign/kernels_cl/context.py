@@ -1,0 +1,181 @@
+"""Finding and choosing an OpenCL device, one context per device, driver errors made readable.
+
+Device choice, in order: an explicit ``spec`` (``dpalign papara --device``), else the
+``DPALIGN_OPENCL_DEVICE`` environment variable (:data:`dpalign.config.OPENCL_DEVICE`), else the
+first GPU, else the first CPU device (such as PoCL), else any device. A spec is a
+``platform:device`` id as ``dpalign devices`` prints it (``0:1``), a kind (``gpu``, ``cpu``), or
+a fragment of the device or platform name (``H100``, ``pocl``), case-insensitive.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from .. import config
+from ..errors import BackendUnavailable, DpalignError
+from .capabilities import Capabilities, capabilities
+
+_KINDS = ("gpu", "cpu", "accelerator")
+
+
+def _cl():
+    try:
+        import pyopencl as cl
+    except ImportError as exc:  # pragma: no cover - pyopencl is a dependency
+        raise BackendUnavailable(f"pyopencl cannot be imported ({exc})") from None
+    return cl
+
+
+def list_devices() -> list[tuple[str, object]]:
+    """Every OpenCL device as ``(id, pyopencl.Device)``, ids ``platform:device``."""
+    cl = _cl()
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:
+        return []  # no ICD registered: the same as no device
+    found = []
+    for p, plat in enumerate(platforms):
+        try:
+            devices = plat.get_devices()
+        except cl.Error:
+            continue
+        found.extend((f"{p}:{d}", dev) for d, dev in enumerate(devices))
+    return found
+
+
+def _describe_all(devices) -> str:
+    if not devices:
+        return "no OpenCL device was found (is an ICD such as pocl-binary-distribution installed?)"
+    return "devices here: " + "; ".join(f"{i} {d.name.strip()}" for i, d in devices)
+
+
+def choose_device(spec: str | None = None):
+    """Return ``(id, pyopencl.Device)`` for a device spec (see the module docstring).
+
+    Raises
+    ------
+    BackendUnavailable
+        When no device exists or none matches ``spec``; the message lists the devices.
+    """
+    devices = list_devices()
+    spec = (spec if spec is not None else config.OPENCL_DEVICE) or ""
+    spec = spec.strip()
+    if not devices:
+        raise BackendUnavailable(_describe_all(devices))
+    if not spec:
+        for kind in _KINDS:
+            for ident, dev in devices:
+                if capabilities(dev).kind == kind:
+                    return ident, dev
+        return devices[0]
+    lowered = spec.lower()
+    for ident, dev in devices:
+        if ident == spec:
+            return ident, dev
+    if lowered in _KINDS:
+        for ident, dev in devices:
+            if capabilities(dev).kind == lowered:
+                return ident, dev
+    for ident, dev in devices:
+        if lowered in dev.name.lower() or lowered in dev.platform.name.lower():
+            return ident, dev
+    raise BackendUnavailable(f"no OpenCL device matches {spec!r}; {_describe_all(devices)}")
+
+
+@dataclass
+class DeviceContext:
+    """An OpenCL context on one device with two in-order queues (compute, transfers).
+
+    Kernels run on ``queue`` (profiling enabled, for kernel times); host-device copies go on
+    ``copy_queue`` so that they overlap with the kernel of the previous batch. ``programs``
+    memoises built programs (see :mod:`dpalign.kernels_cl.programs`).
+    """
+
+    ident: str
+    device: object
+    caps: Capabilities
+    context: object
+    queue: object
+    copy_queue: object
+    programs: dict = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def describe(self) -> str:
+        return f"OpenCL {self.ident}: {self.caps.describe()}"
+
+
+_CONTEXTS: dict[str, DeviceContext] = {}
+_CONTEXTS_LOCK = threading.Lock()
+
+
+def device_context(spec: str | None = None) -> DeviceContext:
+    """The (memoised) :class:`DeviceContext` of the device that ``spec`` chooses."""
+    cl = _cl()
+    ident, device = choose_device(spec)
+    with _CONTEXTS_LOCK:
+        ctx = _CONTEXTS.get(ident)
+        if ctx is None:
+            caps = capabilities(device)
+            with driver_errors(caps, "creating a context"):
+                context = cl.Context([device])
+                profiling = cl.command_queue_properties.PROFILING_ENABLE
+                queue = cl.CommandQueue(context, device, properties=profiling)
+                copy_queue = cl.CommandQueue(context, device)
+            ctx = _CONTEXTS[ident] = DeviceContext(ident, device, caps, context, queue, copy_queue)
+        return ctx
+
+
+# --------------------------------------------------------------------------------------------
+# Driver errors
+# --------------------------------------------------------------------------------------------
+
+_HINTS = {
+    "OUT_OF_RESOURCES": "the kernel needs more registers or local memory per work-group than "
+    "the device offers, or it ran too long for the driver's watchdog",
+    "MEM_OBJECT_ALLOCATION_FAILURE": "device memory is exhausted; lower "
+    "DPALIGN_OPENCL_MEMORY_FRACTION or use fewer reads per run",
+    "OUT_OF_HOST_MEMORY": "host memory is exhausted",
+    "INVALID_WORK_GROUP_SIZE": "the work-group size does not suit this device",
+    "DEVICE_NOT_AVAILABLE": "the device is busy or was reset",
+    "INVALID_BUFFER_SIZE": "a buffer is larger than the device allows in one allocation",
+}
+
+
+class OpenCLError(BackendUnavailable):
+    """An OpenCL driver call failed; the message names the device, the step and a hint."""
+
+
+@contextmanager
+def driver_errors(caps: Capabilities, what: str):
+    """Turn ``pyopencl`` errors raised inside the block into :class:`OpenCLError`.
+
+    ``what`` names the step (``"running papara_strip"``) for the message.
+    """
+    cl = _cl()
+    try:
+        yield
+    except DpalignError:
+        raise
+    except cl.Error as exc:
+        code = getattr(exc, "code", None)
+        name = _error_name(code)
+        hint = next((text for key, text in _HINTS.items() if key in name), "")
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else name
+        message = f"OpenCL error on {caps.name} while {what}: {name or detail}"
+        if detail and detail != name:
+            message += f" ({detail})"
+        if hint:
+            message += f"; {hint}"
+        raise OpenCLError(message) from exc
+
+
+def _error_name(code) -> str:
+    if code is None:
+        return ""
+    cl = _cl()
+    for name in dir(cl.status_code):
+        if not name.startswith("_") and getattr(cl.status_code, name) == code:
+            return name
+    return f"error {code}"

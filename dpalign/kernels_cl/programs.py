@@ -1,0 +1,153 @@
+"""OpenCL programs: package-data sources rendered with ``-D`` constants, built once, cached.
+
+Three layers keep compilation out of the way:
+
+1. **Memory**: built programs are memoised per :class:`~.context.DeviceContext` by
+   (source name, options).
+2. **Disk (ours)**: the device binary (PTX on NVIDIA, PoCL's own format on PoCL) is saved
+   under ``DPALIGN_CACHE_DIR`` (default ``~/.cache/dpalign/opencl``) by the SHA-256 of the
+   rendered source, the options and the device/driver identity, and loaded with
+   ``clCreateProgramWithBinary`` next time. ``DPALIGN_OPENCL_CACHE=0`` turns it off.
+3. **The driver's own**: PoCL keeps the per-work-group-size machine code in its kernel cache
+   (``POCL_CACHE_DIR``) and NVIDIA's driver its PTX-to-SASS results in ``~/.nv/ComputeCache``;
+   pyopencl's own binary cache is bypassed for both (pyopencl defers to those caches).
+
+A compile failure is re-raised as :class:`KernelBuildError` with the options, the build log and
+the path of the saved rendered source.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from .. import config
+from .context import DeviceContext, OpenCLError
+
+log = logging.getLogger("dpalign.opencl")
+
+
+class KernelBuildError(OpenCLError):
+    """An OpenCL program did not compile (the message holds the log and the source's path)."""
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    """How a program was obtained: ``"compiled"``, ``"disk"`` (our binary cache) or
+    ``"memory"``, and the seconds it took."""
+
+    origin: str
+    seconds: float
+
+
+def source(name: str) -> str:
+    """The text of a kernel source shipped in this package (``papara.cl``)."""
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def render_options(defines: dict[str, int | str]) -> list[str]:
+    """``{"S": 16}`` -> ``["-DS=16"]`` (sorted, so equal settings give equal cache keys)."""
+    return [f"-D{key}={value}" for key, value in sorted(defines.items())]
+
+
+def cache_dir() -> Path | None:
+    """Where device binaries are kept, or None when the disk cache is off."""
+    if not config.OPENCL_CACHE:
+        return None
+    return Path(config.OPENCL_CACHE_DIR).expanduser()
+
+
+def build(dctx: DeviceContext, name: str, defines: dict[str, int | str]):
+    """Return the built program ``name`` (a ``.cl`` file here) with ``-D`` ``defines``.
+
+    Returns
+    -------
+    (pyopencl.Program, BuildInfo)
+    """
+    options = render_options(defines)
+    key = (name, tuple(options))
+    with dctx.lock:
+        hit = dctx.programs.get(key)
+        if hit is not None:
+            return hit[0], BuildInfo("memory", 0.0)
+        start = time.perf_counter()
+        text = source(name)
+        digest = hashlib.sha256(
+            "\0".join([text, *options, dctx.caps.cache_key]).encode()
+        ).hexdigest()[:24]
+        program, origin = _from_disk(dctx, name, digest, options), "disk"
+        if program is None:
+            program, origin = _compile(dctx, name, text, options, digest), "compiled"
+        info = BuildInfo(origin, time.perf_counter() - start)
+        dctx.programs[key] = (program, info)
+        return program, info
+
+
+def _binary_path(name: str, digest: str) -> Path | None:
+    folder = cache_dir()
+    return None if folder is None else folder / f"{Path(name).stem}-{digest}.bin"
+
+
+def _from_disk(dctx: DeviceContext, name: str, digest: str, options: list[str]):
+    import pyopencl as cl
+
+    path = _binary_path(name, digest)
+    if path is None or not path.is_file():
+        return None
+    try:
+        binary = path.read_bytes()
+        return cl.Program(dctx.context, [dctx.device], [binary]).build(options=options)
+    except (OSError, cl.Error):
+        return None  # a stale or foreign binary: compile from source instead
+
+
+def _compile(dctx: DeviceContext, name: str, text: str, options: list[str], digest: str):
+    import pyopencl as cl
+
+    try:
+        # A successful build's log (register use, unrolling remarks) is for -vv, not a warning.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", cl.CompilerWarning)
+            program = cl.Program(dctx.context, text).build(options=options)
+        for warning in caught:
+            log.debug("building %s %s: %s", name, " ".join(options), warning.message)
+    except cl.Error as exc:
+        rendered = (
+            "".join("#define {} {}\n".format(*opt[2:].split("=", 1)) for opt in options) + text
+        )
+        saved = _save_failed_source(name, rendered, digest)
+        raise KernelBuildError(
+            f"building {name} for {dctx.caps.name} failed with options {' '.join(options)}; "
+            f"rendered source saved as {saved}\n{str(exc).strip()}"
+        ) from exc
+    path = _binary_path(name, digest)
+    if path is not None:
+        try:
+            (binary,) = program.binaries
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as handle:
+                handle.write(binary)
+            os.replace(handle.name, path)
+        except (OSError, ValueError, cl.Error):
+            pass  # the cache is an optimisation; a read-only home must not stop the run
+    return program
+
+
+def _save_failed_source(name: str, text: str, digest: str) -> str:
+    folder = cache_dir() or Path(tempfile.gettempdir())
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"failed-{Path(name).stem}-{digest}.cl"
+        path.write_text(text, encoding="utf-8")
+        return str(path)
+    except OSError:
+        with tempfile.NamedTemporaryFile("w", suffix=".cl", delete=False) as handle:
+            handle.write(text)
+        return handle.name
