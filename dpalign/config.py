@@ -26,6 +26,11 @@ OPENCL_DESIGN: str = os.environ.get("DPALIGN_OPENCL_DESIGN") or "strip"
 #: Override: DPALIGN_OPENCL_MEMORY_FRACTION.
 OPENCL_MEMORY_FRACTION: float = float(os.environ.get("DPALIGN_OPENCL_MEMORY_FRACTION") or 0.5)
 
+#: How the host waits for OpenCL kernels: "poll" (sleep between status checks, no spinning
+#: core) or "block" (clWaitForEvents, which NVIDIA's driver implements as a busy-wait).
+#: Override: DPALIGN_OPENCL_WAIT.
+OPENCL_WAIT: str = os.environ.get("DPALIGN_OPENCL_WAIT") or "poll"
+
 #: Compiled OpenCL programs are cached here (DPALIGN_CACHE_DIR); DPALIGN_OPENCL_CACHE=0 disables.
 OPENCL_CACHE_DIR: str = os.environ.get("DPALIGN_CACHE_DIR") or "~/.cache/dpalign/opencl"
 OPENCL_CACHE: bool = os.environ.get("DPALIGN_OPENCL_CACHE", "1") != "0"

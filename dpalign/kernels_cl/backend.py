@@ -77,6 +77,30 @@ class OpenCLBackend(Backend):
         design = self.design or config.OPENCL_DESIGN
         return f"opencl ({device_context(self.device).describe()}; {design} design)"
 
+    def _runner(self, task, blocks, max_read_state: int) -> PaparaRunner:
+        """The profiles on the device; the last set is kept, since a hybrid run's device
+        worker scores many read chunks against the same blocks."""
+        key = (task.scoring, tuple(id(b) for b in blocks), max_read_state > 15)
+        cached = getattr(self, "_cached", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        states, flags = concatenate(blocks)
+        # Protein kernels whenever a state does not fit DNA's 4 bits; protein data whose
+        # states all do (residues A, R, N, D only) score the same in the DNA kernels.
+        protein = max(int(states.max(initial=0)), max_read_state) > 15
+        profiles = int(sum((b.lengths > 0).sum() for b in blocks))
+        runner = PaparaRunner(
+            device_context(self.device),
+            task.scoring,
+            states,
+            flags,
+            protein,
+            self.design,
+            profiles=profiles,
+        )
+        self._cached = (key, runner, blocks)  # holding the blocks keeps their ids unique
+        return runner
+
     def score(self, task, queries, blocks, progress=None):
         if task.kernel != "papara":
             raise BackendUnavailable(
@@ -92,16 +116,9 @@ class OpenCLBackend(Backend):
             ]
         if self.width not in (None, 16, 32):
             raise OptionError(f"the opencl backend computes in 16 or 32 bits, not {self.width}")
-        states, flags = concatenate(blocks)
         codes = queries.codes
-        # Protein kernels whenever a state does not fit DNA's 4 bits; protein data whose
-        # states all do (residues A, R, N, D only) score the same in the DNA kernels.
-        protein = max(int(states.max(initial=0)), int(codes.max(initial=0))) > 15
-        dctx = device_context(self.device)
-        profiles = int(sum((b.lengths > 0).sum() for b in blocks))
-        runner = PaparaRunner(
-            dctx, task.scoring, states, flags, protein, self.design, profiles=profiles
-        )
+        runner = self._runner(task, blocks, int(codes.max(initial=0)))
+        dctx = runner.dctx
         result = runner.score(codes, queries.lengths, width=self.width, progress=progress)
         self.stats.record(
             f"opencl {dctx.caps.name}", result.cells, result.kernel_seconds, blocks=len(blocks)

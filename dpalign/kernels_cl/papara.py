@@ -33,7 +33,7 @@ from .. import config
 from ..alphabet import pack5
 from ..errors import DpalignError, OptionError
 from ..scoring import PaparaScoring
-from .context import DeviceContext, driver_errors
+from .context import DeviceContext, driver_errors, wait
 from .programs import build
 
 DESIGNS = ("strip", "blocked")
@@ -598,7 +598,7 @@ class PaparaRunner:
         def finish(job):
             nonlocal seconds
             slot, kernel_event, download, rows, count = job
-            download.wait()
+            wait(download)
             out = slot.host_out[: count * variant.lanes * 2].reshape(count, variant.lanes, 2)
             lastrow = out[:, : self.n_lanes, 0].astype(np.int64)
             if self.ks.minimize:
