@@ -1,0 +1,428 @@
+"""One long pair on every CPU core: blocked tiles run as a wavefront (kernel shape 2).
+
+The DP matrix of a pair (``a`` down the rows, ``b`` across the columns) is cut into tiles of
+``tile_rows x tile_cols`` cells. A tile needs only its top boundary row (H and D, plus the
+corner H) and its left boundary column (H and I); it produces its bottom row and its right
+column. So all tiles of one tile anti-diagonal are independent, and they run concurrently.
+
+CPU schedule (:func:`fill_region`)
+----------------------------------
+Worker thread ``t`` of ``P`` owns the tile rows ``t, t + P, ...`` and walks each from left to
+right; before tile ``(ti, tj)`` it waits (acquire load, spinning with ``pause`` and
+``sched_yield``) until the owner of tile row ``ti - 1`` has published ``done[ti-1] > tj``
+(release store). This is the tile-diagonal wavefront without a barrier per diagonal: thread
+``t`` runs one tile behind thread ``t - 1``, all threads busy except for ``P - 1`` tiles at the
+start and the end. The whole region is one call of :func:`fill_worker` per thread, a Numba
+``nogil`` kernel, so there is no Python in the loop over tiles. Bottom rows pass between tile
+rows through a ring of two rows: the writer of tile row ``ti + 1`` can only reach a column after
+tile ``(ti, tj)`` is done with it, so two slots suffice once each tile carries its corner value
+from the tile before it.
+
+Inside a tile the cells of one column are computed with Farrar's striped layout (16 int32 lanes
+per AVX-512 register; 8 int64 lanes when the score bounds need 64 bits): a query profile of
+the tile row's ``a`` segment removes substitution lookups from the inner loop, the vertical gap
+(D) is carried down each lane and then corrected across lanes by the "lazy F" loop until it can
+no longer change H. The striped state of the last column is exactly the left boundary of the
+next tile in the row, so it stays in the thread's scratch arrays between tiles. A
+cell-anti-diagonal layout (one minor diagonal per vector) measured slower here: it needs a
+gather for the substitution scores and a lane shift for both H and D on every step.
+
+Checkpoints for traceback
+-------------------------
+:func:`fill_region` can keep the bottom rows of chosen tile rows and the right columns of chosen
+tile columns (``row_slot`` / ``col_slot``). These cut the region into blocks whose boundaries
+are known, so any block can be recomputed alone; ``dpalign.longpair`` recomputes only the blocks
+on the traceback path, recursively, down to blocks small enough for :func:`trace_leaf`
+(a full H/D/I matrix and the reference's traceback rules). Memory stays near-linear in the
+sequence lengths.
+
+On a GPU (planned, same tiling)
+-------------------------------
+One work-group per tile, the tile's boundary row and column in local memory, the work-items
+computing the cells of one minor (cell) anti-diagonal of the tile in parallel, a barrier per
+minor diagonal; the host (or a persistent kernel) launches the tiles of one tile-diagonal
+together. The boundary rows/columns, checkpoint slots and the traceback recursion are the same
+as here, so the GPU kernel only replaces :func:`fill_worker`.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from . import wide as W
+
+STATE_H, STATE_D, STATE_I = 0, 1, 2
+OP_MATCH, OP_MISMATCH, OP_DEL, OP_INS = ord("="), ord("X"), ord("D"), ord("I")
+
+# layout of the int64 ``params`` array of fill_worker
+P_OPEN, P_EXTEND, P_LOCAL, P_TILE_ROWS, P_TILE_COLS, P_NEG, P_LANES = range(7)
+# rows of a thread's scratch array: striped H, striped E (I of the next column), I of the last
+# column (saved for the column checkpoint), per-row maximum H and its first column (local mode)
+S_H, S_E, S_ISAVE, S_MAXH, S_MAXJ = range(5)
+
+
+@njit(inline="always")
+def _striped_step(pv_h, pv_e, prof, pbase, off, vh, vf, vc):
+    """One segment of a striped column: H, next column's E, D carried down; the next diagonal.
+
+    ``vh`` holds H of the previous column one segment up (the diagonal), ``vf`` the D entering
+    this segment. Returns the next segment's diagonal, the D leaving, and the new H.
+    """
+    v_e, v_oe, v_zero, local = vc
+    ve = W.load(pv_e, off)
+    vh = W.max_(W.max_(W.add(vh, W.load(prof, pbase + off)), ve), vf)
+    if local:
+        vh = W.max_(vh, v_zero)
+    v_next = W.load(pv_h, off)
+    W.store(pv_h, off, vh)
+    vh_open = W.sub(vh, v_oe)
+    W.store(pv_e, off, W.max_(W.sub(ve, v_e), vh_open))
+    return v_next, W.max_(W.sub(vf, v_e), vh_open), vh
+
+
+@njit(nogil=True, cache=True)
+def fill_worker(tid, nthreads, seqs, matrix, params, edges, ring, stores, done, best, scratch):
+    """Fill the tile rows ``tid, tid + nthreads, ...`` of a region (one worker thread).
+
+    Parameters
+    ----------
+    tid, nthreads : int
+        This worker and the number of workers.
+    seqs : (ndarray, ndarray)
+        ``a`` (region rows, uint8 codes, length h) and ``b`` (region columns, length w).
+    matrix : ndarray (K, K)
+        Substitution scores in the lane dtype (int32 or int64): it chooses the vector type.
+    params : ndarray int64
+        ``o, e, local, tile_rows, tile_cols, neg, lanes`` (see the ``P_*`` indices).
+    edges : (ndarray (2, w+1), ndarray (2, h+1))
+        Top boundary (H, D of row 0) and left boundary (H, I of column 0); ``[0, 0]`` of both
+        is the corner H.
+    ring : ndarray (2, 2, w+1)
+        Bottom rows (H, D) of tile rows, slot ``ti % 2``; on return slot ``(nR - 1) % 2``
+        holds the region's last row.
+    stores : (ndarray (R, 2, w+1), int64 (nR,), ndarray (C, 2, h+1), int64 (nC,))
+        Checkpoints: bottom rows of tile rows with ``row_slot[ti] >= 0`` and right columns
+        (H, I) of tile columns with ``col_slot[tj] >= 0``. Row 0 of each stored column must be
+        preset by the caller (it lies on the top boundary).
+    done : ndarray int64 (nR,)
+        Zeros on entry; tiles finished per tile row (the synchronisation between workers).
+    best : ndarray int64 (nthreads, 3)
+        Local mode: this worker's first maximum in row-major order (H, i, j); preset.
+    scratch : (ndarray (P, K * seg * lanes), ndarray (P, 5, seg * lanes))
+        This worker's profile and striped state (``S_*`` rows), seg = ceil(tile_rows / lanes).
+    """
+    a, b = seqs
+    top, left = edges
+    row_store, row_slot, col_store, col_slot = stores
+    prof_all, work_all = scratch
+    o, e = params[P_OPEN], params[P_EXTEND]
+    local = params[P_LOCAL] != 0
+    th, tw, neg, lanes = params[P_TILE_ROWS], params[P_TILE_COLS], params[P_NEG], params[P_LANES]
+    oe = o + e
+    h, w, nsym = a.size, b.size, matrix.shape[0]
+    n_rows, n_cols = (h + th - 1) // th, (w + tw - 1) // tw
+    prof = prof_all[tid]
+    pv_h, pv_e, i_save = work_all[tid, S_H], work_all[tid, S_E], work_all[tid, S_ISAVE]
+    max_h, max_j = work_all[tid, S_MAXH], work_all[tid, S_MAXJ]
+    v_neg, v_zero = W.splat(matrix, neg), W.splat(matrix, 0)
+    v_o, v_e, v_oe = W.splat(matrix, o), W.splat(matrix, e), W.splat(matrix, oe)
+    vc = (v_e, v_oe, v_zero, local)
+    spins = 0
+    for ti in range(tid, n_rows, nthreads):
+        r0 = ti * th
+        ht = min(th, h - r0)
+        seg = (ht + lanes - 1) // lanes
+        t_last, k_last = (ht - 1) % seg, (ht - 1) // seg
+        v_seg_e = W.splat(matrix, min(e * seg, -neg))
+        v_seg_e2 = W.splat(matrix, min(2 * e * seg, -neg))
+        v_seg_e4 = W.splat(matrix, min(4 * e * seg, -neg))
+        v_seg_e8 = W.splat(matrix, min(8 * e * seg, -neg))
+        # striped layout: row r of the tile is lane r // seg of segment r % seg
+        for c in range(nsym):
+            for t in range(seg):
+                for k in range(lanes):
+                    r = k * seg + t
+                    prof[(c * seg + t) * lanes + k] = matrix[a[r0 + r], c] if r < ht else 0
+        for t in range(seg):
+            for k in range(lanes):
+                r = k * seg + t
+                x = t * lanes + k
+                if r < ht:
+                    hv, iv = left[0, r0 + 1 + r], left[1, r0 + 1 + r]
+                    pv_h[x] = hv
+                    pv_e[x] = max(iv - e, hv - oe)
+                else:
+                    pv_h[x] = neg
+                    pv_e[x] = neg
+                max_h[x] = neg
+                max_j[x] = 0
+        src = top if ti == 0 else ring[(ti + 1) % 2]
+        dst = ring[ti % 2]
+        rs = row_slot[ti]
+        dst[0, 0] = left[0, r0 + ht]
+        dst[1, 0] = neg
+        if rs >= 0:
+            row_store[rs, 0, 0] = left[0, r0 + ht]
+            row_store[rs, 1, 0] = neg
+        corner = left[0, r0]
+        thr = best[tid, 0]
+        for tj in range(n_cols):
+            c0 = tj * tw
+            c1 = min(c0 + tw, w)
+            if ti > 0:
+                while W.load_acquire(done, ti - 1) <= tj:
+                    spins += 1
+                    W.relax(spins)
+            cs = col_slot[tj]
+            for j in range(c0 + 1, c1 + 1):
+                diag = corner if j == c0 + 1 else src[0, j - 1]
+                pbase = np.int64(b[j - 1]) * seg * lanes
+                vf = W.shift_in(v_neg, max(src[1, j] - e, src[0, j] - oe))
+                vh = W.shift_in(W.load(pv_h, (seg - 1) * lanes), diag)
+                if cs >= 0 and j == c1:
+                    for t in range(seg):
+                        W.store(i_save, t * lanes, W.load(pv_e, t * lanes))
+                v_col = v_neg
+                for t in range(t_last):
+                    vh, vf, v_new = _striped_step(pv_h, pv_e, prof, pbase, t * lanes, vh, vf, vc)
+                    v_col = W.max_(v_col, v_new)
+                vd_last = vf
+                for t in range(t_last, seg):
+                    vh, vf, v_new = _striped_step(pv_h, pv_e, prof, pbase, t * lanes, vh, vf, vc)
+                    v_col = W.max_(v_col, v_new)
+                # D carried across lanes: lane k enters with the best of the D leaving lanes
+                # q < k, extended through the seg rows of each lane between (a max-plus prefix
+                # scan over the lanes); then one pass down the segments while it can still
+                # raise H (after that it is below every D of the column already computed)
+                vf = W.shift_in(vf, neg)
+                vf = W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 1), v_seg_e))
+                vf = W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 2), v_seg_e2))
+                vf = W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 4), v_seg_e4))
+                vf = W.max_(W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 8), v_seg_e8)), v_neg)
+                for t in range(seg):
+                    off = t * lanes
+                    vh = W.load(pv_h, off)
+                    if t == t_last:
+                        vd_last = W.max_(vd_last, vf)
+                    if not W.any_(W.gt(vf, W.sub(vh, v_o))):
+                        break
+                    vh = W.max_(vh, vf)
+                    v_col = W.max_(v_col, vh)
+                    W.store(pv_h, off, vh)
+                    W.store(pv_e, off, W.max_(W.load(pv_e, off), W.sub(vh, v_oe)))
+                    vf = W.max_(W.sub(vf, v_e), v_neg)
+                # local: only columns reaching the best H seen so far can hold the end cell
+                if local and W.any_(W.gt(v_col, W.splat(matrix, thr - 1))):
+                    vj = W.splat(matrix, j)
+                    for t in range(seg):
+                        off = t * lanes
+                        vh, mh = W.load(pv_h, off), W.load(max_h, off)
+                        W.store(max_j, off, W.select(W.gt(vh, mh), vj, W.load(max_j, off)))
+                        W.store(max_h, off, W.max_(vh, mh))
+                    thr = max(thr, W.hmax(v_col))
+                hb = W.lane(W.load(pv_h, t_last * lanes), k_last)
+                db = W.lane(vd_last, k_last)
+                dst[0, j] = hb
+                dst[1, j] = db
+                if rs >= 0:
+                    row_store[rs, 0, j] = hb
+                    row_store[rs, 1, j] = db
+            corner = src[0, c1]
+            if cs >= 0:
+                for r in range(ht):
+                    x = (r % seg) * lanes + r // seg
+                    col_store[cs, 0, r0 + 1 + r] = pv_h[x]
+                    col_store[cs, 1, r0 + 1 + r] = i_save[x]
+            W.store_release(done, ti, tj + 1)
+        if local:
+            for r in range(ht):
+                x = (r % seg) * lanes + r // seg
+                if max_h[x] > best[tid, 0]:
+                    best[tid, 0] = max_h[x]
+                    best[tid, 1] = r0 + 1 + r
+                    best[tid, 2] = max_j[x]
+
+
+@dataclass
+class RegionFill:
+    """What :func:`fill_region` leaves behind.
+
+    Attributes
+    ----------
+    last_row : ndarray (2, w+1)
+        H and D of the region's last row.
+    row_store, col_store : ndarray
+        The checkpoint rows ``(R, 2, w+1)`` (H, D) and columns ``(C, 2, h+1)`` (H, I).
+    best : tuple (int, int, int)
+        Local mode: the first maximum of H in row-major order ``(H, i, j)`` over the region's
+        inner cells, or ``(0, 0, 0)``.
+    """
+
+    last_row: np.ndarray
+    row_store: np.ndarray
+    col_store: np.ndarray
+    best: tuple[int, int, int]
+
+
+def fill_region(
+    a: np.ndarray,
+    b: np.ndarray,
+    matrix: np.ndarray,
+    params: np.ndarray,
+    top: np.ndarray,
+    left: np.ndarray,
+    row_slot: np.ndarray,
+    col_slot: np.ndarray,
+    threads: int,
+) -> RegionFill:
+    """Fill a region of the DP matrix on ``threads`` worker threads (see the module docstring).
+
+    Parameters
+    ----------
+    a, b : ndarray uint8
+        Codes of the region's rows and columns (C-contiguous).
+    matrix : ndarray (K, K)
+        Substitution scores in the lane dtype (int32 or int64).
+    params : ndarray int64
+        See ``P_*``.
+    top, left : ndarray (2, w+1), (2, h+1), lane dtype
+        Boundary row (H, D) and column (H, I).
+    row_slot, col_slot : ndarray int64
+        Per tile row / tile column: the checkpoint slot to keep its boundary in, or -1.
+    threads : int
+        Worker threads (at most one per tile row is used).
+    """
+    h, w = a.size, b.size
+    th, lanes = int(params[P_TILE_ROWS]), int(params[P_LANES])
+    n_rows = -(-h // th)
+    dtype = matrix.dtype
+    neg = int(params[P_NEG])
+    ring = np.empty((2, 2, w + 1), dtype)
+    row_store = np.empty((max(int(row_slot.max(initial=-1)) + 1, 0), 2, w + 1), dtype)
+    col_store = np.empty((max(int(col_slot.max(initial=-1)) + 1, 0), 2, h + 1), dtype)
+    tw = int(params[P_TILE_COLS])
+    for tj in np.flatnonzero(col_slot >= 0):
+        col_store[col_slot[tj], 0, 0] = top[0, min((tj + 1) * tw, w)]
+        col_store[col_slot[tj], 1, 0] = neg
+    threads = max(1, min(threads, n_rows))
+    seg = -(-min(th, h) // lanes)
+    prof = np.empty((threads, matrix.shape[0] * seg * lanes), dtype)
+    work = np.empty((threads, 5, seg * lanes), dtype)
+    done = np.zeros(n_rows, np.int64)
+    best = np.zeros((threads, 3), np.int64)
+    args = (
+        (a, b),
+        matrix,
+        params,
+        (top, left),
+        ring,
+        (row_store, row_slot, col_store, col_slot),
+        done,
+        best,
+        (prof, work),
+    )
+    if threads == 1:
+        fill_worker(0, 1, *args)
+    else:
+        workers = [
+            threading.Thread(target=fill_worker, args=(t, threads, *args), daemon=True)
+            for t in range(threads)
+        ]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    top_best = (0, 0, 0)
+    for value, i, j in best.tolist():
+        if value > top_best[0] or (value == top_best[0] and value > 0 and (i, j) < top_best[1:]):
+            top_best = (value, i, j)
+    return RegionFill(ring[(n_rows - 1) % 2], row_store, col_store, top_best)
+
+
+@njit(nogil=True, cache=True)
+def fill_full(a, b, matrix, o, e, local, top, left, H, D, I):  # noqa: E741
+    """Fill full H, D, I matrices (int64, shape (i+1, j+1)) of a region from its boundaries.
+
+    ``top`` (2, >= j+1) holds H and D of row 0, ``left`` (2, >= i+1) H and I of column 0. This
+    is the plain scalar recurrence of ``reference.py``; it computes only the rows and columns
+    the matrices have room for.
+    """
+    n_r, n_c = H.shape
+    oe = o + e
+    for c in range(n_c):
+        H[0, c] = top[0, c]
+        D[0, c] = top[1, c]
+    for r in range(n_r):
+        H[r, 0] = left[0, r]
+        I[r, 0] = left[1, r]
+    for r in range(1, n_r):
+        ar = a[r - 1]
+        for c in range(1, n_c):
+            d = max(D[r - 1, c] - e, H[r - 1, c] - oe)
+            ins = max(I[r, c - 1] - e, H[r, c - 1] - oe)
+            hv = max(H[r - 1, c - 1] + matrix[ar, b[c - 1]], d, ins)
+            if local and hv < 0:
+                hv = 0
+            H[r, c] = hv
+            D[r, c] = d
+            I[r, c] = ins
+
+
+@njit(nogil=True, cache=True)
+def trace_full(a, b, matrix, o, e, local, H, D, I, i, j, state, ops, pos):  # noqa: E741
+    """Trace back through full matrices from cell (i, j) in ``state`` (the reference's rules).
+
+    Stops on reaching row 0 or column 0 of the matrices, or (local) at a cell whose H is 0 in
+    state H. Ops are written backwards into ``ops`` from ``pos``.
+
+    Returns
+    -------
+    (i, j, state, stopped, pos)
+    """
+    oe = o + e
+    stopped = False
+    while i > 0 and j > 0:
+        if state == STATE_H:
+            hv = H[i, j]
+            if local and hv == 0:
+                stopped = True
+                break
+            if hv == H[i - 1, j - 1] + matrix[a[i - 1], b[j - 1]]:
+                ops[pos] = OP_MATCH if a[i - 1] == b[j - 1] else OP_MISMATCH
+                pos += 1
+                i -= 1
+                j -= 1
+            elif hv == D[i, j]:
+                state = STATE_D
+            else:
+                state = STATE_I
+        elif state == STATE_D:
+            ops[pos] = OP_DEL
+            pos += 1
+            if D[i, j] == H[i - 1, j] - oe:
+                state = STATE_H
+            i -= 1
+        else:
+            ops[pos] = OP_INS
+            pos += 1
+            if I[i, j] == H[i, j - 1] - oe:
+                state = STATE_H
+            j -= 1
+    return i, j, state, stopped, pos
+
+
+@njit(nogil=True, cache=True)
+def trace_leaf(a, b, matrix, o, e, local, top, left, i, j, state, ops, pos):
+    """Recompute a small region up to cell (i, j) in full and trace back from it.
+
+    See :func:`fill_full` for the boundaries and :func:`trace_full` for the result.
+    """
+    H = np.empty((i + 1, j + 1), np.int64)
+    D = np.empty((i + 1, j + 1), np.int64)
+    I = np.empty((i + 1, j + 1), np.int64)  # noqa: E741
+    fill_full(a, b, matrix, o, e, local, top, left, H, D, I)
+    return trace_full(a, b, matrix, o, e, local, H, D, I, i, j, state, ops, pos)
