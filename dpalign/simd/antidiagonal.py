@@ -343,86 +343,102 @@ def fill_region(
     return RegionFill(ring[(n_rows - 1) % 2], row_store, col_store, top_best)
 
 
-@njit(nogil=True, cache=True)
-def fill_full(a, b, matrix, o, e, local, top, left, H, D, I):  # noqa: E741
-    """Fill full H, D, I matrices (int64, shape (i+1, j+1)) of a region from its boundaries.
+# direction bits of one cell (the reference's decisions, taken on exact values during the fill)
+B_DIAG, B_D, B_D_OPEN, B_I_OPEN, B_ZERO = 1, 2, 4, 8, 16
 
-    ``top`` (2, >= j+1) holds H and D of row 0, ``left`` (2, >= i+1) H and I of column 0. This
-    is the plain scalar recurrence of ``reference.py``; it computes only the rows and columns
-    the matrices have room for.
+
+@njit(nogil=True, cache=True)
+def fill_bits(a, b, matrix, o, e, local, top, left, bits):
+    """Fill a region from its boundaries, keeping per cell the bits the traceback decides on.
+
+    ``bits`` has shape (i+1, j+1): only rows 0..i and columns 0..j are computed. ``top``
+    (2, >= j+1) holds H and D of row 0, ``left`` (2, >= i+1) H and I of column 0. Cell bits:
+    ``B_DIAG`` H equals the diagonal candidate, ``B_D`` H equals D, ``B_D_OPEN`` D equals H
+    above minus o + e, ``B_I_OPEN`` I equals H to the left minus o + e, ``B_ZERO`` H is 0.
     """
-    n_r, n_c = H.shape
+    n_r, n_c = bits.shape
     oe = o + e
+    h_row = np.empty(n_c, np.int64)
+    d_row = np.empty(n_c, np.int64)
     for c in range(n_c):
-        H[0, c] = top[0, c]
-        D[0, c] = top[1, c]
-    for r in range(n_r):
-        H[r, 0] = left[0, r]
-        I[r, 0] = left[1, r]
+        h_row[c] = top[0, c]
+        d_row[c] = top[1, c]
     for r in range(1, n_r):
         ar = a[r - 1]
+        h_diag = h_row[0]
+        h_left = np.int64(left[0, r])
+        i_left = np.int64(left[1, r])
+        h_row[0] = h_left
         for c in range(1, n_c):
-            d = max(D[r - 1, c] - e, H[r - 1, c] - oe)
-            ins = max(I[r, c - 1] - e, H[r, c - 1] - oe)
-            hv = max(H[r - 1, c - 1] + matrix[ar, b[c - 1]], d, ins)
-            if local and hv < 0:
-                hv = 0
-            H[r, c] = hv
-            D[r, c] = d
-            I[r, c] = ins
+            h_up = h_row[c]
+            d = max(d_row[c] - e, h_up - oe)
+            ins = max(i_left - e, h_left - oe)
+            diag = h_diag + matrix[ar, b[c - 1]]
+            hv = max(diag, max(d, ins))
+            if local:
+                hv = max(hv, 0)
+            bits[r, c] = (
+                (hv == diag) * B_DIAG
+                + (hv == d) * B_D
+                + (d == h_up - oe) * B_D_OPEN
+                + (ins == h_left - oe) * B_I_OPEN
+                + (hv == 0) * B_ZERO
+            )
+            h_diag = h_up
+            h_row[c] = hv
+            d_row[c] = d
+            h_left = hv
+            i_left = ins
 
 
 @njit(nogil=True, cache=True)
-def trace_full(a, b, matrix, o, e, local, H, D, I, i, j, state, ops, pos):  # noqa: E741
-    """Trace back through full matrices from cell (i, j) in ``state`` (the reference's rules).
+def trace_bits(a, b, bits, local, i, j, state, ops, pos):
+    """Trace back from cell (i, j) in ``state`` with the reference's rules, on direction bits.
 
-    Stops on reaching row 0 or column 0 of the matrices, or (local) at a cell whose H is 0 in
+    Stops on reaching row 0 or column 0 of ``bits``, or (local) at a cell whose H is 0 in
     state H. Ops are written backwards into ``ops`` from ``pos``.
 
     Returns
     -------
     (i, j, state, stopped, pos)
     """
-    oe = o + e
     stopped = False
     while i > 0 and j > 0:
+        flags = bits[i, j]
         if state == STATE_H:
-            hv = H[i, j]
-            if local and hv == 0:
+            if local and flags & B_ZERO:
                 stopped = True
                 break
-            if hv == H[i - 1, j - 1] + matrix[a[i - 1], b[j - 1]]:
+            if flags & B_DIAG:
                 ops[pos] = OP_MATCH if a[i - 1] == b[j - 1] else OP_MISMATCH
-                pos += 1
                 i -= 1
                 j -= 1
-            elif hv == D[i, j]:
+            elif flags & B_D:
                 state = STATE_D
+                continue
             else:
                 state = STATE_I
+                continue
         elif state == STATE_D:
             ops[pos] = OP_DEL
-            pos += 1
-            if D[i, j] == H[i - 1, j] - oe:
+            if flags & B_D_OPEN:
                 state = STATE_H
             i -= 1
         else:
             ops[pos] = OP_INS
-            pos += 1
-            if I[i, j] == H[i, j - 1] - oe:
+            if flags & B_I_OPEN:
                 state = STATE_H
             j -= 1
+        pos += 1
     return i, j, state, stopped, pos
 
 
 @njit(nogil=True, cache=True)
 def trace_leaf(a, b, matrix, o, e, local, top, left, i, j, state, ops, pos):
-    """Recompute a small region up to cell (i, j) in full and trace back from it.
+    """Recompute a small region up to cell (i, j) and trace back from it.
 
-    See :func:`fill_full` for the boundaries and :func:`trace_full` for the result.
+    See :func:`fill_bits` for the boundaries and :func:`trace_bits` for the result.
     """
-    H = np.empty((i + 1, j + 1), np.int64)
-    D = np.empty((i + 1, j + 1), np.int64)
-    I = np.empty((i + 1, j + 1), np.int64)  # noqa: E741
-    fill_full(a, b, matrix, o, e, local, top, left, H, D, I)
-    return trace_full(a, b, matrix, o, e, local, H, D, I, i, j, state, ops, pos)
+    bits = np.empty((i + 1, j + 1), np.uint8)
+    fill_bits(a, b, matrix, o, e, local, top, left, bits)
+    return trace_bits(a, b, bits, local, i, j, state, ops, pos)
