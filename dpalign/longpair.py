@@ -179,22 +179,14 @@ class _Aligner:
 
     def end_cell(self, region: _Region, points: _Checkpoints) -> tuple[int, int, int]:
         """Score and end cell (first maximum in row-major order among the candidates)."""
-        if self.local:
-            return points.fill.best
-        m, n = region.h, region.w
-        _, a_trail, _, b_trail = self.ends
-        last_col = points.fill.col_store[-1, 0]  # H of column n, rows 0..m
-        last_row = points.fill.last_row[0]  # H of row m, columns 0..n
-        # row-major order: (i, n) for i < m, then (m, j) for j = 0..n
-        values = [last_col[:m]] if b_trail else []
-        values.append(last_row if a_trail else last_row[n:])
-        values = np.concatenate(values).astype(np.int64)
-        k = int(np.argmax(values))
-        score = int(values[k])
-        if b_trail and k < m:
-            return score, k, n
-        k -= m if b_trail else 0
-        return score, m, (k if a_trail else n)
+        fill = points.fill
+        return _end_cell(
+            fill.last_row[0],
+            fill.col_store[-1, 0] if not self.local else None,
+            fill.best,
+            self.local,
+            self.ends,
+        )
 
     # -- traceback --------------------------------------------------------------------------
 
@@ -251,9 +243,44 @@ class _Aligner:
                 return i, j, state, True
         return i, j, state, False
 
-    def emit(self, op: int, count: int) -> None:
-        self.ops[self.pos : self.pos + count] = op
-        self.pos += count
+    def finish(self, score: int, a_end: int, b_end: int, stop) -> PairwiseResult:
+        """The result, from where the traceback stopped: free end gaps left out, penalised
+        ones (the path runs along row 0 or column 0, always in state H there) added."""
+        if self.local and score == 0:
+            return PairwiseResult(0, 0, 0, 0, 0, "")
+        i, j, _, stopped = stop
+        if not stopped and not self.local:
+            a_lead, _, b_lead, _ = self.ends
+            if i == 0 and j > 0 and not a_lead:
+                self.ops[self.pos : self.pos + j] = K.OP_INS
+                self.pos, j = self.pos + j, 0
+            elif j == 0 and i > 0 and not b_lead:
+                self.ops[self.pos : self.pos + i] = K.OP_DEL
+                self.pos, i = self.pos + i, 0
+        ops = self.ops[: self.pos][::-1].tobytes().decode("ascii")
+        return PairwiseResult(score, i, a_end, j, b_end, ops)
+
+
+def _end_cell(last_row, last_col, best, local, ends) -> tuple[int, int, int]:
+    """Score and end cell: the first maximum in row-major order among the mode's candidates.
+
+    ``last_row`` is H of row m (columns 0..n), ``last_col`` H of column n (rows 0..m), ``best``
+    the local mode's first maximum ``(H, i, j)``.
+    """
+    if local:
+        return tuple(int(x) for x in best)
+    m, n = len(last_col) - 1, len(last_row) - 1
+    _, a_trail, _, b_trail = ends
+    # row-major order: (i, n) for i < m, then (m, j) for j = 0..n
+    values = [last_col[:m]] if b_trail else []
+    values.append(last_row if a_trail else last_row[n:])
+    values = np.concatenate(values).astype(np.int64)
+    k = int(np.argmax(values))
+    score = int(values[k])
+    if b_trail and k < m:
+        return score, k, n
+    k -= m if b_trail else 0
+    return score, m, (k if a_trail else n)
 
 
 def align_long(
@@ -291,19 +318,12 @@ def align_long(
     PairwiseResult
         Score, 0-based half-open coordinates and ops, with the reference's tie rules.
     """
-    if not isinstance(scoring, Scoring):
-        raise OptionError(f"scoring must be a dpalign Scoring, not {type(scoring).__name__}")
-    ends = free_ends_tuple(mode, free_ends)
+    a, b, ends = _validate(a_codes, b_codes, scoring, mode, free_ends)
     threads = config.cpu_threads(threads)
     tiling = tiling or Tiling()
-    a = np.ascontiguousarray(scoring.encode(a_codes, "a"))
-    b = np.ascontiguousarray(scoring.encode(b_codes, "b"))
     m, n = len(a), len(b)
-    if m == 0 or n == 0:  # gaps only: the reference is O(m + n) here
-        args = (a, b, scoring.matrix, scoring.gap_open, scoring.gap_extend, mode, ends)
-        if traceback:
-            return reference.pairwise_align(*args)
-        return reference.pairwise_score(*args)
+    if m == 0 or n == 0:
+        return _gaps_only(a, b, scoring, mode, ends, traceback)
     dtype, neg = lane_dtype(scoring, m, n, mode)
     job = _Aligner(a, b, scoring, mode, ends, tiling, threads, dtype, neg)
     region = job.global_region()
@@ -311,17 +331,44 @@ def align_long(
     score, a_end, b_end = job.end_cell(region, points)
     if not traceback:
         return PairwiseResult(score, a_end, a_end, b_end, b_end)
-    if job.local and score == 0:
-        return PairwiseResult(0, 0, 0, 0, 0, "")
-    i, j, state, stopped = job.walk(region, points, a_end, b_end, K.STATE_H)
-    if not stopped and not job.local:
-        a_lead, _, b_lead, _ = ends
-        # the path reaches row 0 or column 0 in state H (D and I open from there)
-        if i == 0 and j > 0 and not a_lead:
-            job.emit(K.OP_INS, j)
-            j = 0
-        elif j == 0 and i > 0 and not b_lead:
-            job.emit(K.OP_DEL, i)
-            i = 0
-    ops = job.ops[: job.pos][::-1].tobytes().decode("ascii")
-    return PairwiseResult(score, i, a_end, j, b_end, ops)
+    return job.finish(score, a_end, b_end, job.walk(region, points, a_end, b_end, K.STATE_H))
+
+
+def align_full(a_codes, b_codes, scoring: Scoring, mode: str = "global", free_ends=None):
+    """Plain full-matrix alignment: one scalar Numba fill keeping a direction byte per cell.
+
+    The short-pair baseline that :func:`align_long` is measured against (``LONG_PAIR_CELLS``
+    in :mod:`dpalign.config`); one thread, (m+1)(n+1) bytes of memory. Same arguments and
+    result as :func:`align_long` with ``traceback=True``.
+    """
+    a, b, ends = _validate(a_codes, b_codes, scoring, mode, free_ends)
+    m, n = len(a), len(b)
+    if m == 0 or n == 0:
+        return _gaps_only(a, b, scoring, mode, ends, True)
+    job = _Aligner(a, b, scoring, mode, ends, Tiling(), 1, np.int64, -(2**62))
+    region = job.global_region()
+    bits = np.empty((m + 1, n + 1), np.uint8)
+    last_col = np.empty(m + 1, np.int64)
+    last_row, *best = K.fill_bits(
+        a, b, job.matrix, job.o, job.e, job.local, region.top, region.left, bits, last_col
+    )
+    score, a_end, b_end = _end_cell(last_row, last_col, best, job.local, ends)
+    i, j, state, stopped, job.pos = K.trace_bits(
+        a, b, bits, job.local, a_end, b_end, K.STATE_H, job.ops, 0
+    )
+    return job.finish(score, a_end, b_end, (i, j, state, stopped))
+
+
+def _validate(a_codes, b_codes, scoring, mode, free_ends):
+    if not isinstance(scoring, Scoring):
+        raise OptionError(f"scoring must be a dpalign Scoring, not {type(scoring).__name__}")
+    ends = free_ends_tuple(mode, free_ends)
+    a = np.ascontiguousarray(scoring.encode(a_codes, "a"))
+    b = np.ascontiguousarray(scoring.encode(b_codes, "b"))
+    return a, b, ends
+
+
+def _gaps_only(a, b, scoring, mode, ends, traceback):
+    """An empty sequence aligns to gaps only: the reference is O(m + n) here."""
+    args = (a, b, scoring.matrix, scoring.gap_open, scoring.gap_extend, mode, ends)
+    return reference.pairwise_align(*args) if traceback else reference.pairwise_score(*args)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from dpalign import reference as R
 from dpalign.errors import InputError, OptionError
-from dpalign.longpair import Tiling, align_long, lane_dtype
+from dpalign.longpair import Tiling, align_full, align_long, lane_dtype
 from dpalign.scoring import Scoring, free_ends_tuple
 
 DNA = "ACGT"
@@ -114,6 +114,13 @@ def test_default_tiling_and_sixteen_lane_tiles(pair, mode_ends):
     tiling = Tiling(tile_rows=48, tile_cols=24, blocks=3, leaf_rows=16, leaf_cols=16)
     assert align_long(a, b, scoring, mode, free_ends, threads=2, tiling=tiling) == expected
     assert align_long(a, b, scoring, mode, free_ends, threads=1) == expected
+
+
+@given(pairs(), modes())
+def test_full_matrix_baseline_identical_to_reference(pair, mode_ends):
+    scoring, a, b = pair
+    mode, free_ends = mode_ends
+    assert align_full(a, b, scoring, mode, free_ends) == _oracle(a, b, scoring, mode, free_ends)[0]
 
 
 def test_long_gap_crosses_every_lane():

@@ -348,15 +348,20 @@ B_DIAG, B_D, B_D_OPEN, B_I_OPEN, B_ZERO = 1, 2, 4, 8, 16
 
 
 @njit(nogil=True, cache=True)
-def fill_bits(a, b, matrix, o, e, local, top, left, bits):
+def fill_bits(a, b, matrix, o, e, local, top, left, bits, last_col):
     """Fill a region from its boundaries, keeping per cell the bits the traceback decides on.
 
     ``bits`` has shape (i+1, j+1): only rows 0..i and columns 0..j are computed. ``top``
     (2, >= j+1) holds H and D of row 0, ``left`` (2, >= i+1) H and I of column 0. Cell bits:
     ``B_DIAG`` H equals the diagonal candidate, ``B_D`` H equals D, ``B_D_OPEN`` D equals H
     above minus o + e, ``B_I_OPEN`` I equals H to the left minus o + e, ``B_ZERO`` H is 0.
+
+    Returns H of the last row, and fills ``last_col`` (length i+1) with H of the last column;
+    with the first maximum of H over the inner cells in row-major order ``(H, r, c)`` (local
+    mode; ``(0, 0, 0)`` when no cell is positive).
     """
     n_r, n_c = bits.shape
+    best, best_r, best_c = 0, 0, 0
     oe = o + e
     h_row = np.empty(n_c, np.int64)
     d_row = np.empty(n_c, np.int64)
@@ -384,11 +389,16 @@ def fill_bits(a, b, matrix, o, e, local, top, left, bits):
                 + (ins == h_left - oe) * B_I_OPEN
                 + (hv == 0) * B_ZERO
             )
+            if local and hv > best:
+                best, best_r, best_c = hv, r, c
             h_diag = h_up
             h_row[c] = hv
             d_row[c] = d
             h_left = hv
             i_left = ins
+        last_col[r] = h_row[n_c - 1]
+    last_col[0] = top[0, n_c - 1]
+    return h_row, best, best_r, best_c
 
 
 @njit(nogil=True, cache=True)
@@ -440,5 +450,5 @@ def trace_leaf(a, b, matrix, o, e, local, top, left, i, j, state, ops, pos):
     See :func:`fill_bits` for the boundaries and :func:`trace_bits` for the result.
     """
     bits = np.empty((i + 1, j + 1), np.uint8)
-    fill_bits(a, b, matrix, o, e, local, top, left, bits)
+    fill_bits(a, b, matrix, o, e, local, top, left, bits, np.empty(i + 1, np.int64))
     return trace_bits(a, b, bits, local, i, j, state, ops, pos)
