@@ -55,7 +55,7 @@ class Tiling:
         Regions with fewer cells run on one thread.
     """
 
-    tile_rows: int = 256
+    tile_rows: int = 1024
     tile_cols: int = 512
     blocks: int = 16
     leaf_rows: int = 128

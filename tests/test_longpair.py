@@ -190,7 +190,8 @@ def test_twenty_kb_pair_with_traceback_in_near_linear_memory():
     b = a.copy()
     changed = rng.random(b.size) < 0.08
     b[changed] = rng.integers(0, 4, int(changed.sum()))
-    b = np.concatenate([b[:7000], rng.integers(0, 4, 120).astype(np.uint8), b[7000:15000], b[15060:]])
+    insert = rng.integers(0, 4, 120).astype(np.uint8)
+    b = np.concatenate([b[:7000], insert, b[7000:15000], b[15060:]])
     tracemalloc.start()
     got = align_long(a, b, scoring, threads=2)
     peak = tracemalloc.get_traced_memory()[1]
