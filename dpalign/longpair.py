@@ -53,6 +53,9 @@ class Tiling:
         Blocks this small are recomputed in full (int64 H, D, I) and traced back directly.
     parallel_cells : int
         Regions with fewer cells run on one thread.
+    lane_bits : int, optional
+        Force 16-, 32- or 64-bit lanes (tests); by default the narrowest that cannot overflow
+        (see :func:`plan_lanes`).
     """
 
     tile_rows: int = 1024
@@ -61,8 +64,11 @@ class Tiling:
     leaf_rows: int = 128
     leaf_cols: int = 128
     parallel_cells: int = 1 << 20
+    lane_bits: int | None = None
 
     def __post_init__(self) -> None:
+        if self.lane_bits not in (None, 16, 32, 64):
+            raise OptionError("Tiling.lane_bits must be 16, 32, 64 or None (narrowest that fits)")
         for name in ("tile_rows", "tile_cols", "leaf_rows", "leaf_cols", "parallel_cells"):
             if getattr(self, name) < 1:
                 raise OptionError(f"Tiling.{name} must be at least 1")
@@ -91,35 +97,79 @@ class _Checkpoints:
     fill: K.RegionFill
 
 
-def lane_dtype(scoring: Scoring, m: int, n: int, mode: str) -> tuple[type, int]:
-    """The lane dtype (int32 or int64) whose range holds every value met, and its "-inf".
+@dataclass(frozen=True)
+class Lanes:
+    """The integer types one pair is computed in.
 
-    Besides :meth:`Scoring.bounds`, a tile's padding rows and the "-inf" boundaries subtract a
-    few gap costs; "-inf" sits that far above the type's minimum.
+    Attributes
+    ----------
+    lane : type
+        Vector lanes: ``int16`` (32 per AVX-512 register; values relative to the H of each
+        tile's top-left corner), ``int32`` (16) or ``int64`` (8) (absolute values).
+    store : type
+        Boundary rows, columns and checkpoints (absolute values): ``int32`` or ``int64``.
+    neg, neg_store : int
+        "-inf" in each: far enough above the type's minimum that subtracting a gap cost
+        cannot wrap.
     """
+
+    lane: type
+    store: type
+    neg: int
+    neg_store: int
+
+    @property
+    def bits(self) -> int:
+        return np.dtype(self.lane).itemsize * 8
+
+    @property
+    def relative(self) -> bool:
+        return self.lane is np.int16
+
+
+def plan_lanes(scoring: Scoring, m: int, n: int, mode: str, tiling: Tiling | None = None) -> Lanes:
+    """The narrowest lanes that cannot overflow for this pair (``tiling.lane_bits`` forces one).
+
+    Absolute values lie within :meth:`Scoring.bounds` (plus a few gap costs for padding rows
+    and "-inf" boundaries): int32, else int64. Within one tile every value lies within
+    ``(max|s| + e) * (tile_rows + 32 + tile_cols) + 2 o`` of the tile's corner H (an
+    alignment to a cell can be cut and re-ended at the corner for at most that), so 16-bit
+    lanes relative to that corner are exact when this fits.
+    """
+    tiling = tiling or Tiling()
     o, e = scoring.gap_open, scoring.gap_extend
-    spare = o + e + max(-int(scoring.matrix.min()), 0) + 1
-    slack = 2 * o + 20 * e + spare
+    smax, smin = max(int(scoring.matrix.max()), 0), min(int(scoring.matrix.min()), 0)
+    spare = o + e - smin + 1
+    slack = 2 * o + 40 * e + spare
     width = scoring.width_for(m, n, mode, headroom=slack + 2 * spare)
-    dtype = np.int32 if width <= 32 else np.int64
     if width > 64:  # pragma: no cover - width_for never says more than 64
         raise OptionError("scores of this pair do not fit in 64-bit integers")
-    return dtype, int(np.iinfo(dtype).min) + 2 * spare
+    store = np.int32 if width <= 32 else np.int64
+    if tiling.lane_bits == 64:
+        store = np.int64
+    neg_store = int(np.iinfo(store).min) + 2 * spare
+    rows, cols = min(tiling.tile_rows, m) + 32, min(tiling.tile_cols, n)
+    spread = (max(smax, -smin) + e) * (rows + cols) + 2 * o + slack
+    fits16 = spread <= 2**15 - 1 - 2 * spare
+    if tiling.lane_bits in (None, 16) and fits16:
+        return Lanes(np.int16, store, -(2**15) + 2 * spare, neg_store)
+    if tiling.lane_bits == 16 or (tiling.lane_bits == 32 and store is np.int64):
+        raise OptionError(f"{tiling.lane_bits}-bit lanes cannot hold this pair's scores")
+    return Lanes(store, store, neg_store, neg_store)
 
 
 class _Aligner:
     """One pair: encoded sequences, scoring in the lane dtype, the tiling and the ops buffer."""
 
-    def __init__(self, a, b, scoring, mode, ends, tiling, threads, dtype, neg):
+    def __init__(self, a, b, scoring, mode, ends, tiling, threads, lanes: Lanes):
         self.a, self.b = a, b
         self.o, self.e = scoring.gap_open, scoring.gap_extend
         self.local = mode == "local"
         self.ends = ends
         self.tiling = tiling
         self.threads = threads
-        self.dtype, self.neg = dtype, neg
-        self.matrix = np.ascontiguousarray(scoring.matrix, dtype=dtype)
-        self.lanes = 64 // np.dtype(dtype).itemsize
+        self.lanes = lanes
+        self.matrix = np.ascontiguousarray(scoring.matrix, dtype=lanes.lane)
         self.ops = np.empty(len(a) + len(b), np.uint8)
         self.pos = 0
 
@@ -130,12 +180,12 @@ class _Aligner:
         m, n = len(self.a), len(self.b)
         a_lead, _, b_lead, _ = self.ends
         gap = lambda k: -(self.o + self.e * np.arange(k + 1, dtype=np.int64))  # noqa: E731
-        top = np.empty((2, n + 1), self.dtype)
-        left = np.empty((2, m + 1), self.dtype)
+        top = np.empty((2, n + 1), self.lanes.store)
+        left = np.empty((2, m + 1), self.lanes.store)
         top[0] = 0 if (self.local or a_lead) else gap(n)
         left[0] = 0 if (self.local or b_lead) else gap(m)
         top[0, 0] = left[0, 0] = 0
-        top[1] = left[1] = self.neg
+        top[1] = left[1] = self.lanes.neg_store
         return _Region(0, 0, m, n, top, left)
 
     def fill(self, region: _Region, keep: bool, final_col: bool = False) -> _Checkpoints:
@@ -158,8 +208,21 @@ class _Aligner:
         col_slot[kept_cols] = np.arange(len(kept_cols))
         if final_col:
             col_slot[n_cols - 1] = len(kept_cols)
-        params = np.array(
-            [self.o, self.e, self.local, th, tw, self.neg, self.lanes], dtype=np.int64
+        lanes = self.lanes
+        params = np.zeros(K.N_PARAMS, np.int64)
+        params[[K.P_OPEN, K.P_EXTEND, K.P_LOCAL, K.P_TILE_ROWS, K.P_TILE_COLS]] = (
+            self.o,
+            self.e,
+            self.local,
+            th,
+            tw,
+        )
+        params[[K.P_NEG, K.P_LANES, K.P_LANE_MAX, K.P_NEG_STORE, K.P_RELATIVE]] = (
+            lanes.neg,
+            512 // lanes.bits,
+            np.iinfo(lanes.lane).max,
+            lanes.neg_store,
+            lanes.relative,
         )
         threads = self.threads if h * w >= t.parallel_cells else 1
         fill = K.fill_region(
@@ -324,8 +387,9 @@ def align_long(
     m, n = len(a), len(b)
     if m == 0 or n == 0:
         return _gaps_only(a, b, scoring, mode, ends, traceback)
-    dtype, neg = lane_dtype(scoring, m, n, mode)
-    job = _Aligner(a, b, scoring, mode, ends, tiling, threads, dtype, neg)
+    job = _Aligner(
+        a, b, scoring, mode, ends, tiling, threads, plan_lanes(scoring, m, n, mode, tiling)
+    )
     region = job.global_region()
     points = job.fill(region, keep=traceback, final_col=not job.local)
     score, a_end, b_end = job.end_cell(region, points)
@@ -345,7 +409,8 @@ def align_full(a_codes, b_codes, scoring: Scoring, mode: str = "global", free_en
     m, n = len(a), len(b)
     if m == 0 or n == 0:
         return _gaps_only(a, b, scoring, mode, ends, True)
-    job = _Aligner(a, b, scoring, mode, ends, Tiling(), 1, np.int64, -(2**62))
+    lanes = Lanes(np.int64, np.int64, -(2**62), -(2**62))
+    job = _Aligner(a, b, scoring, mode, ends, Tiling(), 1, lanes)
     region = job.global_region()
     bits = np.empty((m + 1, n + 1), np.uint8)
     last_col = np.empty(m + 1, np.int64)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from dpalign import reference as R
 from dpalign.errors import InputError, OptionError
-from dpalign.longpair import Tiling, align_full, align_long, lane_dtype
+from dpalign.longpair import Tiling, align_full, align_long, plan_lanes
 from dpalign.scoring import Scoring, free_ends_tuple
 
 DNA = "ACGT"
@@ -84,6 +84,7 @@ tilings = st.builds(
     leaf_rows=st.integers(1, 8),
     leaf_cols=st.integers(1, 8),
     parallel_cells=st.sampled_from([1, 10**9]),
+    lane_bits=st.sampled_from([None, 16, 32, 64]),
 )
 
 
@@ -145,7 +146,7 @@ def test_sixty_four_bit_lanes(mode):
     rng = np.random.default_rng(3)
     a = rng.integers(0, 4, 60).astype(np.uint8)
     b = np.concatenate([a[:20], rng.integers(0, 4, 5).astype(np.uint8), a[30:]])
-    assert lane_dtype(scoring, len(a), len(b), mode)[0] is np.int64
+    assert plan_lanes(scoring, len(a), len(b), mode).lane is np.int64
     expected, expected_score = _oracle(a, b, scoring, mode, None)
     tiling = Tiling(tile_rows=12, tile_cols=7, blocks=2, leaf_rows=5, leaf_cols=6)
     assert align_long(a, b, scoring, mode, threads=2, tiling=tiling) == expected
@@ -153,8 +154,41 @@ def test_sixty_four_bit_lanes(mode):
     assert expected.score > 2**31 or mode != "local"
 
 
-def test_lane_dtype_is_int32_for_ordinary_long_pairs():
-    assert lane_dtype(Scoring("BLOSUM62", (11, 1)), 10**6, 10**6, "global")[0] is np.int32
+def test_lane_choice():
+    """16-bit lanes (relative to each tile's corner) for ordinary scores and tiles, however
+    long the pair; 32 when a tile's spread would not fit; 64 when absolute scores need it."""
+    blosum = Scoring("BLOSUM62", (11, 1))
+    lanes = plan_lanes(blosum, 10**6, 10**6, "global")
+    assert (lanes.lane, lanes.store) == (np.int16, np.int32)
+    big_tiles = Tiling(tile_rows=4096, tile_cols=4096)
+    assert plan_lanes(blosum, 10**6, 10**6, "global", big_tiles).lane is np.int32
+    with pytest.raises(OptionError, match="16-bit"):
+        plan_lanes(blosum, 10**6, 10**6, "local", Tiling(tile_rows=4096, lane_bits=16))
+    huge = Scoring((10**5, -(10**5)), 10**5)
+    assert plan_lanes(huge, 10**5, 10**5, "global").store is np.int64
+
+
+@pytest.mark.parametrize("mode", ["global", "local", "semiglobal"])
+@pytest.mark.parametrize("lane_bits", [16, 32])
+def test_relative_lanes_far_from_zero(mode, lane_bits):
+    """Scores far outside int16 (a 3,000 x 910 pair, match 50): 16-bit lanes hold them
+    relative to each tile's corner and must agree with 32-bit lanes and the reference."""
+    scoring = Scoring((50, -20), (40, 7))
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 4, 3000).astype(np.uint8)
+    b = np.concatenate([a[1000:1400], rng.integers(0, 4, 60).astype(np.uint8), a[1450:1900]])
+    tiling = Tiling(tile_rows=96, tile_cols=40, blocks=4, leaf_rows=24, leaf_cols=24)
+    tiling = Tiling(**{**tiling.__dict__, "lane_bits": lane_bits})
+    assert plan_lanes(scoring, a.size, b.size, mode, tiling).bits == lane_bits
+    expected = align_full(a, b, scoring, mode)  # itself checked against the reference above
+    assert align_full(a, b, scoring, "local").score > 2**15  # H passes 2**15 in every mode
+    assert align_long(a, b, scoring, mode, threads=2, tiling=tiling) == expected
+    score_only = align_long(a, b, scoring, mode, traceback=False, tiling=tiling)
+    assert (score_only.score, score_only.a_end, score_only.b_end) == (
+        expected.score,
+        expected.a_end,
+        expected.b_end,
+    )
 
 
 @pytest.mark.parametrize("mode", ["global", "local", "semiglobal"])

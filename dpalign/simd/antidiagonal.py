@@ -59,10 +59,27 @@ STATE_H, STATE_D, STATE_I = 0, 1, 2
 OP_MATCH, OP_MISMATCH, OP_DEL, OP_INS = ord("="), ord("X"), ord("D"), ord("I")
 
 # layout of the int64 ``params`` array of fill_worker
-P_OPEN, P_EXTEND, P_LOCAL, P_TILE_ROWS, P_TILE_COLS, P_NEG, P_LANES = range(7)
+(
+    P_OPEN,
+    P_EXTEND,
+    P_LOCAL,
+    P_TILE_ROWS,
+    P_TILE_COLS,
+    P_NEG,
+    P_LANES,
+    P_LANE_MAX,
+    P_NEG_STORE,
+    P_RELATIVE,
+) = range(10)
+N_PARAMS = 10
 # rows of a thread's scratch array: striped H, striped E (I of the next column), I of the last
-# column (saved for the column checkpoint), per-row maximum H and its first column (local mode)
+# column (saved for the column checkpoint), per-row maximum H and its first column in the tile
 S_H, S_E, S_ISAVE, S_MAXH, S_MAXJ = range(5)
+
+
+@njit(inline="always")
+def _clamp(x, lo, hi):
+    return min(max(x, lo), hi)
 
 
 @njit(inline="always")
@@ -95,12 +112,15 @@ def fill_worker(tid, nthreads, seqs, matrix, params, edges, ring, stores, done, 
     seqs : (ndarray, ndarray)
         ``a`` (region rows, uint8 codes, length h) and ``b`` (region columns, length w).
     matrix : ndarray (K, K)
-        Substitution scores in the lane dtype (int32 or int64): it chooses the vector type.
+        Substitution scores in the lane dtype (int16, int32 or int64): it chooses the vector
+        type (32, 16 or 8 lanes).
     params : ndarray int64
-        ``o, e, local, tile_rows, tile_cols, neg, lanes`` (see the ``P_*`` indices).
+        See the ``P_*`` indices. With ``P_RELATIVE`` set, lanes hold values relative to the
+        H of each tile's top-left corner (16-bit lanes; the caller checked that a tile's
+        values fit), otherwise absolute values.
     edges : (ndarray (2, w+1), ndarray (2, h+1))
-        Top boundary (H, D of row 0) and left boundary (H, I of column 0); ``[0, 0]`` of both
-        is the corner H.
+        Top boundary (H, D of row 0) and left boundary (H, I of column 0) in the store dtype
+        (int32 or int64); ``[0, 0]`` of both is the corner H.
     ring : ndarray (2, 2, w+1)
         Bottom rows (H, D) of tile rows, slot ``ti % 2``; on return slot ``(nR - 1) % 2``
         holds the region's last row.
@@ -112,25 +132,28 @@ def fill_worker(tid, nthreads, seqs, matrix, params, edges, ring, stores, done, 
         Zeros on entry; tiles finished per tile row (the synchronisation between workers).
     best : ndarray int64 (nthreads, 3)
         Local mode: this worker's first maximum in row-major order (H, i, j); preset.
-    scratch : (ndarray (P, K * seg * lanes), ndarray (P, 5, seg * lanes))
-        This worker's profile and striped state (``S_*`` rows), seg = ceil(tile_rows / lanes).
+    scratch : (ndarray (P, K * seg * lanes), ndarray (P, 5, seg * lanes), int64 (P, 2, th))
+        This worker's profile, striped state (``S_*`` rows), seg = ceil(tile_rows / lanes),
+        and per tile row the maximum H of each row and its first column (local mode).
     """
     a, b = seqs
     top, left = edges
     row_store, row_slot, col_store, col_slot = stores
-    prof_all, work_all = scratch
+    prof_all, work_all, row_best_all = scratch
     o, e = params[P_OPEN], params[P_EXTEND]
     local = params[P_LOCAL] != 0
     th, tw, neg, lanes = params[P_TILE_ROWS], params[P_TILE_COLS], params[P_NEG], params[P_LANES]
+    lane_max, neg_store = params[P_LANE_MAX], params[P_NEG_STORE]
+    relative = params[P_RELATIVE] != 0
     oe = o + e
     h, w, nsym = a.size, b.size, matrix.shape[0]
     n_rows, n_cols = (h + th - 1) // th, (w + tw - 1) // tw
     prof = prof_all[tid]
     pv_h, pv_e, i_save = work_all[tid, S_H], work_all[tid, S_E], work_all[tid, S_ISAVE]
     max_h, max_j = work_all[tid, S_MAXH], work_all[tid, S_MAXJ]
-    v_neg, v_zero = W.splat(matrix, neg), W.splat(matrix, 0)
+    row_best = row_best_all[tid]
+    v_neg = W.splat(matrix, neg)
     v_o, v_e, v_oe = W.splat(matrix, o), W.splat(matrix, e), W.splat(matrix, oe)
-    vc = (v_e, v_oe, v_zero, local)
     spins = 0
     for ti in range(tid, n_rows, nthreads):
         r0 = ti * th
@@ -141,6 +164,8 @@ def fill_worker(tid, nthreads, seqs, matrix, params, edges, ring, stores, done, 
         v_seg_e2 = W.splat(matrix, min(2 * e * seg, -neg))
         v_seg_e4 = W.splat(matrix, min(4 * e * seg, -neg))
         v_seg_e8 = W.splat(matrix, min(8 * e * seg, -neg))
+        v_seg_e16 = W.splat(matrix, min(16 * e * seg, -neg))
+        base = left[0, r0] if relative else 0
         # striped layout: row r of the tile is lane r // seg of segment r % seg
         for c in range(nsym):
             for t in range(seg):
@@ -153,22 +178,23 @@ def fill_worker(tid, nthreads, seqs, matrix, params, edges, ring, stores, done, 
                 x = t * lanes + k
                 if r < ht:
                     hv, iv = left[0, r0 + 1 + r], left[1, r0 + 1 + r]
-                    pv_h[x] = hv
-                    pv_e[x] = max(iv - e, hv - oe)
+                    pv_h[x] = _clamp(hv - base, neg, lane_max)
+                    pv_e[x] = _clamp(max(iv - e, hv - oe) - base, neg, lane_max)
                 else:
                     pv_h[x] = neg
                     pv_e[x] = neg
-                max_h[x] = neg
-                max_j[x] = 0
+        for r in range(ht):
+            row_best[0, r] = -1
+            row_best[1, r] = 0
         src = top if ti == 0 else ring[(ti + 1) % 2]
         dst = ring[ti % 2]
         rs = row_slot[ti]
         dst[0, 0] = left[0, r0 + ht]
-        dst[1, 0] = neg
+        dst[1, 0] = neg_store
         if rs >= 0:
             row_store[rs, 0, 0] = left[0, r0 + ht]
-            row_store[rs, 1, 0] = neg
-        corner = left[0, r0]
+            row_store[rs, 1, 0] = neg_store
+        corner = np.int64(left[0, r0])
         thr = best[tid, 0]
         for tj in range(n_cols):
             c0 = tj * tw
@@ -177,11 +203,25 @@ def fill_worker(tid, nthreads, seqs, matrix, params, edges, ring, stores, done, 
                 while W.load_acquire(done, ti - 1) <= tj:
                     spins += 1
                     W.relax(spins)
+            if relative and corner != base:
+                # lanes follow this tile's corner: every value of the tile lies near it
+                v_delta = W.splat(matrix, _clamp(base - corner, -lane_max, lane_max))
+                for t in range(seg):
+                    off = t * lanes
+                    W.store(pv_h, off, W.max_(W.adds(W.load(pv_h, off), v_delta), v_neg))
+                    W.store(pv_e, off, W.max_(W.adds(W.load(pv_e, off), v_delta), v_neg))
+                base = corner
+            vc = (v_e, v_oe, W.splat(matrix, _clamp(-base, neg, 0)), local)
+            if local:
+                tile_hit = False
+                for t in range(seg):
+                    W.store(max_h, t * lanes, v_neg)
             cs = col_slot[tj]
             for j in range(c0 + 1, c1 + 1):
-                diag = corner if j == c0 + 1 else src[0, j - 1]
+                diag = _clamp((corner if j == c0 + 1 else src[0, j - 1]) - base, neg, lane_max)
                 pbase = np.int64(b[j - 1]) * seg * lanes
-                vf = W.shift_in(v_neg, max(src[1, j] - e, src[0, j] - oe))
+                d_top = max(src[1, j] - e, src[0, j] - oe) - base
+                vf = W.shift_in(v_neg, _clamp(d_top, neg, lane_max))
                 vh = W.shift_in(W.load(pv_h, (seg - 1) * lanes), diag)
                 if cs >= 0 and j == c1:
                     for t in range(seg):
@@ -202,7 +242,8 @@ def fill_worker(tid, nthreads, seqs, matrix, params, edges, ring, stores, done, 
                 vf = W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 1), v_seg_e))
                 vf = W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 2), v_seg_e2))
                 vf = W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 4), v_seg_e4))
-                vf = W.max_(W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 8), v_seg_e8)), v_neg)
+                vf = W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 8), v_seg_e8))
+                vf = W.max_(W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 16), v_seg_e16)), v_neg)
                 for t in range(seg):
                     off = t * lanes
                     vh = W.load(pv_h, off)
@@ -216,35 +257,43 @@ def fill_worker(tid, nthreads, seqs, matrix, params, edges, ring, stores, done, 
                     W.store(pv_e, off, W.max_(W.load(pv_e, off), W.sub(vh, v_oe)))
                     vf = W.max_(W.sub(vf, v_e), v_neg)
                 # local: only columns reaching the best H seen so far can hold the end cell
-                if local and W.any_(W.gt(v_col, W.splat(matrix, thr - 1))):
-                    vj = W.splat(matrix, j)
+                v_thr = W.splat(matrix, _clamp(thr - 1 - base, neg, lane_max))
+                if local and W.any_(W.gt(v_col, v_thr)):
+                    tile_hit = True
+                    vj = W.splat(matrix, j - c0)
                     for t in range(seg):
                         off = t * lanes
                         vh, mh = W.load(pv_h, off), W.load(max_h, off)
                         W.store(max_j, off, W.select(W.gt(vh, mh), vj, W.load(max_j, off)))
                         W.store(max_h, off, W.max_(vh, mh))
-                    thr = max(thr, W.hmax(v_col))
-                hb = W.lane(W.load(pv_h, t_last * lanes), k_last)
+                    thr = max(thr, W.hmax(v_col) + base)
+                hb = W.lane(W.load(pv_h, t_last * lanes), k_last) + base
                 db = W.lane(vd_last, k_last)
+                db = neg_store if db <= neg else db + base
                 dst[0, j] = hb
                 dst[1, j] = db
                 if rs >= 0:
                     row_store[rs, 0, j] = hb
                     row_store[rs, 1, j] = db
-            corner = src[0, c1]
+            corner = np.int64(src[0, c1])
             if cs >= 0:
                 for r in range(ht):
                     x = (r % seg) * lanes + r // seg
-                    col_store[cs, 0, r0 + 1 + r] = pv_h[x]
-                    col_store[cs, 1, r0 + 1 + r] = i_save[x]
+                    col_store[cs, 0, r0 + 1 + r] = pv_h[x] + base
+                    col_store[cs, 1, r0 + 1 + r] = i_save[x] + base
             W.store_release(done, ti, tj + 1)
+            if local and tile_hit:
+                for r in range(ht):
+                    x = (r % seg) * lanes + r // seg
+                    if max_h[x] > neg and max_h[x] + base > row_best[0, r]:
+                        row_best[0, r] = max_h[x] + base
+                        row_best[1, r] = c0 + max_j[x]
         if local:
             for r in range(ht):
-                x = (r % seg) * lanes + r // seg
-                if max_h[x] > best[tid, 0]:
-                    best[tid, 0] = max_h[x]
+                if row_best[0, r] > best[tid, 0]:
+                    best[tid, 0] = row_best[0, r]
                     best[tid, 1] = r0 + 1 + r
-                    best[tid, 2] = max_j[x]
+                    best[tid, 2] = row_best[1, r]
 
 
 @dataclass
@@ -286,10 +335,10 @@ def fill_region(
     a, b : ndarray uint8
         Codes of the region's rows and columns (C-contiguous).
     matrix : ndarray (K, K)
-        Substitution scores in the lane dtype (int32 or int64).
+        Substitution scores in the lane dtype (int16, int32 or int64).
     params : ndarray int64
         See ``P_*``.
-    top, left : ndarray (2, w+1), (2, h+1), lane dtype
+    top, left : ndarray (2, w+1), (2, h+1), store dtype (int32 or int64)
         Boundary row (H, D) and column (H, I).
     row_slot, col_slot : ndarray int64
         Per tile row / tile column: the checkpoint slot to keep its boundary in, or -1.
@@ -297,21 +346,20 @@ def fill_region(
         Worker threads (at most one per tile row is used).
     """
     h, w = a.size, b.size
-    th, lanes = int(params[P_TILE_ROWS]), int(params[P_LANES])
+    th, tw, lanes = int(params[P_TILE_ROWS]), int(params[P_TILE_COLS]), int(params[P_LANES])
     n_rows = -(-h // th)
-    dtype = matrix.dtype
-    neg = int(params[P_NEG])
-    ring = np.empty((2, 2, w + 1), dtype)
-    row_store = np.empty((max(int(row_slot.max(initial=-1)) + 1, 0), 2, w + 1), dtype)
-    col_store = np.empty((max(int(col_slot.max(initial=-1)) + 1, 0), 2, h + 1), dtype)
-    tw = int(params[P_TILE_COLS])
+    lane_dtype, store_dtype = matrix.dtype, top.dtype
+    ring = np.empty((2, 2, w + 1), store_dtype)
+    row_store = np.empty((max(int(row_slot.max(initial=-1)) + 1, 0), 2, w + 1), store_dtype)
+    col_store = np.empty((max(int(col_slot.max(initial=-1)) + 1, 0), 2, h + 1), store_dtype)
     for tj in np.flatnonzero(col_slot >= 0):
         col_store[col_slot[tj], 0, 0] = top[0, min((tj + 1) * tw, w)]
-        col_store[col_slot[tj], 1, 0] = neg
+        col_store[col_slot[tj], 1, 0] = params[P_NEG_STORE]
     threads = max(1, min(threads, n_rows))
     seg = -(-min(th, h) // lanes)
-    prof = np.empty((threads, matrix.shape[0] * seg * lanes), dtype)
-    work = np.empty((threads, 5, seg * lanes), dtype)
+    prof = np.empty((threads, matrix.shape[0] * seg * lanes), lane_dtype)
+    work = np.empty((threads, 5, seg * lanes), lane_dtype)
+    row_best = np.empty((threads, 2, min(th, h)), np.int64)
     done = np.zeros(n_rows, np.int64)
     best = np.zeros((threads, 3), np.int64)
     args = (
@@ -323,7 +371,7 @@ def fill_region(
         (row_store, row_slot, col_store, col_slot),
         done,
         best,
-        (prof, work),
+        (prof, work, row_best),
     )
     if threads == 1:
         fill_worker(0, 1, *args)

@@ -148,6 +148,7 @@ def _mask(pred):
 
 add = _binary(lambda b, vt, x, y: b.add(x, y))
 sub = _binary(lambda b, vt, x, y: b.sub(x, y))
+adds = _binary(_llvm_call("sadd.sat"))
 subs = _binary(_llvm_call("ssub.sat"))
 max_ = _binary(_llvm_call("smax"))
 gt = _binary(_mask(">"))
