@@ -15,7 +15,8 @@ recomputed in full and traced with the reference's decision procedure. Every val
 decision is the exact value of the full recurrence, so the alignment is identical to
 :func:`dpalign.reference.pairwise_align` (tie rules included). Memory is
 O((m + n) * blocks) per level and O(log(m n)) levels; the recomputation costs about
-``2 / blocks`` of the forward pass (two 100 kb sequences: ~60 MB, ~13 % extra).
+``2 / blocks`` of the forward pass (two 100 kb sequences: ~30 MB of checkpoints, ~11 % more
+CPU time than the score alone).
 
 >>> from dpalign.scoring import Scoring
 >>> s = Scoring((1, -1), 2)
@@ -50,7 +51,8 @@ class Tiling:
         Checkpoint blocks per side at each traceback level (memory ~ blocks, recomputation
         ~ 1 / blocks).
     leaf_rows, leaf_cols : int
-        Blocks this small are recomputed in full (int64 H, D, I) and traced back directly.
+        Blocks this small are recomputed in full (one direction byte per cell) and traced back
+        directly.
     parallel_cells : int
         Regions with fewer cells run on one thread.
     lane_bits : int, optional
@@ -240,7 +242,7 @@ class _Aligner:
         col_cuts = [0] + [(tj + 1) * tw for tj in kept_cols] + [w]
         return _Checkpoints(row_cuts, col_cuts, fill)
 
-    def end_cell(self, region: _Region, points: _Checkpoints) -> tuple[int, int, int]:
+    def end_cell(self, points: _Checkpoints) -> tuple[int, int, int]:
         """Score and end cell (first maximum in row-major order among the candidates)."""
         fill = points.fill
         return _end_cell(
@@ -392,7 +394,7 @@ def align_long(
     )
     region = job.global_region()
     points = job.fill(region, keep=traceback, final_col=not job.local)
-    score, a_end, b_end = job.end_cell(region, points)
+    score, a_end, b_end = job.end_cell(points)
     if not traceback:
         return PairwiseResult(score, a_end, a_end, b_end, b_end)
     return job.finish(score, a_end, b_end, job.walk(region, points, a_end, b_end, K.STATE_H))

@@ -18,14 +18,18 @@ rows through a ring of two rows: the writer of tile row ``ti + 1`` can only reac
 tile ``(ti, tj)`` is done with it, so two slots suffice once each tile carries its corner value
 from the tile before it.
 
-Inside a tile the cells of one column are computed with Farrar's striped layout (16 int32 lanes
-per AVX-512 register; 8 int64 lanes when the score bounds need 64 bits): a query profile of
-the tile row's ``a`` segment removes substitution lookups from the inner loop, the vertical gap
-(D) is carried down each lane and then corrected across lanes by the "lazy F" loop until it can
-no longer change H. The striped state of the last column is exactly the left boundary of the
-next tile in the row, so it stays in the thread's scratch arrays between tiles. A
-cell-anti-diagonal layout (one minor diagonal per vector) measured slower here: it needs a
-gather for the substitution scores and a lane shift for both H and D on every step.
+Inside a tile the cells of one column are computed with Farrar's striped layout: a query
+profile of the tile row's ``a`` segment removes substitution lookups from the inner loop, the
+vertical gap (D) is carried down each lane, then across lanes by a max-plus prefix scan over
+the lanes and one correction pass down the segments, which stops as soon as the carried D can
+no longer raise H (Farrar's "lazy F" loop, bounded to one pass). The striped state of the last
+column is exactly the left boundary of the next tile in the row, so it stays in the thread's
+scratch arrays between tiles. Lanes are int16 (32 per AVX-512 register) holding values
+relative to the H of each tile's top-left corner, which is exact whenever a tile's values lie
+within 2^15 of that corner (``longpair.plan_lanes`` checks it from the scoring and tile
+shape); otherwise absolute int32 (16 lanes) or int64 (8 lanes). Boundaries and checkpoints are
+absolute int32/int64 values. A cell-anti-diagonal layout (one minor diagonal per vector) was
+not used on the CPU: it needs a gather for the substitution scores on every step.
 
 Checkpoints for traceback
 -------------------------
@@ -212,8 +216,8 @@ def fill_worker(tid, nthreads, seqs, matrix, params, edges, ring, stores, done, 
                     W.store(pv_e, off, W.max_(W.adds(W.load(pv_e, off), v_delta), v_neg))
                 base = corner
             vc = (v_e, v_oe, W.splat(matrix, _clamp(-base, neg, 0)), local)
+            tile_hit = False
             if local:
-                tile_hit = False
                 for t in range(seg):
                     W.store(max_h, t * lanes, v_neg)
             cs = col_slot[tj]

@@ -17,12 +17,15 @@ waits for on a loaded machine.
 
 from __future__ import annotations
 
+import platform
+
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
 VECTOR_BITS = 512
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
 
 class WideType(types.Type):
@@ -296,10 +299,11 @@ def relax(typingctx, spins):
         return None
 
     def codegen(context, builder, sig, args):
-        pause = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause"
-        )
-        builder.call(pause, [])
+        if _X86:
+            pause = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause"
+            )
+            builder.call(pause, [])
         count = _resize(builder, args[0], 64)
         low = builder.and_(count, ir.Constant(ir.IntType(64), 1023))
         due = builder.icmp_unsigned("==", low, ir.Constant(ir.IntType(64), 1023))
