@@ -87,22 +87,24 @@ def _clamp(x, lo, hi):
 
 
 @njit(inline="always")
-def _striped_step(pv_h, pv_e, prof, pbase, off, vh, vf, vc):
+def _striped_step(pv_h, pv_e, prof, pbase, off, vh, vf, vc, v_col):
     """One segment of a striped column: H, next column's E, D carried down; the next diagonal.
 
     ``vh`` holds H of the previous column one segment up (the diagonal), ``vf`` the D entering
-    this segment. Returns the next segment's diagonal, the D leaving, and the new H.
+    this segment, ``v_col`` the column's running maximum of H (kept in local mode only).
+    Returns the next segment's diagonal, the D leaving, and the running maximum.
     """
     v_e, v_oe, v_zero, local = vc
     ve = W.load(pv_e, off)
     vh = W.max_(W.max_(W.add(vh, W.load(prof, pbase + off)), ve), vf)
     if local:
         vh = W.max_(vh, v_zero)
+        v_col = W.max_(v_col, vh)
     v_next = W.load(pv_h, off)
     W.store(pv_h, off, vh)
     vh_open = W.sub(vh, v_oe)
     W.store(pv_e, off, W.max_(W.sub(ve, v_e), vh_open))
-    return v_next, W.max_(W.sub(vf, v_e), vh_open), vh
+    return v_next, W.max_(W.sub(vf, v_e), vh_open), v_col
 
 
 @njit(nogil=True, cache=True)
@@ -232,12 +234,14 @@ def fill_worker(tid, nthreads, seqs, matrix, params, edges, ring, stores, done, 
                         W.store(i_save, t * lanes, W.load(pv_e, t * lanes))
                 v_col = v_neg
                 for t in range(t_last):
-                    vh, vf, v_new = _striped_step(pv_h, pv_e, prof, pbase, t * lanes, vh, vf, vc)
-                    v_col = W.max_(v_col, v_new)
+                    vh, vf, v_col = _striped_step(
+                        pv_h, pv_e, prof, pbase, t * lanes, vh, vf, vc, v_col
+                    )
                 vd_last = vf
                 for t in range(t_last, seg):
-                    vh, vf, v_new = _striped_step(pv_h, pv_e, prof, pbase, t * lanes, vh, vf, vc)
-                    v_col = W.max_(v_col, v_new)
+                    vh, vf, v_col = _striped_step(
+                        pv_h, pv_e, prof, pbase, t * lanes, vh, vf, vc, v_col
+                    )
                 # D carried across lanes: lane k enters with the best of the D leaving lanes
                 # q < k, extended through the seg rows of each lane between (a max-plus prefix
                 # scan over the lanes); then one pass down the segments while it can still
@@ -256,7 +260,8 @@ def fill_worker(tid, nthreads, seqs, matrix, params, edges, ring, stores, done, 
                     if not W.any_(W.gt(vf, W.sub(vh, v_o))):
                         break
                     vh = W.max_(vh, vf)
-                    v_col = W.max_(v_col, vh)
+                    if local:
+                        v_col = W.max_(v_col, vh)
                     W.store(pv_h, off, vh)
                     W.store(pv_e, off, W.max_(W.load(pv_e, off), W.sub(vh, v_oe)))
                     vf = W.max_(W.sub(vf, v_e), v_neg)
