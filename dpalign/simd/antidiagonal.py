@@ -76,9 +76,14 @@ OP_MATCH, OP_MISMATCH, OP_DEL, OP_INS = ord("="), ord("X"), ord("D"), ord("I")
     P_RELATIVE,
 ) = range(10)
 N_PARAMS = 10
-# rows of a thread's scratch array: striped H, striped E (I of the next column), I of the last
-# column (saved for the column checkpoint), per-row maximum H and its first column in the tile
-S_H, S_E, S_ISAVE, S_MAXH, S_MAXJ = range(5)
+# rows of a tile row's striped state: H, E (I of the next column)
+S_H, S_E = range(2)
+# rows of a worker's tile scratch: I of the tile's last column (for the column checkpoint),
+# per-row maximum H in the tile and its first column (local mode)
+T_ISAVE, T_MAXH, T_MAXJ = range(3)
+# per tile row scalars: H of the next tile's top-left corner, the lanes' base, the threshold
+# below which a column cannot hold the local end cell
+V_CORNER, V_BASE, V_THR = range(3)
 
 
 @njit(inline="always")
@@ -107,14 +112,57 @@ def _striped_step(pv_h, pv_e, prof, pbase, off, vh, vf, vc, v_col):
     return v_next, W.max_(W.sub(vf, v_e), vh_open), v_col
 
 
+@njit(inline="always")
+def _start_row(ti, a, matrix, params, left, prof, state, row_vars, row_best, thr):
+    """Profile and striped left boundary of tile row ``ti`` (row r of the tile is lane
+    ``r // seg`` of segment ``r % seg``)."""
+    o, e = params[P_OPEN], params[P_EXTEND]
+    th, neg, lanes = params[P_TILE_ROWS], params[P_NEG], params[P_LANES]
+    lane_max = params[P_LANE_MAX]
+    r0 = ti * th
+    ht = min(th, a.size - r0)
+    seg = (ht + lanes - 1) // lanes
+    base = left[0, r0] if params[P_RELATIVE] != 0 else 0
+    for c in range(matrix.shape[0]):
+        for t in range(seg):
+            for k in range(lanes):
+                r = k * seg + t
+                prof[(c * seg + t) * lanes + k] = matrix[a[r0 + r], c] if r < ht else 0
+    pv_h, pv_e = state[S_H], state[S_E]
+    for t in range(seg):
+        for k in range(lanes):
+            r = k * seg + t
+            x = t * lanes + k
+            if r < ht:
+                hv, iv = left[0, r0 + 1 + r], left[1, r0 + 1 + r]
+                pv_h[x] = _clamp(hv - base, neg, lane_max)
+                pv_e[x] = _clamp(max(iv - e, hv - o - e) - base, neg, lane_max)
+            else:
+                pv_h[x] = neg
+                pv_e[x] = neg
+    if params[P_LOCAL] != 0:
+        for r in range(ht):
+            row_best[0, r] = -1
+            row_best[1, r] = 0
+    row_vars[V_CORNER] = left[0, r0]
+    row_vars[V_BASE] = base
+    row_vars[V_THR] = thr
+
+
 @njit(nogil=True, cache=True)
-def fill_worker(tid, nthreads, seqs, matrix, params, edges, ring, stores, done, best, scratch):
-    """Fill the tile rows ``tid, tid + nthreads, ...`` of a region (one worker thread).
+def fill_worker(tid, seqs, matrix, params, edges, ring, stores, sync, best, scratch):
+    """Fill tiles of a region until none is left (one worker thread; any number may run).
+
+    A worker takes the uppermost tile row whose next tile is ready (the tile above it done)
+    and that no other worker holds, and computes its tiles while the next one is ready; then
+    it lets the row go and chooses again. A tile row's striped state lives in ``scratch``, not
+    in the worker, so a row moves to whichever worker is free when another one is held up
+    (by the operating system, on a loaded machine), and rows stay put otherwise.
 
     Parameters
     ----------
-    tid, nthreads : int
-        This worker and the number of workers.
+    tid : int
+        This worker (its row in ``best`` and in the tile scratch).
     seqs : (ndarray, ndarray)
         ``a`` (region rows, uint8 codes, length h) and ``b`` (region columns, length w).
     matrix : ndarray (K, K)
@@ -128,181 +176,216 @@ def fill_worker(tid, nthreads, seqs, matrix, params, edges, ring, stores, done, 
         Top boundary (H, D of row 0) and left boundary (H, I of column 0) in the store dtype
         (int32 or int64); ``[0, 0]`` of both is the corner H.
     ring : ndarray (2, 2, w+1)
-        Bottom rows (H, D) of tile rows, slot ``ti % 2``; on return slot ``(nR - 1) % 2``
-        holds the region's last row.
+        Bottom rows (H, D) of tile rows, slot ``ti % 2`` (the writer of a column of slot
+        ``ti % 2`` comes after every reader of the previous row in it); on return slot
+        ``(nR - 1) % 2`` holds the region's last row.
     stores : (ndarray (R, 2, w+1), int64 (nR,), ndarray (C, 2, h+1), int64 (nC,))
         Checkpoints: bottom rows of tile rows with ``row_slot[ti] >= 0`` and right columns
         (H, I) of tile columns with ``col_slot[tj] >= 0``. Row 0 of each stored column must be
         preset by the caller (it lies on the top boundary).
-    done : ndarray int64 (nR,)
-        Zeros on entry; tiles finished per tile row (the synchronisation between workers).
-    best : ndarray int64 (nthreads, 3)
-        Local mode: this worker's first maximum in row-major order (H, i, j); preset.
-    scratch : (ndarray (P, K * seg * lanes), ndarray (P, 5, seg * lanes), int64 (P, 2, th))
-        This worker's profile, striped state (``S_*`` rows), seg = ceil(tile_rows / lanes),
-        and per tile row the maximum H of each row and its first column (local mode).
+    sync : (int64 (nR,), int64 (nR,))
+        Zeros on entry: tiles finished per tile row, and whether a worker holds the row.
+    best : ndarray int64 (P, 3)
+        Local mode: the first maximum in row-major order (H, i, j) of the rows this worker
+        finished; preset.
+    scratch : (ndarray (nR, K * seg * lanes), ndarray (nR, 2, seg * lanes), ndarray
+               (P, 3, seg * lanes), int64 (nR, 2, th) or (1, 2, 1), int64 (nR, 3))
+        Per tile row: profile, striped state (``S_*``), per-row maxima (local mode) and
+        scalars (``V_*``); per worker: tile scratch (``T_*``); seg = ceil(tile_rows / lanes).
     """
+    a, b = seqs
+    done, held = sync
+    prof_all, state_all, tile_all, row_best_all, row_vars_all = scratch
+    local = params[P_LOCAL] != 0
+    th, tw = params[P_TILE_ROWS], params[P_TILE_COLS]
+    n_rows, n_cols = (a.size + th - 1) // th, (b.size + tw - 1) // tw
+    lowest, spins, ti, tj = 0, 0, -1, 0
+    while True:
+        if ti < 0:
+            # the uppermost ready row (rows finish in order: no row below an unstarted one is
+            # ready)
+            while lowest < n_rows and W.load_acquire(done, lowest) >= n_cols:
+                lowest += 1
+            if lowest == n_rows:
+                return
+            for row in range(lowest, n_rows):
+                tj = W.load_acquire(done, row)
+                ready = row == 0 or W.load_acquire(done, row - 1) > tj
+                if tj < n_cols and ready and W.compare_swap(held, row, 0, 1):
+                    tj = W.load_acquire(done, row)
+                    if tj < n_cols and (row == 0 or W.load_acquire(done, row - 1) > tj):
+                        ti = row
+                        break
+                    W.store_release(held, row, 0)
+                if tj == 0 and not ready:
+                    break
+            if ti < 0:
+                spins += 1
+                W.relax(spins)
+                continue
+            spins = 0
+        row_best = row_best_all[ti] if local else row_best_all[0]
+        if tj == 0:
+            _start_row(
+                ti,
+                a,
+                matrix,
+                params,
+                edges[1],
+                prof_all[ti],
+                state_all[ti],
+                row_vars_all[ti],
+                row_best,
+                best[tid, 0],
+            )
+        _fill_tile(
+            ti,
+            tj,
+            seqs,
+            matrix,
+            params,
+            edges,
+            ring,
+            stores,
+            (prof_all[ti], state_all[ti], tile_all[tid], row_best, row_vars_all[ti]),
+        )
+        if local and tj == n_cols - 1:
+            r0 = ti * th
+            for r in range(min(th, a.size - r0)):
+                v, i, j = row_best[0, r], r0 + 1 + r, row_best[1, r]
+                if v > best[tid, 0] or (v == best[tid, 0] and v > 0 and i < best[tid, 1]):
+                    best[tid, 0], best[tid, 1], best[tid, 2] = v, i, j
+        tj += 1
+        W.store_release(done, ti, tj)
+        # keep the row while its next tile is ready: its state stays in this core's caches
+        if tj == n_cols or (ti > 0 and W.load_acquire(done, ti - 1) <= tj):
+            W.store_release(held, ti, 0)
+            ti = -1
+
+
+@njit(inline="always")
+def _fill_tile(ti, tj, seqs, matrix, params, edges, ring, stores, scratch):
+    """Compute tile (ti, tj) from its tile row's state (see :func:`fill_worker`)."""
     a, b = seqs
     top, left = edges
     row_store, row_slot, col_store, col_slot = stores
-    prof_all, work_all, row_best_all = scratch
+    prof, state, tile, row_best, row_vars = scratch
     o, e = params[P_OPEN], params[P_EXTEND]
     local = params[P_LOCAL] != 0
     th, tw, neg, lanes = params[P_TILE_ROWS], params[P_TILE_COLS], params[P_NEG], params[P_LANES]
     lane_max, neg_store = params[P_LANE_MAX], params[P_NEG_STORE]
     relative = params[P_RELATIVE] != 0
     oe = o + e
-    h, w, nsym = a.size, b.size, matrix.shape[0]
-    n_rows, n_cols = (h + th - 1) // th, (w + tw - 1) // tw
-    prof = prof_all[tid]
-    pv_h, pv_e, i_save = work_all[tid, S_H], work_all[tid, S_E], work_all[tid, S_ISAVE]
-    max_h, max_j = work_all[tid, S_MAXH], work_all[tid, S_MAXJ]
-    row_best = row_best_all[tid]
+    pv_h, pv_e = state[S_H], state[S_E]
+    i_save, max_h, max_j = tile[T_ISAVE], tile[T_MAXH], tile[T_MAXJ]
     v_neg = W.splat(matrix, neg)
     v_o, v_e, v_oe = W.splat(matrix, o), W.splat(matrix, e), W.splat(matrix, oe)
-    spins = 0
-    for ti in range(tid, n_rows, nthreads):
-        r0 = ti * th
-        ht = min(th, h - r0)
-        seg = (ht + lanes - 1) // lanes
-        t_last, k_last = (ht - 1) % seg, (ht - 1) // seg
-        v_seg_e = W.splat(matrix, min(e * seg, -neg))
-        v_seg_e2 = W.splat(matrix, min(2 * e * seg, -neg))
-        v_seg_e4 = W.splat(matrix, min(4 * e * seg, -neg))
-        v_seg_e8 = W.splat(matrix, min(8 * e * seg, -neg))
-        v_seg_e16 = W.splat(matrix, min(16 * e * seg, -neg))
-        base = left[0, r0] if relative else 0
-        # striped layout: row r of the tile is lane r // seg of segment r % seg
-        for c in range(nsym):
-            for t in range(seg):
-                for k in range(lanes):
-                    r = k * seg + t
-                    prof[(c * seg + t) * lanes + k] = matrix[a[r0 + r], c] if r < ht else 0
-        for t in range(seg):
-            for k in range(lanes):
-                r = k * seg + t
-                x = t * lanes + k
-                if r < ht:
-                    hv, iv = left[0, r0 + 1 + r], left[1, r0 + 1 + r]
-                    pv_h[x] = _clamp(hv - base, neg, lane_max)
-                    pv_e[x] = _clamp(max(iv - e, hv - oe) - base, neg, lane_max)
-                else:
-                    pv_h[x] = neg
-                    pv_e[x] = neg
-        for r in range(ht):
-            row_best[0, r] = -1
-            row_best[1, r] = 0
-        src = top if ti == 0 else ring[(ti + 1) % 2]
-        dst = ring[ti % 2]
-        rs = row_slot[ti]
+    r0 = ti * th
+    ht = min(th, a.size - r0)
+    seg = (ht + lanes - 1) // lanes
+    t_last, k_last = (ht - 1) % seg, (ht - 1) // seg
+    v_seg_e = W.splat(matrix, min(e * seg, -neg))
+    v_seg_e2 = W.splat(matrix, min(2 * e * seg, -neg))
+    v_seg_e4 = W.splat(matrix, min(4 * e * seg, -neg))
+    v_seg_e8 = W.splat(matrix, min(8 * e * seg, -neg))
+    v_seg_e16 = W.splat(matrix, min(16 * e * seg, -neg))
+    corner, base, thr = row_vars[V_CORNER], row_vars[V_BASE], row_vars[V_THR]
+    src = top if ti == 0 else ring[(ti + 1) % 2]
+    dst = ring[ti % 2]
+    rs = row_slot[ti]
+    if tj == 0:
         dst[0, 0] = left[0, r0 + ht]
         dst[1, 0] = neg_store
         if rs >= 0:
             row_store[rs, 0, 0] = left[0, r0 + ht]
             row_store[rs, 1, 0] = neg_store
-        corner = np.int64(left[0, r0])
-        thr = best[tid, 0]
-        for tj in range(n_cols):
-            c0 = tj * tw
-            c1 = min(c0 + tw, w)
-            if ti > 0:
-                while W.load_acquire(done, ti - 1) <= tj:
-                    spins += 1
-                    W.relax(spins)
-            if relative and corner != base:
-                # lanes follow this tile's corner: every value of the tile lies near it
-                v_delta = W.splat(matrix, _clamp(base - corner, -lane_max, lane_max))
-                for t in range(seg):
-                    off = t * lanes
-                    W.store(pv_h, off, W.max_(W.adds(W.load(pv_h, off), v_delta), v_neg))
-                    W.store(pv_e, off, W.max_(W.adds(W.load(pv_e, off), v_delta), v_neg))
-                base = corner
-            vc = (v_e, v_oe, W.splat(matrix, _clamp(-base, neg, 0)), local)
-            tile_hit = False
+    c0 = tj * tw
+    c1 = min(c0 + tw, b.size)
+    if relative and corner != base:
+        # lanes follow this tile's corner: every value of the tile lies near it
+        v_delta = W.splat(matrix, _clamp(base - corner, -lane_max, lane_max))
+        for t in range(seg):
+            off = t * lanes
+            W.store(pv_h, off, W.max_(W.adds(W.load(pv_h, off), v_delta), v_neg))
+            W.store(pv_e, off, W.max_(W.adds(W.load(pv_e, off), v_delta), v_neg))
+        base = corner
+    vc = (v_e, v_oe, W.splat(matrix, _clamp(-base, neg, 0)), local)
+    tile_hit = False
+    if local:
+        for t in range(seg):
+            W.store(max_h, t * lanes, v_neg)
+    cs = col_slot[tj]
+    for j in range(c0 + 1, c1 + 1):
+        diag = _clamp((corner if j == c0 + 1 else src[0, j - 1]) - base, neg, lane_max)
+        pbase = np.int64(b[j - 1]) * seg * lanes
+        d_top = max(src[1, j] - e, src[0, j] - oe) - base
+        vf = W.shift_in(v_neg, _clamp(d_top, neg, lane_max))
+        vh = W.shift_in(W.load(pv_h, (seg - 1) * lanes), diag)
+        if cs >= 0 and j == c1:
+            for t in range(seg):
+                W.store(i_save, t * lanes, W.load(pv_e, t * lanes))
+        v_col = v_neg
+        for t in range(t_last):
+            vh, vf, v_col = _striped_step(pv_h, pv_e, prof, pbase, t * lanes, vh, vf, vc, v_col)
+        vd_last = vf
+        for t in range(t_last, seg):
+            vh, vf, v_col = _striped_step(pv_h, pv_e, prof, pbase, t * lanes, vh, vf, vc, v_col)
+        # D carried across lanes: lane k enters with the best of the D leaving lanes q < k,
+        # extended through the seg rows of each lane between (a max-plus prefix scan over the
+        # lanes); then one pass down the segments while it can still raise H (after that it
+        # is below every D of the column already computed)
+        vf = W.shift_in(vf, neg)
+        vf = W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 1), v_seg_e))
+        vf = W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 2), v_seg_e2))
+        vf = W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 4), v_seg_e4))
+        vf = W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 8), v_seg_e8))
+        vf = W.max_(W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 16), v_seg_e16)), v_neg)
+        for t in range(seg):
+            off = t * lanes
+            vh = W.load(pv_h, off)
+            if t == t_last:
+                vd_last = W.max_(vd_last, vf)
+            if not W.any_(W.gt(vf, W.sub(vh, v_o))):
+                break
+            vh = W.max_(vh, vf)
             if local:
-                for t in range(seg):
-                    W.store(max_h, t * lanes, v_neg)
-            cs = col_slot[tj]
-            for j in range(c0 + 1, c1 + 1):
-                diag = _clamp((corner if j == c0 + 1 else src[0, j - 1]) - base, neg, lane_max)
-                pbase = np.int64(b[j - 1]) * seg * lanes
-                d_top = max(src[1, j] - e, src[0, j] - oe) - base
-                vf = W.shift_in(v_neg, _clamp(d_top, neg, lane_max))
-                vh = W.shift_in(W.load(pv_h, (seg - 1) * lanes), diag)
-                if cs >= 0 and j == c1:
-                    for t in range(seg):
-                        W.store(i_save, t * lanes, W.load(pv_e, t * lanes))
-                v_col = v_neg
-                for t in range(t_last):
-                    vh, vf, v_col = _striped_step(
-                        pv_h, pv_e, prof, pbase, t * lanes, vh, vf, vc, v_col
-                    )
-                vd_last = vf
-                for t in range(t_last, seg):
-                    vh, vf, v_col = _striped_step(
-                        pv_h, pv_e, prof, pbase, t * lanes, vh, vf, vc, v_col
-                    )
-                # D carried across lanes: lane k enters with the best of the D leaving lanes
-                # q < k, extended through the seg rows of each lane between (a max-plus prefix
-                # scan over the lanes); then one pass down the segments while it can still
-                # raise H (after that it is below every D of the column already computed)
-                vf = W.shift_in(vf, neg)
-                vf = W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 1), v_seg_e))
-                vf = W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 2), v_seg_e2))
-                vf = W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 4), v_seg_e4))
-                vf = W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 8), v_seg_e8))
-                vf = W.max_(W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 16), v_seg_e16)), v_neg)
-                for t in range(seg):
-                    off = t * lanes
-                    vh = W.load(pv_h, off)
-                    if t == t_last:
-                        vd_last = W.max_(vd_last, vf)
-                    if not W.any_(W.gt(vf, W.sub(vh, v_o))):
-                        break
-                    vh = W.max_(vh, vf)
-                    if local:
-                        v_col = W.max_(v_col, vh)
-                    W.store(pv_h, off, vh)
-                    W.store(pv_e, off, W.max_(W.load(pv_e, off), W.sub(vh, v_oe)))
-                    vf = W.max_(W.sub(vf, v_e), v_neg)
-                # local: only columns reaching the best H seen so far can hold the end cell
-                v_thr = W.splat(matrix, _clamp(thr - 1 - base, neg, lane_max))
-                if local and W.any_(W.gt(v_col, v_thr)):
-                    tile_hit = True
-                    vj = W.splat(matrix, j - c0)
-                    for t in range(seg):
-                        off = t * lanes
-                        vh, mh = W.load(pv_h, off), W.load(max_h, off)
-                        W.store(max_j, off, W.select(W.gt(vh, mh), vj, W.load(max_j, off)))
-                        W.store(max_h, off, W.max_(vh, mh))
-                    thr = max(thr, W.hmax(v_col) + base)
-                hb = W.lane(W.load(pv_h, t_last * lanes), k_last) + base
-                db = W.lane(vd_last, k_last)
-                db = neg_store if db <= neg else db + base
-                dst[0, j] = hb
-                dst[1, j] = db
-                if rs >= 0:
-                    row_store[rs, 0, j] = hb
-                    row_store[rs, 1, j] = db
-            corner = np.int64(src[0, c1])
-            if cs >= 0:
-                for r in range(ht):
-                    x = (r % seg) * lanes + r // seg
-                    col_store[cs, 0, r0 + 1 + r] = pv_h[x] + base
-                    col_store[cs, 1, r0 + 1 + r] = i_save[x] + base
-            W.store_release(done, ti, tj + 1)
-            if local and tile_hit:
-                for r in range(ht):
-                    x = (r % seg) * lanes + r // seg
-                    if max_h[x] > neg and max_h[x] + base > row_best[0, r]:
-                        row_best[0, r] = max_h[x] + base
-                        row_best[1, r] = c0 + max_j[x]
-        if local:
-            for r in range(ht):
-                if row_best[0, r] > best[tid, 0]:
-                    best[tid, 0] = row_best[0, r]
-                    best[tid, 1] = r0 + 1 + r
-                    best[tid, 2] = row_best[1, r]
+                v_col = W.max_(v_col, vh)
+            W.store(pv_h, off, vh)
+            W.store(pv_e, off, W.max_(W.load(pv_e, off), W.sub(vh, v_oe)))
+            vf = W.max_(W.sub(vf, v_e), v_neg)
+        # local: only columns reaching the best H seen so far can hold the end cell
+        v_thr = W.splat(matrix, _clamp(thr - 1 - base, neg, lane_max))
+        if local and W.any_(W.gt(v_col, v_thr)):
+            tile_hit = True
+            vj = W.splat(matrix, j - c0)
+            for t in range(seg):
+                off = t * lanes
+                vh, mh = W.load(pv_h, off), W.load(max_h, off)
+                W.store(max_j, off, W.select(W.gt(vh, mh), vj, W.load(max_j, off)))
+                W.store(max_h, off, W.max_(vh, mh))
+            thr = max(thr, W.hmax(v_col) + base)
+        hb = W.lane(W.load(pv_h, t_last * lanes), k_last) + base
+        db = W.lane(vd_last, k_last)
+        db = neg_store if db <= neg else db + base
+        dst[0, j] = hb
+        dst[1, j] = db
+        if rs >= 0:
+            row_store[rs, 0, j] = hb
+            row_store[rs, 1, j] = db
+    if cs >= 0:
+        for r in range(ht):
+            x = (r % seg) * lanes + r // seg
+            col_store[cs, 0, r0 + 1 + r] = pv_h[x] + base
+            col_store[cs, 1, r0 + 1 + r] = i_save[x] + base
+    if local and tile_hit:
+        for r in range(ht):
+            x = (r % seg) * lanes + r // seg
+            if max_h[x] > neg and max_h[x] + base > row_best[0, r]:
+                row_best[0, r] = max_h[x] + base
+                row_best[1, r] = c0 + max_j[x]
+    row_vars[V_CORNER] = src[0, c1]
+    row_vars[V_BASE] = base
+    row_vars[V_THR] = thr
 
 
 @dataclass
@@ -366,10 +449,18 @@ def fill_region(
         col_store[col_slot[tj], 1, 0] = params[P_NEG_STORE]
     threads = max(1, min(threads, n_rows))
     seg = -(-min(th, h) // lanes)
-    prof = np.empty((threads, matrix.shape[0] * seg * lanes), lane_dtype)
-    work = np.empty((threads, 5, seg * lanes), lane_dtype)
-    row_best = np.empty((threads, 2, min(th, h)), np.int64)
-    done = np.zeros(n_rows, np.int64)
+    local = params[P_LOCAL] != 0
+    # what different workers write must not share a cache line (or its prefetch pair): each
+    # row's or worker's slice is padded by 128 bytes
+    pad = 128 // lane_dtype.itemsize
+    scratch = (
+        np.empty((n_rows, matrix.shape[0] * seg * lanes + pad), lane_dtype),
+        np.empty((n_rows, 2, seg * lanes + pad), lane_dtype),
+        np.empty((threads, 3, seg * lanes + pad), lane_dtype),
+        np.empty((n_rows, 2, min(th, h) + 16) if local else (1, 2, 1), np.int64),
+        np.empty((n_rows, 16), np.int64),
+    )
+    sync = (np.zeros(n_rows, np.int64), np.zeros(n_rows, np.int64))
     best = np.zeros((threads, 3), np.int64)
     args = (
         (a, b),
@@ -378,15 +469,15 @@ def fill_region(
         (top, left),
         ring,
         (row_store, row_slot, col_store, col_slot),
-        done,
+        sync,
         best,
-        (prof, work, row_best),
+        scratch,
     )
     if threads == 1:
-        fill_worker(0, 1, *args)
+        fill_worker(0, *args)
     else:
         workers = [
-            threading.Thread(target=fill_worker, args=(t, threads, *args), daemon=True)
+            threading.Thread(target=fill_worker, args=(t, *args), daemon=True)
             for t in range(threads)
         ]
         for worker in workers:

@@ -293,6 +293,23 @@ def store_release(typingctx, arr, idx, value):
 
 
 @intrinsic
+def compare_swap(typingctx, arr, idx, expected, value):
+    """Atomically set ``arr[idx] = value`` if it equals ``expected``; True when it did."""
+    if not _int64_array(arr):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        ptr = builder.gep(ary.data, [args[1]])
+        old = _resize(builder, args[2], 64)
+        new = _resize(builder, args[3], 64)
+        pair = builder.cmpxchg(ptr, old, new, "acq_rel", "acquire")
+        return builder.extract_value(pair, 1)
+
+    return types.boolean(arr, idx, expected, value), codegen
+
+
+@intrinsic
 def relax(typingctx, spins):
     """Spin-wait step: a ``pause`` hint, and ``sched_yield()`` every 1024th spin."""
     if not isinstance(spins, types.Integer):
