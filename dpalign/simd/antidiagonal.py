@@ -7,24 +7,27 @@ column. So all tiles of one tile anti-diagonal are independent, and they run con
 
 CPU schedule (:func:`fill_region`)
 ----------------------------------
-Worker thread ``t`` of ``P`` owns the tile rows ``t, t + P, ...`` and walks each from left to
-right; before tile ``(ti, tj)`` it waits (acquire load, spinning with ``pause`` and
-``sched_yield``) until the owner of tile row ``ti - 1`` has published ``done[ti-1] > tj``
-(release store). This is the tile-diagonal wavefront without a barrier per diagonal: thread
-``t`` runs one tile behind thread ``t - 1``, all threads busy except for ``P - 1`` tiles at the
-start and the end. The whole region is one call of :func:`fill_worker` per thread, a Numba
-``nogil`` kernel, so there is no Python in the loop over tiles. Bottom rows pass between tile
-rows through a ring of two rows: the writer of tile row ``ti + 1`` can only reach a column after
-tile ``(ti, tj)`` is done with it, so two slots suffice once each tile carries its corner value
-from the tile before it.
+Every worker thread runs :func:`fill_worker`, a Numba ``nogil`` kernel, once per region: there
+is no Python in the loop over tiles. A worker takes the uppermost tile row whose next tile is
+ready (the tile above it is done: acquire loads of per-row counters published with release
+stores) and that no other worker holds (compare-and-swap), and keeps computing that row's
+tiles while the next one is ready; then it lets the row go and looks again, spinning with
+``pause`` and ``sched_yield`` while nothing is ready. This is the tile-diagonal wavefront
+without a barrier per diagonal: workers run one tile apart on neighbouring rows, all busy
+except for ``P - 1`` tiles at the start and the end. A row's striped state lives in per-row
+arrays (padded so that no two workers write one cache line), so when a worker is held up by
+the operating system (a loaded machine) another one carries its row on. Bottom rows pass
+between tile rows through a ring of two rows: the writer of a column of slot ``ti % 2`` can
+only reach it after every reader of row ``ti - 2`` is done with it, once each tile carries its
+top-left corner value over from the tile before it.
 
 Inside a tile the cells of one column are computed with Farrar's striped layout: a query
 profile of the tile row's ``a`` segment removes substitution lookups from the inner loop, the
 vertical gap (D) is carried down each lane, then across lanes by a max-plus prefix scan over
 the lanes and one correction pass down the segments, which stops as soon as the carried D can
 no longer raise H (Farrar's "lazy F" loop, bounded to one pass). The striped state of the last
-column is exactly the left boundary of the next tile in the row, so it stays in the thread's
-scratch arrays between tiles. Lanes are int16 (32 per AVX-512 register) holding values
+column is exactly the left boundary of the next tile in the row, so it stays in the row's
+state arrays between tiles. Lanes are int16 (32 per AVX-512 register) holding values
 relative to the H of each tile's top-left corner, which is exact whenever a tile's values lie
 within 2^15 of that corner (``longpair.plan_lanes`` checks it from the scoring and tile
 shape); otherwise absolute int32 (16 lanes) or int64 (8 lanes). Boundaries and checkpoints are
@@ -37,8 +40,8 @@ Checkpoints for traceback
 tile columns (``row_slot`` / ``col_slot``). These cut the region into blocks whose boundaries
 are known, so any block can be recomputed alone; ``dpalign.longpair`` recomputes only the blocks
 on the traceback path, recursively, down to blocks small enough for :func:`trace_leaf`
-(a full H/D/I matrix and the reference's traceback rules). Memory stays near-linear in the
-sequence lengths.
+(one direction byte per cell, decided on exact values by the reference's rules). Memory stays
+near-linear in the sequence lengths.
 
 On a GPU (planned, same tiling)
 -------------------------------
