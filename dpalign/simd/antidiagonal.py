@@ -55,6 +55,7 @@ as here, so the GPU kernel only replaces :func:`fill_worker`.
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -391,6 +392,25 @@ def _fill_tile(ti, tj, seqs, matrix, params, edges, ring, stores, scratch):
     row_vars[V_THR] = thr
 
 
+_POOL: tuple[ThreadPoolExecutor, int] | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool(size: int) -> ThreadPoolExecutor:
+    """Helper threads kept between calls (starting threads costs more than a small region).
+
+    Callers never wait on a helper to make progress: a helper that starts late finds the
+    region's tiles done and returns, so concurrent callers sharing the pool are safe.
+    """
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL[1] < size:
+            if _POOL is not None:
+                _POOL[0].shutdown(wait=False)
+            _POOL = ThreadPoolExecutor(size, thread_name_prefix="dpalign-tiles"), size
+        return _POOL[0]
+
+
 @dataclass
 class RegionFill:
     """What :func:`fill_region` leaves behind.
@@ -476,17 +496,10 @@ def fill_region(
         best,
         scratch,
     )
-    if threads == 1:
-        fill_worker(0, *args)
-    else:
-        workers = [
-            threading.Thread(target=fill_worker, args=(t, *args), daemon=True)
-            for t in range(threads)
-        ]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
+    helpers = [_pool(threads - 1).submit(fill_worker, t, *args) for t in range(1, threads)]
+    fill_worker(0, *args)
+    for helper in helpers:
+        helper.result()
     top_best = (0, 0, 0)
     for value, i, j in best.tolist():
         if value > top_best[0] or (value == top_best[0] and value > 0 and (i, j) < top_best[1:]):
