@@ -1,0 +1,441 @@
+"""Align one long pair (10^4 to 10^6 per side) on every CPU core, traceback in near-linear memory.
+
+The pipeline: validate -> encode -> choose the lane width -> fill the whole matrix in tiles on
+all cores (:mod:`dpalign.simd.antidiagonal`), keeping a few checkpoint rows and columns ->
+find the end cell -> trace back block by block.
+
+Traceback
+---------
+The forward pass keeps the boundaries (H with D on rows, H with I on columns) of about
+``Tiling.blocks`` block rows and block columns. Walking back from the end cell, the block that
+holds the current cell is recomputed from its boundaries, cropped to the rows and columns
+before the cell (the path only moves up and left), again keeping the boundaries of its own
+sub-blocks; the recursion ends in blocks of at most ``leaf_rows x leaf_cols`` cells, which are
+recomputed in full and traced with the reference's decision procedure. Every value used in a
+decision is the exact value of the full recurrence, so the alignment is identical to
+:func:`dpalign.reference.pairwise_align` (tie rules included). Memory is
+O((m + n) * blocks) per level and O(log(m n)) levels; the recomputation costs about
+``2 / blocks`` of the forward pass (two 100 kb sequences: ~30 MB of checkpoints, ~11 % more
+CPU time than the score alone).
+
+>>> from dpalign.scoring import Scoring
+>>> s = Scoring((1, -1), 2)
+>>> r = align_long(s.encode("ACGT"), s.encode("AGT"), s)
+>>> (r.score, r.cigar)
+(1, '1=1D2=')
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import config, reference
+from .errors import OptionError
+from .reference import PairwiseResult
+from .scoring import Scoring, free_ends_tuple
+from .simd import antidiagonal as K
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """How a long pair is cut up (defaults measured on a 2-core AVX-512 machine).
+
+    Attributes
+    ----------
+    tile_rows, tile_cols : int
+        Cells of one compute tile (rows of ``a`` x columns of ``b``).
+    blocks : int
+        Checkpoint blocks per side at each traceback level (memory ~ blocks, recomputation
+        ~ 1 / blocks).
+    leaf_rows, leaf_cols : int
+        Blocks this small are recomputed in full (one direction byte per cell) and traced back
+        directly.
+    parallel_cells : int
+        Regions with fewer cells run on one thread.
+    lane_bits : int, optional
+        Force 16-, 32- or 64-bit lanes (tests); by default the narrowest that cannot overflow
+        (see :func:`plan_lanes`).
+    """
+
+    tile_rows: int = 1024
+    tile_cols: int = 512
+    blocks: int = 16
+    leaf_rows: int = 128
+    leaf_cols: int = 128
+    parallel_cells: int = 1 << 20
+    lane_bits: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.lane_bits not in (None, 16, 32, 64):
+            raise OptionError("Tiling.lane_bits must be 16, 32, 64 or None (narrowest that fits)")
+        for name in ("tile_rows", "tile_cols", "leaf_rows", "leaf_cols", "parallel_cells"):
+            if getattr(self, name) < 1:
+                raise OptionError(f"Tiling.{name} must be at least 1")
+        if self.blocks < 2:
+            raise OptionError("Tiling.blocks must be at least 2")
+
+
+@dataclass(frozen=True)
+class _Region:
+    """Rows ``r0 .. r0+h`` and columns ``c0 .. c0+w`` of the matrix, with their boundaries."""
+
+    r0: int
+    c0: int
+    h: int
+    w: int
+    top: np.ndarray  # (2, w+1): H, D of row r0
+    left: np.ndarray  # (2, h+1): H, I of column c0
+
+
+@dataclass
+class _Checkpoints:
+    """A filled region's checkpoints: block cut positions and the boundaries kept there."""
+
+    row_cuts: list[int]
+    col_cuts: list[int]
+    fill: K.RegionFill
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """The integer types one pair is computed in.
+
+    Attributes
+    ----------
+    lane : type
+        Vector lanes: ``int16`` (32 per AVX-512 register; values relative to the H of each
+        tile's top-left corner), ``int32`` (16) or ``int64`` (8) (absolute values).
+    store : type
+        Boundary rows, columns and checkpoints (absolute values): ``int32`` or ``int64``.
+    neg, neg_store : int
+        "-inf" in each: far enough above the type's minimum that subtracting a gap cost
+        cannot wrap.
+    """
+
+    lane: type
+    store: type
+    neg: int
+    neg_store: int
+
+    @property
+    def bits(self) -> int:
+        return np.dtype(self.lane).itemsize * 8
+
+    @property
+    def relative(self) -> bool:
+        return self.lane is np.int16
+
+
+def plan_lanes(scoring: Scoring, m: int, n: int, mode: str, tiling: Tiling | None = None) -> Lanes:
+    """The narrowest lanes that cannot overflow for this pair (``tiling.lane_bits`` forces one).
+
+    Absolute values lie within :meth:`Scoring.bounds` (plus a few gap costs for padding rows
+    and "-inf" boundaries): int32, else int64. Within one tile every value lies within
+    ``(max|s| + e) * (tile_rows + 32 + tile_cols) + 2 o`` of the tile's corner H (an
+    alignment to a cell can be cut and re-ended at the corner for at most that), so 16-bit
+    lanes relative to that corner are exact when this fits.
+    """
+    tiling = tiling or Tiling()
+    o, e = scoring.gap_open, scoring.gap_extend
+    smax, smin = max(int(scoring.matrix.max()), 0), min(int(scoring.matrix.min()), 0)
+    spare = o + e - smin + 1
+    slack = 2 * o + 40 * e + spare
+    width = scoring.width_for(m, n, mode, headroom=slack + 2 * spare)
+    if width > 64:  # pragma: no cover - width_for never says more than 64
+        raise OptionError("scores of this pair do not fit in 64-bit integers")
+    store = np.int32 if width <= 32 else np.int64
+    if tiling.lane_bits == 64:
+        store = np.int64
+    neg_store = int(np.iinfo(store).min) + 2 * spare
+    rows, cols = min(tiling.tile_rows, m) + 32, min(tiling.tile_cols, n)
+    spread = (max(smax, -smin) + e) * (rows + cols) + 2 * o + slack
+    fits16 = spread <= 2**15 - 1 - 2 * spare
+    if tiling.lane_bits in (None, 16) and fits16:
+        return Lanes(np.int16, store, -(2**15) + 2 * spare, neg_store)
+    if tiling.lane_bits == 16 or (tiling.lane_bits == 32 and store is np.int64):
+        raise OptionError(f"{tiling.lane_bits}-bit lanes cannot hold this pair's scores")
+    return Lanes(store, store, neg_store, neg_store)
+
+
+class _Aligner:
+    """One pair: encoded sequences, scoring in the lane dtype, the tiling and the ops buffer."""
+
+    def __init__(self, a, b, scoring, mode, ends, tiling, threads, lanes: Lanes):
+        self.a, self.b = a, b
+        self.o, self.e = scoring.gap_open, scoring.gap_extend
+        self.local = mode == "local"
+        self.ends = ends
+        self.tiling = tiling
+        self.threads = threads
+        self.lanes = lanes
+        self.matrix = np.ascontiguousarray(scoring.matrix, dtype=lanes.lane)
+        self.ops = np.empty(len(a) + len(b), np.uint8)
+        self.pos = 0
+
+    # -- forward ----------------------------------------------------------------------------
+
+    def global_region(self) -> _Region:
+        """The whole matrix with the boundaries of the mode (reference ``_fill_pairwise``)."""
+        m, n = len(self.a), len(self.b)
+        a_lead, _, b_lead, _ = self.ends
+        gap = lambda k: -(self.o + self.e * np.arange(k + 1, dtype=np.int64))  # noqa: E731
+        top = np.empty((2, n + 1), self.lanes.store)
+        left = np.empty((2, m + 1), self.lanes.store)
+        top[0] = 0 if (self.local or a_lead) else gap(n)
+        left[0] = 0 if (self.local or b_lead) else gap(m)
+        top[0, 0] = left[0, 0] = 0
+        top[1] = left[1] = self.lanes.neg_store
+        return _Region(0, 0, m, n, top, left)
+
+    def fill(self, region: _Region, keep: bool, final_col: bool = False) -> _Checkpoints:
+        """Fill ``region``; keep block boundaries when ``keep`` (and the last column if asked)."""
+        t = self.tiling
+        h, w = region.h, region.w
+        if keep:
+            bh = max(t.leaf_rows, -(-h // t.blocks))
+            bw = max(t.leaf_cols, -(-w // t.blocks))
+        else:
+            bh, bw = h, w
+        th, tw = min(t.tile_rows, bh), min(t.tile_cols, bw)
+        kr, kc = bh // th, bw // tw  # blocks never wider than bh x bw: each level shrinks
+        n_rows, n_cols = -(-h // th), -(-w // tw)
+        row_slot = np.full(n_rows, -1, np.int64)
+        col_slot = np.full(n_cols, -1, np.int64)
+        kept_rows = [ti for ti in range(n_rows - 1) if (ti + 1) % kr == 0] if keep else []
+        kept_cols = [tj for tj in range(n_cols - 1) if (tj + 1) % kc == 0] if keep else []
+        row_slot[kept_rows] = np.arange(len(kept_rows))
+        col_slot[kept_cols] = np.arange(len(kept_cols))
+        if final_col:
+            col_slot[n_cols - 1] = len(kept_cols)
+        lanes = self.lanes
+        params = np.zeros(K.N_PARAMS, np.int64)
+        params[[K.P_OPEN, K.P_EXTEND, K.P_LOCAL, K.P_TILE_ROWS, K.P_TILE_COLS]] = (
+            self.o,
+            self.e,
+            self.local,
+            th,
+            tw,
+        )
+        params[[K.P_NEG, K.P_LANES, K.P_LANE_MAX, K.P_NEG_STORE, K.P_RELATIVE]] = (
+            lanes.neg,
+            512 // lanes.bits,
+            np.iinfo(lanes.lane).max,
+            lanes.neg_store,
+            lanes.relative,
+        )
+        threads = self.threads if h * w >= t.parallel_cells else 1
+        fill = K.fill_region(
+            self.a[region.r0 : region.r0 + h],
+            self.b[region.c0 : region.c0 + w],
+            self.matrix,
+            params,
+            region.top,
+            region.left,
+            row_slot,
+            col_slot,
+            threads,
+        )
+        row_cuts = [0] + [(ti + 1) * th for ti in kept_rows] + [h]
+        col_cuts = [0] + [(tj + 1) * tw for tj in kept_cols] + [w]
+        return _Checkpoints(row_cuts, col_cuts, fill)
+
+    def end_cell(self, points: _Checkpoints) -> tuple[int, int, int]:
+        """Score and end cell (first maximum in row-major order among the candidates)."""
+        fill = points.fill
+        return _end_cell(
+            fill.last_row[0],
+            fill.col_store[-1, 0] if not self.local else None,
+            fill.best,
+            self.local,
+            self.ends,
+        )
+
+    # -- traceback --------------------------------------------------------------------------
+
+    def trace(self, region: _Region, i: int, j: int, state: int):
+        """Trace from region cell (i, j) to the region's top row or left column, or a stop."""
+        t = self.tiling
+        if i <= t.leaf_rows and j <= t.leaf_cols:
+            i, j, state, stopped, self.pos = K.trace_leaf(
+                self.a[region.r0 : region.r0 + i],
+                self.b[region.c0 : region.c0 + j],
+                self.matrix,
+                self.o,
+                self.e,
+                self.local,
+                region.top,
+                region.left,
+                i,
+                j,
+                state,
+                self.ops,
+                self.pos,
+            )
+            return i, j, state, stopped
+        cropped = _Region(
+            region.r0,
+            region.c0,
+            i,
+            j,
+            np.ascontiguousarray(region.top[:, : j + 1]),
+            np.ascontiguousarray(region.left[:, : i + 1]),
+        )
+        return self.walk(cropped, self.fill(cropped, keep=True), i, j, state)
+
+    def walk(self, region: _Region, points: _Checkpoints, i: int, j: int, state: int):
+        """Trace through the blocks of a filled region, recomputing each block on the path."""
+        rc, cc = points.row_cuts, points.col_cuts
+        rows, cols = points.fill.row_store, points.fill.col_store
+        while i > 0 and j > 0:
+            bi, bj = bisect.bisect_left(rc, i) - 1, bisect.bisect_left(cc, j) - 1
+            r0, r1, c0, c1 = rc[bi], rc[bi + 1], cc[bj], cc[bj + 1]
+            top = region.top[:, c0 : c1 + 1] if bi == 0 else rows[bi - 1, :, c0 : c1 + 1]
+            left = region.left[:, r0 : r1 + 1] if bj == 0 else cols[bj - 1, :, r0 : r1 + 1]
+            block = _Region(
+                region.r0 + r0,
+                region.c0 + c0,
+                r1 - r0,
+                c1 - c0,
+                np.ascontiguousarray(top),
+                np.ascontiguousarray(left),
+            )
+            i, j, state, stopped = self.trace(block, i - r0, j - c0, state)
+            i, j = i + r0, j + c0
+            if stopped:
+                return i, j, state, True
+        return i, j, state, False
+
+    def finish(self, score: int, a_end: int, b_end: int, stop) -> PairwiseResult:
+        """The result, from where the traceback stopped: free end gaps left out, penalised
+        ones (the path runs along row 0 or column 0, always in state H there) added."""
+        if self.local and score == 0:
+            return PairwiseResult(0, 0, 0, 0, 0, "")
+        i, j, _, stopped = stop
+        if not stopped and not self.local:
+            a_lead, _, b_lead, _ = self.ends
+            if i == 0 and j > 0 and not a_lead:
+                self.ops[self.pos : self.pos + j] = K.OP_INS
+                self.pos, j = self.pos + j, 0
+            elif j == 0 and i > 0 and not b_lead:
+                self.ops[self.pos : self.pos + i] = K.OP_DEL
+                self.pos, i = self.pos + i, 0
+        ops = self.ops[: self.pos][::-1].tobytes().decode("ascii")
+        return PairwiseResult(score, i, a_end, j, b_end, ops)
+
+
+def _end_cell(last_row, last_col, best, local, ends) -> tuple[int, int, int]:
+    """Score and end cell: the first maximum in row-major order among the mode's candidates.
+
+    ``last_row`` is H of row m (columns 0..n), ``last_col`` H of column n (rows 0..m), ``best``
+    the local mode's first maximum ``(H, i, j)``.
+    """
+    if local:
+        return tuple(int(x) for x in best)
+    m, n = len(last_col) - 1, len(last_row) - 1
+    _, a_trail, _, b_trail = ends
+    # row-major order: (i, n) for i < m, then (m, j) for j = 0..n
+    values = [last_col[:m]] if b_trail else []
+    values.append(last_row if a_trail else last_row[n:])
+    values = np.concatenate(values).astype(np.int64)
+    k = int(np.argmax(values))
+    score = int(values[k])
+    if b_trail and k < m:
+        return score, k, n
+    k -= m if b_trail else 0
+    return score, m, (k if a_trail else n)
+
+
+def align_long(
+    a_codes,
+    b_codes,
+    scoring: Scoring,
+    mode: str = "global",
+    free_ends=None,
+    *,
+    traceback: bool = True,
+    threads: int | None = None,
+    tiling: Tiling | None = None,
+) -> PairwiseResult:
+    """Align one long pair on all CPU cores; identical to :func:`reference.pairwise_align`.
+
+    Parameters
+    ----------
+    a_codes, b_codes : ndarray or str
+        The sequences (``a`` down the rows, ``b`` across); codes from ``scoring.encode`` or
+        anything it accepts.
+    scoring : Scoring
+        Substitution scores and gap costs (a gap of length k costs ``o + e*k``).
+    mode : {"global", "local", "semiglobal"}
+    free_ends : bool, 2-tuple or 4-tuple, optional
+        Global mode only (scikit-bio's meaning; see :func:`dpalign.scoring.free_ends_tuple`).
+    traceback : bool
+        False: score and end cell only (``PairwiseResult`` with start = end, ``ops=None``).
+    threads : int, optional
+        Worker threads (default: ``config.cpu_threads()``).
+    tiling : Tiling, optional
+        Tile and checkpoint sizes (tests force tiny ones).
+
+    Returns
+    -------
+    PairwiseResult
+        Score, 0-based half-open coordinates and ops, with the reference's tie rules.
+    """
+    a, b, ends = _validate(a_codes, b_codes, scoring, mode, free_ends)
+    threads = config.cpu_threads(threads)
+    tiling = tiling or Tiling()
+    m, n = len(a), len(b)
+    if m == 0 or n == 0:
+        return _gaps_only(a, b, scoring, mode, ends, traceback)
+    job = _Aligner(
+        a, b, scoring, mode, ends, tiling, threads, plan_lanes(scoring, m, n, mode, tiling)
+    )
+    region = job.global_region()
+    points = job.fill(region, keep=traceback, final_col=not job.local)
+    score, a_end, b_end = job.end_cell(points)
+    if not traceback:
+        return PairwiseResult(score, a_end, a_end, b_end, b_end)
+    return job.finish(score, a_end, b_end, job.walk(region, points, a_end, b_end, K.STATE_H))
+
+
+def align_full(a_codes, b_codes, scoring: Scoring, mode: str = "global", free_ends=None):
+    """Plain full-matrix alignment: one scalar Numba fill keeping a direction byte per cell.
+
+    The short-pair baseline that :func:`align_long` is measured against (``LONG_PAIR_CELLS``
+    in :mod:`dpalign.config`); one thread, (m+1)(n+1) bytes of memory. Same arguments and
+    result as :func:`align_long` with ``traceback=True``.
+    """
+    a, b, ends = _validate(a_codes, b_codes, scoring, mode, free_ends)
+    m, n = len(a), len(b)
+    if m == 0 or n == 0:
+        return _gaps_only(a, b, scoring, mode, ends, True)
+    lanes = Lanes(np.int64, np.int64, -(2**62), -(2**62))
+    job = _Aligner(a, b, scoring, mode, ends, Tiling(), 1, lanes)
+    region = job.global_region()
+    bits = np.empty((m + 1, n + 1), np.uint8)
+    last_col = np.empty(m + 1, np.int64)
+    last_row, *best = K.fill_bits(
+        a, b, job.matrix, job.o, job.e, job.local, region.top, region.left, bits, last_col
+    )
+    score, a_end, b_end = _end_cell(last_row, last_col, best, job.local, ends)
+    i, j, state, stopped, job.pos = K.trace_bits(
+        a, b, bits, job.local, a_end, b_end, K.STATE_H, job.ops, 0
+    )
+    return job.finish(score, a_end, b_end, (i, j, state, stopped))
+
+
+def _validate(a_codes, b_codes, scoring, mode, free_ends):
+    if not isinstance(scoring, Scoring):
+        raise OptionError(f"scoring must be a dpalign Scoring, not {type(scoring).__name__}")
+    ends = free_ends_tuple(mode, free_ends)
+    a = np.ascontiguousarray(scoring.encode(a_codes, "a"))
+    b = np.ascontiguousarray(scoring.encode(b_codes, "b"))
+    return a, b, ends
+
+
+def _gaps_only(a, b, scoring, mode, ends, traceback):
+    """An empty sequence aligns to gaps only: the reference is O(m + n) here."""
+    args = (a, b, scoring.matrix, scoring.gap_open, scoring.gap_extend, mode, ends)
+    return reference.pairwise_align(*args) if traceback else reference.pairwise_score(*args)
