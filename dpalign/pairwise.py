@@ -35,8 +35,12 @@ from .engine import Backend, Task, gather_scores, get_backend, query_batch, refe
 from .errors import OptionError
 from .scoring import Scoring, as_scoring, free_ends_tuple
 
-#: Lanes per block for the numba backend (64 int8 lanes in one AVX-512 register).
+#: Lanes per block for the numba backend: 64 int8 lanes (one AVX-512 register) per lane
+#: group, up to :data:`NUMBA_MAX_GROUPS` groups per block when there are many targets (fewer
+#: calls from Python per cell), as long as every thread still gets many blocks.
 NUMBA_BLOCK_WIDTH = 64
+NUMBA_MAX_GROUPS = 4
+_TARGETS_PER_GROUP_STEP = 4096
 #: In ``pairs="zip"``, pairs sharing a query go through the SIMD kernels when at least this many
 #: share it; the others are scored one by one by the scalar kernel.
 ZIP_GROUP_MIN = 8
@@ -295,9 +299,16 @@ def swap_ends(ends):
     return (b_lead, b_trail, a_lead, a_trail)
 
 
-def block_width(backend: Backend) -> int:
-    """Lanes per block: 64 for the numba kernels (int8 lanes), else the configured width."""
-    return NUMBA_BLOCK_WIDTH if backend.name == "numba" else config.BLOCK_WIDTH
+def block_width(backend: Backend | None, n_targets: int) -> int:
+    """Lanes per block for ``n_targets`` targets on a backend (``None``: the numba kernels).
+
+    Numba: 64 lanes (int8), widened to up to 256 for large target sets; other backends: the
+    configured :data:`dpalign.config.BLOCK_WIDTH`.
+    """
+    if backend is not None and backend.name != "numba":
+        return config.BLOCK_WIDTH
+    groups = min(NUMBA_MAX_GROUPS, max(1, n_targets // _TARGETS_PER_GROUP_STEP))
+    return NUMBA_BLOCK_WIDTH * groups
 
 
 def score_all(
@@ -327,7 +338,7 @@ def score_all(
     queries = query_batch(q_codes)
     lengths = np.fromiter((len(t) for t in t_codes), dtype=np.int64, count=len(t_codes))
     order = np.argsort(lengths, kind="stable")
-    blocks = reference_blocks(t_codes, width=block_width(backend), order=order)
+    blocks = reference_blocks(t_codes, width=block_width(backend, T), order=order)
     task = Task("pairwise", scoring, mode, tuple(ends))
     results = backend.score(task, queries, blocks, progress)
     scores, width = gather_scores(results, blocks, len(t_codes))

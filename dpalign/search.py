@@ -19,7 +19,8 @@ import numpy as np
 
 from .engine import Backend, ReferenceBlock, Task, get_backend, query_batch
 from .errors import OptionError
-from .pairwise import NUMBA_BLOCK_WIDTH, Alignment, align, block_width, encode_many
+from .pairwise import Alignment, align, encode_many
+from .pairwise import block_width as block_width_for
 from .scoring import Scoring, as_scoring, free_ends_tuple
 
 
@@ -54,8 +55,9 @@ class Database:
     sub_score : (match, mismatch), SubstitutionMatrix or str
         Decides the alphabet the targets are encoded in (a search with another alphabet
         re-encodes them from their text).
-    block_width : int
-        Lanes per block (64: the int8 lanes of one AVX-512 register).
+    block_width : int, optional
+        Lanes per block for the numba kernels (default: 64, the int8 lanes of one AVX-512
+        register, up to 256 for large databases; see :func:`dpalign.pairwise.block_width`).
 
     Notes
     -----
@@ -69,7 +71,7 @@ class Database:
         names: Sequence[str] | None = None,
         *,
         sub_score=(1, -1),
-        block_width: int = NUMBA_BLOCK_WIDTH,
+        block_width: int | None = None,
         _parent: Database | None = None,
         _range: tuple[int, int] | None = None,
     ) -> None:
@@ -92,7 +94,7 @@ class Database:
             raise OptionError(f"{len(names)} names for {len(codes)} sequences")
         self.names = names
         self.alphabet = scoring.alphabet
-        self.block_width = int(block_width)
+        self.block_width = int(block_width or block_width_for(None, len(codes)))
         self._codes = {scoring.alphabet: codes}
         self.lengths = np.fromiter((len(c) for c in codes), dtype=np.int64, count=len(codes))
         self.order = np.argsort(self.lengths, kind="stable")
@@ -277,7 +279,7 @@ def search(
 
 def score_database(q_codes, database: Database, scoring, mode, ends, backend, progress=None):
     """Scores of one encoded query against a database view: ``(scores, ids)`` in length order."""
-    width = block_width(backend)
+    width = database.block_width if backend.name == "numba" else block_width_for(backend, 0)
     blocks = database.blocks(scoring.alphabet, width)
     task = Task("pairwise", scoring, mode, tuple(ends))
     results = backend.score(task, query_batch([q_codes]), blocks, progress)

@@ -46,14 +46,8 @@ def _has(feature: str) -> bool:
     return bool(host_features().get(feature))
 
 
-#: Set to True (before any kernel compiles) to force the portable :func:`vlookup` lowering.
-FORCE_PORTABLE_LOOKUP = False
-
-
 def permute_lowering(bits: int) -> str:
     """Which instruction :func:`vlookup` uses for this lane width on this host."""
-    if FORCE_PORTABLE_LOOKUP:
-        return "portable"
     if bits == 8 and _has("avx512vbmi"):
         return "vpermb"
     if bits == 16 and _has("avx512bw"):
@@ -240,42 +234,51 @@ def _portable_lookup(builder, table_ptr, idx):
     return result
 
 
-@intrinsic
-def vlookup(typingctx, table, offset, idx):
-    """``result[l] = table[offset + idx[l]]``: a per-lane table lookup.
+def _make_lookup(portable: bool):
+    @intrinsic
+    def lookup(typingctx, table, offset, idx):
+        vt = _array_vec(table)
+        if vt is None or idx != vt or not isinstance(offset, types.Integer):
+            return None
+        bits = _VEC_BITS[vt]
+        lowering = "portable" if portable else permute_lowering(bits)
+
+        def codegen(context, builder, sig, args):
+            vec = _llvm_vec(vt)
+            ary = context.make_array(sig.args[0])(context, builder, args[0])
+            base = builder.gep(ary.data, [args[1]])
+            if lowering == "portable":
+                return _portable_lookup(builder, base, args[2])
+            align = bits // 8
+            low = builder.load(builder.bitcast(base, vec.as_pointer()), align=align)
+            if lowering == "vpermi2d":
+                high_ptr = builder.gep(base, [ir.Constant(ir.IntType(64), vec.count)])
+                high = builder.load(builder.bitcast(high_ptr, vec.as_pointer()), align=align)
+                fnty = ir.FunctionType(vec, [vec, vec, vec])
+                fn = cgutils.get_or_insert_function(
+                    builder.module, fnty, "llvm.x86.avx512.vpermi2var.d.512"
+                )
+                return builder.call(fn, [low, args[2], high])
+            name = {"vpermb": "qi", "vpermw": "hi"}[lowering]
+            fnty = ir.FunctionType(vec, [vec, vec])
+            fn = cgutils.get_or_insert_function(
+                builder.module, fnty, f"llvm.x86.avx512.permvar.{name}.512"
+            )
+            return builder.call(fn, [low, args[2]])
+
+        return vt(table, offset, idx), codegen
+
+    lookup.__doc__ = """``result[l] = table[offset + idx[l]]``: a per-lane table lookup.
 
     ``table`` has the lane dtype; the entries ``table[offset : offset + E]`` are the table,
     with ``E`` = :data:`LOOKUP_ENTRIES` for the lane width (64 for int8, 32 for int16 and
     int32); every index must be in ``0 .. E-1`` (the permute instructions use the low bits
     only, the portable lowering would read outside the table).
     """
-    vt = _array_vec(table)
-    if vt is None or idx != vt or not isinstance(offset, types.Integer):
-        return None
-    bits = _VEC_BITS[vt]
-    lowering = permute_lowering(bits)
+    return lookup
 
-    def codegen(context, builder, sig, args):
-        vec = _llvm_vec(vt)
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        base = builder.gep(ary.data, [args[1]])
-        if lowering == "portable":
-            return _portable_lookup(builder, base, args[2])
-        align = bits // 8
-        low = builder.load(builder.bitcast(base, vec.as_pointer()), align=align)
-        if lowering == "vpermi2d":
-            high_ptr = builder.gep(base, [ir.Constant(ir.IntType(64), vec.count)])
-            high = builder.load(builder.bitcast(high_ptr, vec.as_pointer()), align=align)
-            fnty = ir.FunctionType(vec, [vec, vec, vec])
-            fn = cgutils.get_or_insert_function(
-                builder.module, fnty, "llvm.x86.avx512.vpermi2var.d.512"
-            )
-            return builder.call(fn, [low, args[2], high])
-        name = {"vpermb": "qi", "vpermw": "hi"}[lowering]
-        fnty = ir.FunctionType(vec, [vec, vec])
-        fn = cgutils.get_or_insert_function(
-            builder.module, fnty, f"llvm.x86.avx512.permvar.{name}.512"
-        )
-        return builder.call(fn, [low, args[2]])
 
-    return vt(table, offset, idx), codegen
+#: The lookup kernels use: a permute where the host has one (see :func:`permute_lowering`).
+vlookup = _make_lookup(portable=False)
+#: The same lookup lowered portably (scalar loads), whatever the host; tests compare the two.
+vlookup_portable = _make_lookup(portable=True)

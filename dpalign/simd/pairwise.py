@@ -38,6 +38,8 @@ picked per lane with masks.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 from numba import njit
 
@@ -62,6 +64,9 @@ from .lanes import (
 STRIP = 8
 #: Lane dtype of each integer width.
 DTYPES = {8: np.int8, 16: np.int16, 32: np.int32}
+
+
+_RANGE = {w: (int(np.iinfo(t).min), int(np.iinfo(t).max)) for w, t in DTYPES.items()}
 
 
 def lanes_for(width: int) -> int:
@@ -119,15 +124,18 @@ def _prepare_query(qcodes, q, m, matrix, pad, tab, qidx, symbol_slot, entries):
 
 
 @njit(nogil=True, cache=True)
-def sweep(codes, lane_len, qcodes, qlens, qsel, matrix, o, e, local, ends, pad, out):
-    """Score queries against the lanes of one lane group.
+def sweep(codes, group_n, lane_len, qcodes, qlens, qsel, matrix, o, e, local, ends, pad, out):
+    """Score queries against G lane groups (one call per block keeps Python out of the loop).
 
     Parameters
     ----------
-    codes : ndarray (n + 1, V), lane dtype
-        Target residues in the inter-sequence layout; positions at or past a lane's length
-        (and the whole last row) hold the padding symbol ``matrix.shape[0] - 1``.
-    lane_len : ndarray (V,), int64
+    codes : ndarray (G, n + 1, V), lane dtype
+        Target residues in the inter-sequence layout, one group of V lanes per row of the
+        first axis; positions at or past a lane's length hold the padding symbol
+        ``matrix.shape[0] - 1``, and so does row ``group_n[g]`` of every group.
+    group_n : ndarray (G,), int64
+        Longest target of each group.
+    lane_len : ndarray (G, V), int64
         Target lengths.
     qcodes, qlens : ndarray (Q, m_max) uint8, (Q,) int64
         Queries.
@@ -143,18 +151,13 @@ def sweep(codes, lane_len, qcodes, qlens, qsel, matrix, o, e, local, ends, pad, 
         ``(a_lead, a_trail, b_lead, b_trail)``: free end gaps of the query (a), target (b).
     pad : int
         The padding symbol's score: the lane type's minimum (diagonal adds saturate).
-    out : ndarray (S, V), lane dtype
+    out : ndarray (S, G, V), lane dtype
         Best score per query and lane (local: saturated lanes hold the type maximum).
     """
-    n = codes.shape[0] - 1
-    V = codes.shape[1]
+    V = codes.shape[2]
     n_sym = matrix.shape[0]
-    padc = n_sym - 1
     entries = 64 if V == 64 else 32
     m_max = qcodes.shape[1]
-    a_lead, a_trail, b_lead, b_trail = ends[0], ends[1], ends[2], ends[3]
-    dtype_probe = codes[0]  # a row of the lane dtype, for vsplat
-
     Hc = np.empty((m_max + 1) * V, dtype=codes.dtype)
     Yc = np.empty((m_max + 1) * V, dtype=codes.dtype)
     tab = np.empty(n_sym * entries, dtype=codes.dtype)
@@ -162,6 +165,60 @@ def sweep(codes, lane_len, qcodes, qlens, qsel, matrix, o, e, local, ends, pad, 
     last = np.empty(STRIP * V, dtype=codes.dtype)
     qidx = np.empty(m_max, dtype=np.int64)
     symbol_slot = np.empty(n_sym, dtype=np.int64)
+    for g in range(codes.shape[0]):
+        _sweep_group(
+            codes[g, : group_n[g] + 1],
+            lane_len[g],
+            qcodes,
+            qlens,
+            qsel,
+            matrix,
+            o,
+            e,
+            local,
+            ends,
+            pad,
+            out[:, g],
+            Hc,
+            Yc,
+            tab,
+            prof,
+            last,
+            qidx,
+            symbol_slot,
+        )
+
+
+@njit(nogil=True, cache=True)
+def _sweep_group(
+    codes,
+    lane_len,
+    qcodes,
+    qlens,
+    qsel,
+    matrix,
+    o,
+    e,
+    local,
+    ends,
+    pad,
+    out,
+    Hc,
+    Yc,
+    tab,
+    prof,
+    last,
+    qidx,
+    symbol_slot,
+):
+    """:func:`sweep` for one lane group (``codes`` (n + 1, V), ``out`` (S, V))."""
+    n = codes.shape[0] - 1
+    V = codes.shape[1]
+    n_sym = matrix.shape[0]
+    padc = n_sym - 1
+    entries = 64 if V == 64 else 32
+    a_lead, a_trail, b_lead, b_trail = ends[0], ends[1], ends[2], ends[3]
+    dtype_probe = codes[0]  # a row of the lane dtype, for vsplat
 
     # Strips where some lane ends need its whole last column (free trailing target gaps).
     n_strips = n // STRIP
@@ -347,7 +404,9 @@ def sweep(codes, lane_len, qcodes, qlens, qsel, matrix, o, e, local, ends, pad, 
                 vneg,
                 vpad,
             )
-        vstore(out[s_idx], 0, best)
+        vstore(last, 0, best)
+        for lane in range(V):
+            out[s_idx, lane] = last[lane]
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -476,12 +535,14 @@ def score_pair_int64(a, b, matrix, o, e, local, ends):
 # --------------------------------------------------------------------------------------------
 
 
-def padded_matrix(matrix: np.ndarray, width: int) -> np.ndarray:
+@lru_cache(maxsize=64)
+def padded_matrix(scoring, width: int) -> np.ndarray:
     """The substitution matrix plus a padding symbol (last row/column) at a lane width."""
     dtype = DTYPES[width]
-    k = matrix.shape[0]
+    k = scoring.matrix.shape[0]
     out = np.full((k + 1, k + 1), np.iinfo(dtype).min, dtype=dtype)
-    out[:k, :k] = matrix
+    out[:k, :k] = scoring.matrix
+    out.flags.writeable = False
     return out
 
 
@@ -523,15 +584,44 @@ def empty_score(m: int, n: int, scoring, local: bool, ends) -> int:
     return 0 if (a_lead or a_trail) else -scoring.gap_penalty(n)
 
 
-def _lane_group(codes: np.ndarray, lengths: np.ndarray, width: int, pad: int) -> np.ndarray:
-    """Codes of up to V lanes as a ``(n + 1, V)`` array of the lane dtype, padded."""
+def _empty_scores(lengths, scoring, local, free) -> np.ndarray:
+    """:func:`empty_score` of sequences of ``lengths`` against an empty one (vectorised)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if local or free:
+        return np.zeros(len(lengths), dtype=np.int64)
+    cost = scoring.gap_open + scoring.gap_extend * lengths
+    return np.where(lengths > 0, -cost, 0)
+
+
+@njit(nogil=True, cache=True)
+def _pack_groups(codes, lengths, pad, out, group_n, lane_len):
+    """Copy lanes into lane groups, the padding symbol past each lane's end."""
+    G, _, V = out.shape
+    for g in range(G):
+        n = 0
+        for lane in range(V):
+            k = g * V + lane
+            L = lengths[k] if k < lengths.shape[0] else 0
+            lane_len[g, lane] = L
+            n = max(n, L)
+        group_n[g] = n
+        for j in range(n):
+            for lane in range(V):
+                k = g * V + lane
+                if k < lengths.shape[0] and j < lengths[k]:
+                    out[g, j, lane] = codes[j, k]
+
+
+def lane_groups(codes: np.ndarray, lengths: np.ndarray, width: int, pad: int):
+    """Lanes in groups of V as ``(codes [G, n + 1, V], group_n [G], lane_len [G, V])``."""
     V = lanes_for(width)
+    G = -(-len(lengths) // V)
     n = int(lengths.max()) if len(lengths) else 0
-    out = np.full((n + 1, V), pad, dtype=DTYPES[width])
-    block = codes[:n, : len(lengths)]
-    inside = np.arange(n)[:, None] < lengths[None, :]
-    out[:n, : len(lengths)] = np.where(inside, block, pad)
-    return out
+    out = np.full((G, n + 1, V), pad, dtype=DTYPES[width])
+    group_n = np.zeros(G, dtype=np.int64)
+    lane_len = np.zeros((G, V), dtype=np.int64)
+    _pack_groups(codes, np.asarray(lengths, dtype=np.int64), pad, out, group_n, lane_len)
+    return out, group_n, lane_len
 
 
 def run_pass(width, codes, lengths, queries, qsel, scoring, local, ends):
@@ -539,36 +629,28 @@ def run_pass(width, codes, lengths, queries, qsel, scoring, local, ends):
 
     Returns ``(scores [S, L] int64, saturated [S, L] bool)``.
     """
-    V = lanes_for(width)
-    matrix = padded_matrix(scoring.matrix, width)
+    matrix = padded_matrix(scoring, width)
     pad_code = matrix.shape[0] - 1
-    pad_value = int(np.iinfo(DTYPES[width]).min)
-    top = int(np.iinfo(DTYPES[width]).max)
-    n_lanes = len(lengths)
-    scores = np.empty((len(qsel), n_lanes), dtype=np.int64)
-    ends_arr = np.array(ends, dtype=np.bool_)
-    for g0 in range(0, n_lanes, V):
-        lens = np.zeros(V, dtype=np.int64)
-        chunk = lengths[g0 : g0 + V]
-        lens[: len(chunk)] = chunk
-        group = _lane_group(codes[:, g0 : g0 + V], chunk, width, pad_code)
-        out = np.empty((len(qsel), V), dtype=DTYPES[width])
-        sweep(
-            group,
-            lens,
-            queries.codes,
-            queries.lengths,
-            qsel,
-            matrix,
-            scoring.gap_open,
-            scoring.gap_extend,
-            local,
-            ends_arr,
-            pad_value,
-            out,
-        )
-        scores[:, g0 : g0 + len(chunk)] = out[:, : len(chunk)]
-    saturated = (scores >= top) if local else np.zeros(scores.shape, dtype=bool)
+    lo, top = _RANGE[width]
+    groups, group_n, lane_len = lane_groups(codes, lengths, width, pad_code)
+    out = np.empty((len(qsel), groups.shape[0], groups.shape[2]), dtype=DTYPES[width])
+    sweep(
+        groups,
+        group_n,
+        lane_len,
+        queries.codes,
+        queries.lengths,
+        qsel,
+        matrix,
+        scoring.gap_open,
+        scoring.gap_extend,
+        local,
+        np.array(ends, dtype=np.bool_),
+        lo,
+        out,
+    )
+    scores = out.reshape(len(qsel), -1)[:, : len(lengths)].astype(np.int64)
+    saturated = (scores >= top) if local else None
     return scores, saturated
 
 
@@ -601,67 +683,77 @@ def score_block(task, queries, block) -> BlockScores:
     qlens = np.asarray(queries.lengths, dtype=np.int64)
     live_lanes = np.flatnonzero(lengths > 0)
     live_queries = np.flatnonzero(qlens > 0)
-    for q in range(Q):
-        for lane in range(W):
-            if qlens[q] == 0 or lengths[lane] == 0:
-                scores[q, lane] = empty_score(
-                    int(qlens[q]), int(lengths[lane]), scoring, local, ends
-                )
-                width[q, lane] = 8
+    if len(live_lanes) < W:  # empty targets (or padding lanes)
+        dead = lengths == 0
+        scores[:, dead] = _empty_scores(qlens, scoring, local, ends[2] or ends[3])[:, None]
+        width[:, dead] = 8
+    if len(live_queries) < Q:  # empty queries
+        dead = qlens == 0
+        scores[dead, :] = _empty_scores(lengths, scoring, local, ends[0] or ends[1])[None, :]
+        width[dead, :] = 8
     if not live_lanes.size or not live_queries.size:
         return BlockScores(scores, width)
-    codes = block.codes
-    sub_codes = codes[:, live_lanes] if len(live_lanes) < W else codes
+    all_live = len(live_lanes) == W
+    codes = block.codes if all_live else block.codes[:, live_lanes]
     sub_lens = lengths[live_lanes]
+    rows = np.arange(Q) if len(live_queries) == Q else live_queries
 
     if local:
-        widths = [w for w in (8, 16, 32) if local_width_ok(scoring, w)]
-        if widths and widths[0] == 8 and len(live_lanes) <= 32:
-            widths = widths[1:]
         todo = [(live_queries, np.arange(len(live_lanes)))]
-        for w in widths:
+        for w in _local_widths(scoring, len(live_lanes) > 32):
             next_todo = []
             for qsel, lanes in todo:
-                got, sat = run_pass(
-                    w,
-                    np.ascontiguousarray(sub_codes[:, lanes]),
-                    sub_lens[lanes],
-                    queries,
-                    qsel,
-                    scoring,
-                    local,
-                    ends,
-                )
+                whole = lanes.size == len(live_lanes)
+                sub = codes if whole else np.ascontiguousarray(codes[:, lanes])
+                got, sat = run_pass(w, sub, sub_lens[lanes], queries, qsel, scoring, True, ends)
+                target_cols = live_lanes[lanes]
+                if not sat.any():
+                    scores[np.ix_(qsel, target_cols)] = got
+                    width[np.ix_(qsel, target_cols)] = w
+                    continue
                 for row, q in enumerate(qsel):
                     ok = ~sat[row]
-                    scores[q, live_lanes[lanes[ok]]] = got[row, ok]
-                    width[q, live_lanes[lanes[ok]]] = w
+                    scores[q, target_cols[ok]] = got[row, ok]
+                    width[q, target_cols[ok]] = w
                 next_todo.extend(_group_saturated(qsel, lanes, sat))
             todo = next_todo
             if not todo:
                 break
         leftover = [(q, live_lanes[lane]) for qsel, lanes in todo for q in qsel for lane in lanes]
         if leftover:
-            _scalar_pairs(leftover, codes, lengths, queries, scoring, local, ends, scores, width)
+            _scalar_pairs(
+                leftover, block.codes, lengths, queries, scoring, local, ends, scores, width
+            )
         return BlockScores(scores, width)
 
     n_max = int(sub_lens.max())
     by_width: dict[int, list[int]] = {}
-    for q in live_queries:
+    for q in rows:
         w = global_width(scoring, int(qlens[q]), n_max, task.mode, len(live_lanes))
         by_width.setdefault(w, []).append(q)
     for w, qs in sorted(by_width.items()):
         qsel = np.asarray(qs, dtype=np.int64)
         if w == 64:
             pairs = [(q, lane) for q in qsel for lane in live_lanes]
-            _scalar_pairs(pairs, codes, lengths, queries, scoring, local, ends, scores, width)
+            _scalar_pairs(pairs, block.codes, lengths, queries, scoring, local, ends, scores, width)
             continue
-        got, _ = run_pass(
-            w, np.ascontiguousarray(sub_codes), sub_lens, queries, qsel, scoring, local, ends
-        )
-        scores[np.ix_(qsel, live_lanes)] = got
-        width[np.ix_(qsel, live_lanes)] = w
+        got, _ = run_pass(w, codes, sub_lens, queries, qsel, scoring, False, ends)
+        if all_live:
+            scores[qsel] = got
+            width[qsel] = w
+        else:
+            scores[np.ix_(qsel, live_lanes)] = got
+            width[np.ix_(qsel, live_lanes)] = w
     return BlockScores(scores, width)
+
+
+@lru_cache(maxsize=64)
+def _local_widths(scoring, wide: bool) -> tuple[int, ...]:
+    """The widths a local pass runs at, narrowest first (int8 only for more than 32 lanes)."""
+    widths = [w for w in (8, 16, 32) if local_width_ok(scoring, w)]
+    if widths and widths[0] == 8 and not wide:
+        widths = widths[1:]
+    return tuple(widths)
 
 
 def _group_saturated(qsel, lanes, sat):
