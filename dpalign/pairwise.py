@@ -414,6 +414,16 @@ def _score_zip(q_codes, t_codes, scoring, mode, ends, backend, threads, progress
     return out
 
 
+def _score_database(q_codes, database, scoring, mode, ends, backend, threads, progress):
+    from .search import score_database
+
+    engine_backend = get_backend(backend, threads=threads)
+    got, ids = score_database(q_codes, database, scoring, mode, ends, engine_backend, progress)
+    out = np.empty_like(got)
+    out[:, np.argsort(np.argsort(ids))] = got
+    return out
+
+
 def score(
     queries,
     targets,
@@ -435,7 +445,9 @@ def score(
     ----------
     queries, targets : a sequence, or a collection of sequences
         Each sequence is a str, bytes, scikit-bio sequence or 1-D uint8 code array. A single
-        sequence on either side removes that axis from the result.
+        sequence on either side removes that axis from the result. ``targets`` may also be a
+        :class:`dpalign.search.Database` (packed once, reused): its columns are then the
+        view's targets in their original order.
     mode, sub_score, gap_cost, free_ends, scoring
         As in :func:`align`.
     pairs : {"all", "zip"}
@@ -460,6 +472,12 @@ def score(
     scoring, ends = _settings(mode, sub_score, gap_cost, free_ends, scoring)
     single_q, single_t = _is_single(queries), _is_single(targets)
     q_codes, _ = encode_many([queries] if single_q else queries, scoring, "queries")
+    if hasattr(targets, "blocks") and hasattr(targets, "ids"):  # a search.Database
+        if pairs != "all" or with_width:
+            raise OptionError("a Database takes pairs='all' without with_width")
+        return _score_database(q_codes, targets, scoring, mode, ends, backend, threads, progress)[
+            0 if single_q else slice(None)
+        ]
     t_codes, _ = encode_many([targets] if single_t else targets, scoring, "targets")
     engine_backend = get_backend(backend, threads=threads)
     if pairs == "zip":

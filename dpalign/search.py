@@ -278,14 +278,21 @@ def search(
 
 
 def score_database(q_codes, database: Database, scoring, mode, ends, backend, progress=None):
-    """Scores of one encoded query against a database view: ``(scores, ids)`` in length order."""
+    """Scores of encoded queries against a database view.
+
+    ``q_codes`` is one code array (then scores has shape ``[N]``) or a list of them
+    (``[Q, N]``); columns follow ``ids``, the view's targets in length order.
+    Returns ``(scores, ids)``.
+    """
+    single = isinstance(q_codes, np.ndarray)
+    batch = query_batch([q_codes] if single else list(q_codes))
     width = database.block_width if backend.name == "numba" else block_width_for(backend, 0)
     blocks = database.blocks(scoring.alphabet, width)
     task = Task("pairwise", scoring, mode, tuple(ends))
-    results = backend.score(task, query_batch([q_codes]), blocks, progress)
+    results = backend.score(task, batch, blocks, progress)
     ids = database.ids
-    scores = np.empty(len(ids), dtype=np.int64)
+    scores = np.empty((len(batch), len(ids)), dtype=np.int64)
     for k, (result, block) in enumerate(zip(results, blocks, strict=True)):
         lanes = block.ids >= 0
-        scores[k * width : k * width + int(lanes.sum())] = result.scores[0, lanes]
-    return scores, ids
+        scores[:, k * width : k * width + int(lanes.sum())] = result.scores[:, lanes]
+    return (scores[0] if single else scores), ids

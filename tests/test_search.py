@@ -100,3 +100,17 @@ def test_backends_agree():
         assert [(h.index, h.score, h.cigar) for h in fast] == [
             (h.index, h.score, h.cigar) for h in slow
         ]
+
+
+def test_score_accepts_a_database():
+    rng = np.random.default_rng(14)
+    targets = _random_db(rng, 200)
+    db = Database(targets, block_width=64)
+    queries = [targets[3][:30], "ACGTTGCA"]
+    want = score(queries, targets, "local", (2, -3), (5, 2))
+    assert np.array_equal(score(queries, db, "local", (2, -3), (5, 2)), want)
+    view = db[64:130]
+    got = score(queries[0], view, "local", (2, -3), (5, 2))
+    assert np.array_equal(got, want[0, np.sort(view.ids)])
+    with pytest.raises(OptionError):
+        score(queries, db, pairs="zip")
