@@ -268,3 +268,58 @@ def test_results_do_not_depend_on_thread_count():
     for t in (0, 17, 299):
         want = ref(s.encode(queries[0]), s.encode(targets[t]), s.matrix, 5, 2, "local").score
         assert runs[0][0][0, t] == want
+
+
+@given(case=cases(modes=["local"]), data=st.data())
+def test_striped_int16_equals_reference(case, data):
+    from dpalign.simd.striped import local_score
+
+    a = data.draw(texts(case.letters, 0, 80))
+    b = data.draw(texts(case.letters, 0, 80))
+    if data.draw(st.booleans()) and a:
+        b = a[data.draw(st.integers(0, len(a) - 1)) :]  # long similar stretches
+    s = case.scoring
+    value, saturated = local_score(
+        s.encode(a), s.encode(b), s.matrix.astype(np.int64), s.gap_open, s.gap_extend
+    )
+    assert not saturated and value == case.ref(a, b)
+
+
+@pytest.mark.parametrize("gap", [0, 1, 2, (0, 2), (1, 0), (3, 1), (5, 2), (11, 1), (2, 5)])
+def test_striped_int16_long_pairs_every_gap_model(gap):
+    # The lazy-F loop only matters when vertical gaps cross segment boundaries (> 32 rows).
+    from dpalign.simd.striped import local_score
+
+    rng = np.random.default_rng(16)
+    for sub, alphabet in [((1, -1), 2), ((2, -3), 4), ((5, -4), 4), ((1, 0), 4), ("BLOSUM62", 20)]:
+        s = Scoring(sub, gap)
+        matrix = s.matrix.astype(np.int64)
+        for _ in range(12):
+            a = rng.integers(0, alphabet, rng.integers(30, 200)).astype(np.uint8)
+            b = rng.integers(0, alphabet, rng.integers(30, 200)).astype(np.uint8)
+            want = P.score_pair_int64(
+                a, b, matrix, s.gap_open, s.gap_extend, True, np.ones(4, bool)
+            )
+            assert local_score(a, b, matrix, s.gap_open, s.gap_extend) == (want, False)
+
+
+def test_striped_flags_saturation():
+    from dpalign.simd.striped import local_score
+
+    a = np.zeros(400, np.uint8)
+    value, saturated = local_score(a, a, np.full((4, 4), 100, np.int64), 3, 1)
+    assert saturated and value == 2**15 - 1
+
+
+def test_few_saturated_lanes_go_striped_then_int32():
+    query = "ACGT" * 100
+    rng = np.random.default_rng(15)
+    others = ["".join(rng.choice(list("NRYS"), 80)) for _ in range(50)]  # no match at all
+    targets = others[:20] + [query, query[:100]] + others[20:]
+    case = _case((100, -120), (20, 100))
+    scores, widths = _run(case, [query], targets, 64)
+    assert widths[0, 20] == 32 and scores[0, 20] == 40000 == case.ref(query, query)
+    assert widths[0, 21] == 16 and scores[0, 21] == 10000 == case.ref(query, query[:100])
+    assert (np.delete(widths[0], [20, 21]) == 8).all() and (
+        np.delete(scores[0], [20, 21]) == 0
+    ).all()

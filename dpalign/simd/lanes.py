@@ -282,3 +282,17 @@ def _make_lookup(portable: bool):
 vlookup = _make_lookup(portable=False)
 #: The same lookup lowered portably (scalar loads), whatever the host; tests compare the two.
 vlookup_portable = _make_lookup(portable=True)
+
+
+@intrinsic
+def vshift_up(typingctx, v, fill):
+    """Lanes moved up by one: ``result[0] = fill[0]``, ``result[k] = v[k - 1]``."""
+    if v not in _VEC_BITS or fill != v:
+        return None
+
+    def codegen(context, builder, sig, args):
+        count = args[0].type.count
+        mask = ir.Constant(ir.VectorType(ir.IntType(32), count), [count] + list(range(count - 1)))
+        return builder.shuffle_vector(args[0], args[1], mask)
+
+    return v(v, fill), codegen

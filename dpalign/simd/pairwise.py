@@ -700,8 +700,15 @@ def score_block(task, queries, block) -> BlockScores:
 
     if local:
         todo = [(live_queries, np.arange(len(live_lanes)))]
-        for w in _local_widths(scoring, len(live_lanes) > 32):
+        for step, w in enumerate(_local_widths(scoring, len(live_lanes) > 32)):
             next_todo = []
+            if w == 16 and step > 0:  # few saturated lanes: one pair per striped pass
+                todo, few = _split_few(todo)
+                next_todo.extend(
+                    _striped_pairs(
+                        few, codes, sub_lens, live_lanes, queries, scoring, scores, width
+                    )
+                )
             for qsel, lanes in todo:
                 whole = lanes.size == len(live_lanes)
                 sub = codes if whole else np.ascontiguousarray(codes[:, lanes])
@@ -745,6 +752,42 @@ def score_block(task, queries, block) -> BlockScores:
             scores[np.ix_(qsel, live_lanes)] = got
             width[np.ix_(qsel, live_lanes)] = w
     return BlockScores(scores, width)
+
+
+#: Saturated groups with fewer lanes than this are recomputed pair by pair in the striped
+#: int16 kernel (one useful lane in a 32-lane inter-sequence pass costs about 8x more).
+STRIPED_MAX_LANES = 8
+
+
+def _split_few(todo):
+    """Split saturated groups into (inter-sequence groups, groups for the striped kernel)."""
+    many = [(qsel, lanes) for qsel, lanes in todo if len(lanes) >= STRIPED_MAX_LANES]
+    few = [(qsel, lanes) for qsel, lanes in todo if len(lanes) < STRIPED_MAX_LANES]
+    return many, few
+
+
+def _striped_pairs(groups, codes, sub_lens, live_lanes, queries, scoring, scores, width):
+    """Striped int16 local scores of single pairs; return the still-saturated groups."""
+    from .striped import local_score
+
+    matrix = scoring.matrix.astype(np.int64)
+    o, e = scoring.gap_open, scoring.gap_extend
+    again = []
+    for qsel, lanes in groups:
+        for q in qsel:
+            a = queries.codes[q, : queries.lengths[q]]
+            still = []
+            for lane in lanes:
+                b = np.ascontiguousarray(codes[: sub_lens[lane], lane])
+                value, saturated = local_score(a, b, matrix, o, e)
+                if saturated:
+                    still.append(lane)
+                else:
+                    scores[q, live_lanes[lane]] = value
+                    width[q, live_lanes[lane]] = 16
+            if still:
+                again.append((np.array([q], dtype=np.int64), np.asarray(still, dtype=np.int64)))
+    return again
 
 
 @lru_cache(maxsize=64)
