@@ -25,7 +25,9 @@ Widths and saturation
 One kernel source compiles for int8 (64 lanes), int16 (32) and int32 (16) lanes
 (:mod:`dpalign.simd.lanes`). Local alignment starts in int8 when the block has more than 32
 lanes: scores only grow from 0, the diagonal add saturates, and a lane whose best cell reached
-the type's maximum is flagged and recomputed at int16, then int32 (only those pairs). Low
+the type's maximum is flagged and recomputed at int16, then int32 (only those pairs; a query
+with fewer than :data:`STRIPED_MAX_LANES` saturated lanes has them recomputed one pair at a
+time by the striped kernel of :mod:`dpalign.simd.striped`, which fills all 32 lanes). Low
 values cannot corrupt a local score (gap states stay above ``-(o + e)``, see
 :func:`local_width_ok`). Global and semi-global values fall as well as rise, so their width
 comes from the a-priori bound :meth:`~dpalign.scoring.Scoring.width_for`, which no value can
@@ -574,18 +576,12 @@ def global_width(scoring, m: int, n: int, mode: str, lanes: int) -> int:
     return width
 
 
-def empty_score(m: int, n: int, scoring, local: bool, ends) -> int:
-    """The score when a query or a target is empty (see :mod:`dpalign.reference`)."""
-    a_lead, a_trail, b_lead, b_trail = ends
-    if local or (m == 0 and n == 0):
-        return 0
-    if n == 0:  # the query against gaps only
-        return 0 if (b_lead or b_trail) else -scoring.gap_penalty(m)
-    return 0 if (a_lead or a_trail) else -scoring.gap_penalty(n)
-
-
 def _empty_scores(lengths, scoring, local, free) -> np.ndarray:
-    """:func:`empty_score` of sequences of ``lengths`` against an empty one (vectorised)."""
+    """Scores of sequences of ``lengths`` against an empty sequence.
+
+    The other sequence is one gap, ``-(o + e*k)``, or 0 when that end gap is ``free``, the
+    alignment is local, or both are empty (see :mod:`dpalign.reference`).
+    """
     lengths = np.asarray(lengths, dtype=np.int64)
     if local or free:
         return np.zeros(len(lengths), dtype=np.int64)
