@@ -323,9 +323,9 @@ def score_all(
 ):
     """Every query against every target through a backend; ``[Q, T]`` scores (and widths).
 
-    The larger side goes into the SIMD lanes (sorted by length); the other side is the
-    scalar side. Swapping a and b transposes the matrix and swaps the free ends, which leaves
-    every score unchanged.
+    The larger side goes into the SIMD lanes (sorted by length, longest first); the other side
+    is the scalar side. Swapping a and b transposes the matrix and swaps the free ends, which
+    leaves every score unchanged.
     """
     Q, T = len(q_codes), len(t_codes)
     if Q == 0 or T == 0:
@@ -337,7 +337,9 @@ def score_all(
         scoring, ends = transposed(scoring), swap_ends(ends)
     queries = query_batch(q_codes)
     lengths = np.fromiter((len(t) for t in t_codes), dtype=np.int64, count=len(t_codes))
-    order = np.argsort(lengths, kind="stable")
+    # Longest first: worker threads take blocks in order, so the heaviest go out first and
+    # the run does not end with one thread on the longest block.
+    order = np.argsort(-lengths, kind="stable")
     blocks = reference_blocks(t_codes, width=block_width(backend, T), order=order)
     task = Task("pairwise", scoring, mode, tuple(ends))
     results = backend.score(task, queries, blocks, progress)

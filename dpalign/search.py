@@ -2,8 +2,9 @@
 
 A :class:`Database` encodes its targets once, sorts them by length and packs them into
 inter-sequence blocks (the layout the kernels read), so it can be searched with many queries
-without repacking. Slicing it (``db[start:end]``, positions in the length-sorted order) gives
-a view over a chunk of it, which is how a work queue hands out pieces of a large database.
+without repacking. Slicing it (``db[start:end]``, positions in the length-sorted order,
+longest first) gives a view over a chunk of it, which is how a work queue hands out pieces of
+a large database.
 
 >>> db = Database(["ACGTACGT", "TTTT", "GACGTAC"], names=["x", "y", "z"])
 >>> [(h.target, h.score, h.cigar) for h in search("ACGTA", db, top=2)]
@@ -62,7 +63,7 @@ class Database:
     Notes
     -----
     ``db[start:end]`` is a view over the targets at positions ``start .. end-1`` of the
-    length-sorted order (shortest first); hits keep their index in the original order.
+    length-sorted order (longest first); hits keep their index in the original order.
     """
 
     def __init__(
@@ -97,7 +98,8 @@ class Database:
         self.block_width = int(block_width or block_width_for(None, len(codes)))
         self._codes = {scoring.alphabet: codes}
         self.lengths = np.fromiter((len(c) for c in codes), dtype=np.int64, count=len(codes))
-        self.order = np.argsort(self.lengths, kind="stable")
+        # Longest first: worker threads take blocks in order (heaviest first balances them).
+        self.order = np.argsort(-self.lengths, kind="stable")
         self._start, self._end = 0, len(codes)
         self._block_cache = {}
         self._root = self
