@@ -37,10 +37,11 @@ from .scoring import Scoring, as_scoring, free_ends_tuple
 
 #: Lanes per block for the numba backend: 64 int8 lanes (one AVX-512 register) per lane
 #: group, up to :data:`NUMBA_MAX_GROUPS` groups per block when there are many targets (fewer
-#: calls from Python per cell), as long as every thread still gets many blocks.
+#: calls from Python per cell, and the GIL-bound part of a block shrinks), as long as every
+#: thread still gets about :data:`BLOCKS_PER_THREAD` blocks.
 NUMBA_BLOCK_WIDTH = 64
-NUMBA_MAX_GROUPS = 4
-_TARGETS_PER_GROUP_STEP = 4096
+NUMBA_MAX_GROUPS = 8
+BLOCKS_PER_THREAD = 16
 #: In ``pairs="zip"``, pairs sharing a query go through the SIMD kernels when at least this many
 #: share it; the others are scored one by one by the scalar kernel.
 ZIP_GROUP_MIN = 8
@@ -302,13 +303,14 @@ def swap_ends(ends):
 def block_width(backend: Backend | None, n_targets: int) -> int:
     """Lanes per block for ``n_targets`` targets on a backend (``None``: the numba kernels).
 
-    Numba: 64 lanes (int8), widened to up to 256 for large target sets; other backends: the
-    configured :data:`dpalign.config.BLOCK_WIDTH`.
+    Numba: 64 lanes (int8), widened to up to 512 while every worker thread still gets about
+    :data:`BLOCKS_PER_THREAD` blocks; other backends: :data:`dpalign.config.BLOCK_WIDTH`.
     """
     if backend is not None and backend.name != "numba":
         return config.BLOCK_WIDTH
-    groups = min(NUMBA_MAX_GROUPS, max(1, n_targets // _TARGETS_PER_GROUP_STEP))
-    return NUMBA_BLOCK_WIDTH * groups
+    threads = config.cpu_threads(backend.threads if backend is not None else None)
+    per_block = n_targets // (NUMBA_BLOCK_WIDTH * BLOCKS_PER_THREAD * threads)
+    return NUMBA_BLOCK_WIDTH * min(NUMBA_MAX_GROUPS, max(1, per_block))
 
 
 def score_all(

@@ -58,7 +58,7 @@ class Database:
         re-encodes them from their text).
     block_width : int, optional
         Lanes per block for the numba kernels (default: 64, the int8 lanes of one AVX-512
-        register, up to 256 for large databases; see :func:`dpalign.pairwise.block_width`).
+        register, up to 512 for large databases; see :func:`dpalign.pairwise.block_width`).
 
     Notes
     -----
