@@ -32,143 +32,129 @@ def _warm_up():
 
 
 # --------------------------------------------------------------------------------------------
-# dpalign
+# One runner per engine; the tests interleave engines so that peers run under the same load.
+# Each runner sets up outside the timed region and returns (run, function name, cleanup).
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("threads", THREADS)
-def test_dna_dpalign(benchmark, dna, threads):
-    _warm_up()
+def _dpalign_dna(w, threads):
+    def run():
+        return dpalign.score(w.queries, w.targets, w.mode, w.sub_score, w.gap, threads=threads)
+
+    return run, "dpalign.score (numba, int8 lanes)", None
+
+
+def _dpalign_protein(w, threads):
+    db = Database(w.targets, sub_score="BLOSUM62")  # packed once, like pyopal's Database
 
     def run():
-        return dpalign.score(
-            dna.queries, dna.targets, dna.mode, dna.sub_score, dna.gap, threads=threads
-        )
+        return dpalign.score(w.queries[0], db, w.mode, "BLOSUM62", w.gap, threads=threads)[None]
 
-    got = benchmark.pedantic(run, rounds=ROUNDS, iterations=1)
-    assert np.array_equal(got, dna.expected)
-    record(benchmark, dna, "dpalign", threads, "dpalign.score (numba, int8 lanes)")
+    return run, "dpalign.score(query, Database)", None
 
 
-@pytest.mark.parametrize("threads", THREADS)
-def test_protein_dpalign(benchmark, protein, threads):
-    _warm_up()
-    db = Database(protein.targets, sub_score="BLOSUM62")  # packed once, like pyopal's
-
-    def run():
-        return dpalign.score(
-            protein.queries[0], db, protein.mode, "BLOSUM62", protein.gap, threads=threads
-        )
-
-    got = benchmark.pedantic(run, rounds=5 * ROUNDS, iterations=1, warmup_rounds=1)
-    assert np.array_equal(got, protein.expected[0])
-    record(benchmark, protein, "dpalign", threads, "dpalign.score(query, Database)")
-
-
-# --------------------------------------------------------------------------------------------
 # pyopal: Aligner/Database; overflow="simple" (8 bits, then 16 for the targets that overflowed)
-# measured faster here than its default "buckets" on both workloads; database chunked over
-# threads by pyopal.align
-# --------------------------------------------------------------------------------------------
+# measured faster here than its default "buckets" on both workloads; pyopal.align chunks the
+# database over threads.
 
 
-def _dna_matrix():
+def _pyopal_matrix(w):
+    if w.name == "protein":
+        return scoring_matrices.ScoringMatrix.from_name("BLOSUM62")
     letters = "ACGT"
     scores = [[2 if a == b else -3 for b in letters] for a in letters]
     return scoring_matrices.ScoringMatrix(scores, alphabet=letters)
 
 
-def _pyopal_scores(query, db, matrix, w, threads, pool):
-    out = np.empty(len(db), dtype=np.int64)
-    for r in pyopal.align(
-        query,
-        db,
-        matrix,
-        gap_open=w.peer_open,
-        gap_extend=w.peer_extend,
-        overflow="simple",
-        threads=threads,
-        pool=pool,
-    ):
-        out[r.target_index] = r.score
-    return out
-
-
-@pytest.mark.parametrize("threads", THREADS)
-def test_dna_pyopal(benchmark, dna, threads):
-    matrix = _dna_matrix()
-    db = pyopal.Database(dna.targets, alphabet=matrix.alphabet)
+def _pyopal(w, threads):
+    matrix = _pyopal_matrix(w)
+    db = pyopal.Database(w.targets, alphabet=matrix.alphabet)
     pool = ThreadPool(threads) if threads > 1 else None
 
-    def run():
-        return np.stack([_pyopal_scores(q, db, matrix, dna, threads, pool) for q in dna.queries])
-
-    try:
-        got = benchmark.pedantic(run, rounds=ROUNDS, iterations=1)
-    finally:
-        if pool is not None:
-            pool.terminate()
-    assert np.array_equal(got, dna.expected)
-    record(benchmark, dna, "pyopal", threads, "pyopal.align, overflow=simple (reads as queries)")
-
-
-@pytest.mark.parametrize("threads", THREADS)
-def test_protein_pyopal(benchmark, protein, threads):
-    matrix = scoring_matrices.ScoringMatrix.from_name("BLOSUM62")
-    db = pyopal.Database(protein.targets, alphabet=matrix.alphabet)
-    pool = ThreadPool(threads) if threads > 1 else None
+    def one(query):
+        out = np.empty(len(db), dtype=np.int64)
+        for r in pyopal.align(
+            query,
+            db,
+            matrix,
+            gap_open=w.peer_open,
+            gap_extend=w.peer_extend,
+            overflow="simple",
+            threads=threads,
+            pool=pool,
+        ):
+            out[r.target_index] = r.score
+        return out
 
     def run():
-        return _pyopal_scores(protein.queries[0], db, matrix, protein, threads, pool)
+        return np.stack([one(q) for q in w.queries])
 
-    try:
-        got = benchmark.pedantic(run, rounds=5 * ROUNDS, iterations=1, warmup_rounds=1)
-    finally:
-        if pool is not None:
-            pool.terminate()
-    assert np.array_equal(got, protein.expected[0])
-    record(benchmark, protein, "pyopal", threads, "pyopal.align, overflow=simple")
+    return run, "pyopal.align, overflow=simple", pool.terminate if pool else None
 
 
-# --------------------------------------------------------------------------------------------
-# parasail: striped, query profile, saturation-checked 8 then 16 bits (its fastest here);
-# ctypes releases the GIL, so threads share the pairs.
-# --------------------------------------------------------------------------------------------
+# parasail: striped, profile, saturation-checked 8 then 16 bits (its fastest here); ctypes
+# releases the GIL, so threads share the pairs.
 
 
-@pytest.mark.parametrize("threads", THREADS)
-def test_dna_parasail(benchmark, dna, threads):
+def _parasail_dna(w, threads):
     matrix = parasail.matrix_create("ACGT", 2, -3)
-    o, e = dna.peer_open, dna.peer_extend
+    o, e = w.peer_open, w.peer_extend
 
     def column(target):  # the 1 kb target as the profile: 2x faster than the reads here
         profile = parasail.profile_create_sat(target, matrix)
-        return [parasail.sw_striped_profile_sat(profile, r, o, e).score for r in dna.queries]
+        return [parasail.sw_striped_profile_sat(profile, r, o, e).score for r in w.queries]
 
     def run():
         with ThreadPoolExecutor(threads) as pool:
-            return np.array(list(pool.map(column, dna.targets)), dtype=np.int64).T
+            return np.array(list(pool.map(column, w.targets)), dtype=np.int64).T
 
-    got = benchmark.pedantic(run, rounds=ROUNDS, iterations=1)
-    assert np.array_equal(got, dna.expected)
-    record(benchmark, dna, "parasail", threads, "sw_striped_profile_sat (targets as profiles)")
+    return run, "sw_striped_profile_sat (targets as profiles)", None
 
 
-@pytest.mark.parametrize("threads", THREADS)
-def test_protein_parasail(benchmark, protein, threads):
-    o, e = protein.peer_open, protein.peer_extend
-    profile = parasail.profile_create_sat(protein.queries[0], parasail.blosum62)
-    chunks = np.array_split(np.arange(len(protein.targets)), 8 * threads)
+def _parasail_protein(w, threads):
+    o, e = w.peer_open, w.peer_extend
+    profile = parasail.profile_create_sat(w.queries[0], parasail.blosum62)
+    chunks = np.array_split(np.arange(len(w.targets)), 8 * threads)
 
     def chunk(ids):
-        return [
-            parasail.sw_striped_profile_sat(profile, protein.targets[k], o, e).score for k in ids
-        ]
+        return [parasail.sw_striped_profile_sat(profile, w.targets[k], o, e).score for k in ids]
 
     def run():
         with ThreadPoolExecutor(threads) as pool:
-            return np.concatenate([np.array(c, dtype=np.int64) for c in pool.map(chunk, chunks)])
+            parts = [np.array(c, dtype=np.int64) for c in pool.map(chunk, chunks)]
+        return np.concatenate(parts)[None]
 
-    got = benchmark.pedantic(run, rounds=5 * ROUNDS, iterations=1, warmup_rounds=1)
-    assert np.array_equal(got, protein.expected[0])
-    record(benchmark, protein, "parasail", threads, "sw_striped_profile_sat (query profile)")
+    return run, "sw_striped_profile_sat (query profile)", None
+
+
+RUNNERS = {
+    ("dna", "dpalign"): _dpalign_dna,
+    ("dna", "pyopal"): _pyopal,
+    ("dna", "parasail"): _parasail_dna,
+    ("protein", "dpalign"): _dpalign_protein,
+    ("protein", "pyopal"): _pyopal,
+    ("protein", "parasail"): _parasail_protein,
+}
+CASES = [(t, engine) for t in THREADS for engine in ("dpalign", "pyopal", "parasail")]
+
+
+def _bench(benchmark, w, threads, engine, rounds, warmup):
+    _warm_up()
+    run, function, cleanup = RUNNERS[(w.name, engine)](w, threads)
+    try:
+        got = benchmark.pedantic(run, rounds=rounds, iterations=1, warmup_rounds=warmup)
+    finally:
+        if cleanup is not None:
+            cleanup()
+    assert np.array_equal(got, w.expected), f"{engine} scores differ from dpalign's"
+    record(benchmark, w, engine, threads, function)
+
+
+@pytest.mark.parametrize(("threads", "engine"), CASES)
+def test_dna(benchmark, dna, threads, engine):
+    _bench(benchmark, dna, threads, engine, ROUNDS, 0)
+
+
+@pytest.mark.parametrize(("threads", "engine"), CASES)
+def test_protein(benchmark, protein, threads, engine):
+    _bench(benchmark, protein, threads, engine, 5 * ROUNDS, 1)
