@@ -114,3 +114,11 @@ def test_score_accepts_a_database():
     assert np.array_equal(got, want[0, np.sort(view.ids)])
     with pytest.raises(OptionError):
         score(queries, db, pairs="zip")
+
+
+def test_dpalign_search_stays_callable_after_importing_the_module():
+    import dpalign
+    import dpalign.search as module
+
+    assert module("ACGT", ["ACGT", "TT"], top=1)[0].index == 0
+    assert dpalign.search("ACGT", ["TT", "ACGT"], top=1)[0].index == 1
