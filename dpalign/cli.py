@@ -476,7 +476,7 @@ def _add_search(sub) -> None:
 def _run_search(args) -> int:
     from .engine import get_backend
     from .gcups import gcups
-    from .search import Database, search
+    from .search import Database, search_many
 
     scoring = _scoring(args)
     backend = get_backend(args.backend, threads=args.threads)
@@ -487,16 +487,16 @@ def _run_search(args) -> int:
     cells = sum(len(q) for q in q_codes) * db.residues
     bar = _progress_bar(cells, args.progress, "searching")
     rows = []
-    for rec, codes in zip(queries, q_codes, strict=True):
-        hits = search(
-            codes,
-            db,
-            top=args.top,
-            mode=args.mode,
-            scoring=scoring,
-            backend=backend,
-            progress=bar.update if bar else None,
-        )
+    all_hits = search_many(
+        q_codes,
+        db,
+        top=args.top,
+        mode=args.mode,
+        scoring=scoring,
+        backend=backend,
+        progress=bar.update if bar else None,
+    )
+    for rec, hits in zip(queries, all_hits, strict=True):
         for h in hits:
             q0, q1 = _span(h.query_start, h.query_end)
             t0, t1 = _span(h.target_start, h.target_end)

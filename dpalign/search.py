@@ -200,6 +200,11 @@ def _pack(codes, lengths, ids, width) -> list[ReferenceBlock]:
     return blocks
 
 
+#: Queries scored together in one pass over the database by :func:`search_many` (the kernels
+#: loop over them inside each block; a chunk's scores take ``chunk x targets`` int64).
+QUERY_CHUNK = 64
+
+
 def search(
     query,
     database,
@@ -233,6 +238,42 @@ def search(
     -------
     list of Hit
     """
+    return search_many(
+        [query],
+        database,
+        top,
+        mode,
+        sub_score,
+        gap_cost,
+        free_ends,
+        threads=threads,
+        backend=backend,
+        scoring=scoring,
+        progress=progress,
+        _names=["query"],
+    )[0]
+
+
+def search_many(
+    queries: Sequence,
+    database,
+    top: int = 10,
+    mode: str = "local",
+    sub_score=(1, -1),
+    gap_cost=2,
+    free_ends=None,
+    *,
+    threads: int | None = None,
+    backend="auto",
+    scoring: Scoring | None = None,
+    progress=None,
+    _names: list[str] | None = None,
+) -> list[list[Hit]]:
+    """:func:`search` for many queries: one list of hits per query.
+
+    Queries are scored together, :data:`QUERY_CHUNK` at a time, in one pass over the
+    database each (fewer, longer kernel calls than one search per query).
+    """
     if top < 0:
         raise OptionError(f"top must be at least 0, not {top}")
     scoring = as_scoring(sub_score, gap_cost, scoring)
@@ -242,13 +283,24 @@ def search(
     engine_backend = (
         backend if isinstance(backend, Backend) else get_backend(backend, threads=threads)
     )
-    q_codes = scoring.encode(query, record="query")
-    hits_scores, ids = score_database(
-        q_codes, database, scoring, mode, ends, engine_backend, progress
-    )
+    if _names is not None:
+        q_codes = [scoring.encode(q, record=n) for q, n in zip(queries, _names, strict=True)]
+    else:
+        q_codes, _ = encode_many(queries, scoring, "queries")
+    results = []
+    for start in range(0, len(q_codes), QUERY_CHUNK):
+        chunk = q_codes[start : start + QUERY_CHUNK]
+        scores, ids = score_database(chunk, database, scoring, mode, ends, engine_backend, progress)
+        for row, codes in enumerate(chunk):
+            results.append(_top_hits(codes, scores[row], ids, database, top, scoring, mode, ends))
+    return results
+
+
+def _top_hits(q_codes, scores, ids, database, top, scoring, mode, ends) -> list[Hit]:
+    """Rank one query's scores (ties by database index) and trace back the best ``top``."""
     if top == 0 or not len(ids):
         return []
-    ranked = np.lexsort((ids, -hits_scores))[:top]
+    ranked = np.lexsort((ids, -scores))[:top]
     t_codes = database.codes(scoring.alphabet)
     hits = []
     for k in ranked:
@@ -257,19 +309,19 @@ def search(
             q_codes,
             t_codes[index],
             mode,
-            free_ends=free_ends if mode == "global" else None,
+            free_ends=ends if mode == "global" else None,
             scoring=scoring,
         )
-        if aln.score != hits_scores[k]:  # pragma: no cover - a kernel bug, never expected
+        if aln.score != scores[k]:  # pragma: no cover - a kernel bug, never expected
             raise RuntimeError(
-                f"internal error: traceback score {aln.score} != kernel score {hits_scores[k]} "
+                f"internal error: traceback score {aln.score} != kernel score {scores[k]} "
                 f"for target {database.names[index]!r}"
             )
         hits.append(
             Hit(
                 database.names[index],
                 index,
-                int(hits_scores[k]),
+                int(scores[k]),
                 aln.a_start,
                 aln.a_end,
                 aln.b_start,

@@ -122,3 +122,20 @@ def test_dpalign_search_stays_callable_after_importing_the_module():
 
     assert module("ACGT", ["ACGT", "TT"], top=1)[0].index == 0
     assert dpalign.search("ACGT", ["TT", "ACGT"], top=1)[0].index == 1
+
+
+def test_search_many_equals_one_search_per_query(monkeypatch):
+    import dpalign.search as S
+
+    monkeypatch.setattr(S, "QUERY_CHUNK", 3)  # several chunks
+    rng = np.random.default_rng(17)
+    targets = _random_db(rng, 150, lo=1)
+    queries = [t[2:30] for t in targets[:7]] + ["", "ACGT"]
+    db = Database(targets)
+    many = S.search_many(queries, db, 4, "semiglobal", (2, -3), (5, 2))
+    assert len(many) == len(queries)
+    for query, hits in zip(queries, many, strict=True):
+        one = search(query, db, 4, "semiglobal", (2, -3), (5, 2))
+        assert [(h.index, h.score, h.cigar) for h in hits] == [
+            (h.index, h.score, h.cigar) for h in one
+        ]
