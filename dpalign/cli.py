@@ -247,8 +247,8 @@ def _run_devices(args) -> int:
 # --------------------------------------------------------------------------------------------
 
 _GAP_HELP = (
-    "a gap of length k costs OPEN + EXTEND*k (scikit-bio's convention; parasail's and "
-    "BLAST's 'open' is OPEN + EXTEND here, so BLAST's 11/1 is --gap-open 11 --gap-extend 1). "
+    "a gap of length k costs OPEN + EXTEND*k (scikit-bio's convention, and BLAST's: its "
+    "11/1 is --gap-open 11 --gap-extend 1; parasail's and pyopal's 'open' is OPEN + EXTEND). "
     "--gap-open 0 gives linear gaps (k*EXTEND)"
 )
 
@@ -377,7 +377,12 @@ def _add_align(sub) -> None:
         "--cigar", default="=X", choices=["=X", "M"], help="CIGAR operations (default: =X)"
     )
     p.add_argument("--out", default="-", metavar="FILE", help="output file (default: stdout)")
-    _add_backend(p, ["auto", "numba", "reference"])
+    p.add_argument(
+        "--backend",
+        default="auto",
+        choices=["auto", "numba", "reference"],
+        help="the traceback kernel (numba) or the plain-Python oracle (default: auto)",
+    )
     _add_common(p)
     p.set_defaults(run=_run_align)
 
