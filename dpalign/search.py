@@ -333,7 +333,15 @@ def _top_hits(q_codes, scores, ids, database, top, scoring, mode, ends) -> list[
     return hits
 
 
-def score_database(q_codes, database: Database, scoring, mode, ends, backend, progress=None):
+def score_database(
+    q_codes,
+    database: Database,
+    scoring: Scoring,
+    mode: str,
+    ends: tuple,
+    backend: Backend,
+    progress=None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Scores of encoded queries against a database view.
 
     ``q_codes`` is one code array (then scores has shape ``[N]``) or a list of them

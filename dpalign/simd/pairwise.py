@@ -45,7 +45,7 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
-from ..engine import BlockScores
+from ..engine import BlockScores, QueryBatch, ReferenceBlock, Task
 from .lanes import (
     LANES,
     LOOKUP_ENTRIES,
@@ -620,10 +620,19 @@ def lane_groups(codes: np.ndarray, lengths: np.ndarray, width: int, pad: int):
     return out, group_n, lane_len
 
 
-def run_pass(width, codes, lengths, queries, qsel, scoring, local, ends):
+def run_pass(
+    width: int,
+    codes: np.ndarray,
+    lengths: np.ndarray,
+    queries: QueryBatch,
+    qsel: np.ndarray,
+    scoring,
+    local: bool,
+    ends: tuple,
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Score the queries ``qsel`` against every lane of ``codes`` at one width.
 
-    Returns ``(scores [S, L] int64, saturated [S, L] bool)``.
+    Returns ``(scores [S, L] int64, saturated [S, L] bool or None for global modes)``.
     """
     matrix = padded_matrix(scoring, width)
     pad_code = matrix.shape[0] - 1
@@ -662,7 +671,7 @@ def _scalar_pairs(pairs, codes, lengths, queries, scoring, local, ends, scores, 
         width[q, lane] = 64
 
 
-def score_block(task, queries, block) -> BlockScores:
+def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> BlockScores:
     """Score every query of a batch against every lane of a block (the engine's contract).
 
     Local: int8 first (blocks wider than 32 lanes), then only the saturated pairs at int16,
