@@ -157,4 +157,4 @@ def test_dna(benchmark, dna, threads, engine):
 
 @pytest.mark.parametrize(("threads", "engine"), CASES)
 def test_protein(benchmark, protein, threads, engine):
-    _bench(benchmark, protein, threads, engine, 5 * ROUNDS, 1)
+    _bench(benchmark, protein, threads, engine, 15 * ROUNDS, 2)
