@@ -113,7 +113,41 @@ def _with_expected(w: Workload) -> Workload:
     return w
 
 
-def record(benchmark, workload: Workload, engine: str, threads: int, function: str) -> None:
+class Contention:
+    """How many cores other processes kept busy while a benchmark ran (this is a shared machine).
+
+    Machine-wide busy time from ``/proc/stat`` minus this process's own CPU time, divided by
+    the wall time; 0 on an otherwise idle machine, up to the core count when it is saturated.
+    """
+
+    def __enter__(self):
+        self._start = self._sample()
+        return self
+
+    def __exit__(self, *exc):
+        busy0, mine0, wall0 = self._start
+        busy1, mine1, wall1 = self._sample()
+        wall = wall1 - wall0
+        self.other_cores = max(0.0, ((busy1 - busy0) - (mine1 - mine0)) / wall) if wall else 0.0
+        return False
+
+    @staticmethod
+    def _sample():
+        import time
+
+        try:
+            with open("/proc/stat") as handle:
+                fields = [int(x) for x in handle.readline().split()[1:]]
+            busy = (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            busy = 0.0
+        times = os.times()
+        return busy, times.user + times.system, time.perf_counter()
+
+
+def record(
+    benchmark, workload: Workload, engine: str, threads: int, function: str, contention=None
+):
     """Put GCUPS (from the fastest and the mean run) and the set-up into extra_info."""
     stats = benchmark.stats.stats
     benchmark.extra_info.update(
@@ -124,4 +158,5 @@ def record(benchmark, workload: Workload, engine: str, threads: int, function: s
         gcups=round(workload.cells / stats.min / 1e9, 3),
         gcups_mean=round(workload.cells / stats.mean / 1e9, 3),
         load=os.getloadavg()[0],
+        other_cores_busy=round(contention.other_cores, 2) if contention else None,
     )

@@ -14,7 +14,7 @@ from multiprocessing.pool import ThreadPool
 
 import numpy as np
 import pytest
-from conftest import ROUNDS, record
+from conftest import ROUNDS, Contention, record
 
 import dpalign
 from dpalign.search import Database
@@ -142,12 +142,13 @@ def _bench(benchmark, w, threads, engine, rounds, warmup):
     _warm_up()
     run, function, cleanup = RUNNERS[(w.name, engine)](w, threads)
     try:
-        got = benchmark.pedantic(run, rounds=rounds, iterations=1, warmup_rounds=warmup)
+        with Contention() as contention:
+            got = benchmark.pedantic(run, rounds=rounds, iterations=1, warmup_rounds=warmup)
     finally:
         if cleanup is not None:
             cleanup()
     assert np.array_equal(got, w.expected), f"{engine} scores differ from dpalign's"
-    record(benchmark, w, engine, threads, function)
+    record(benchmark, w, engine, threads, function, contention)
 
 
 @pytest.mark.parametrize(("threads", "engine"), CASES)
