@@ -195,3 +195,14 @@ def test_bad_input_and_options_are_clear():
         align("A", "A", cigar="MX")
     with pytest.raises(OptionError, match="traces back on the CPU"):
         align("A", "A", backend="opencl")
+
+
+def test_documented_examples_hold():
+    import doctest
+
+    import dpalign.pairwise
+    import dpalign.search
+
+    for module in (dpalign.pairwise, dpalign.search):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
