@@ -163,3 +163,12 @@ def test_bad_input_files(files, capsys, tmp_path):
     protein = files("p.fa", ">p\nHEAGAWGHEE\n")
     code, _, err = _run(["align", protein, good, "--matrix", "NUC.4.4"], capsys)
     assert code == 1 and "p.fa:2" in err and "'E' is not in the NUC.4.4 alphabet" in err
+
+
+def test_search_progress_bar_on_request(files, capsys):
+    q = files("q.fa", ">q\nACGTACGT\n")
+    db = files("db.fa", "".join(f">t{k}\nACGTTGCA\n" for k in range(100)))
+    code, out, err = _run(["search", "--query", q, "--db", db, "--progress", "--top", "1"], capsys)
+    assert code == 0 and "searching" in err and "cell" in err
+    code, out, err = _run(["search", "--query", q, "--db", db, "--top", "1"], capsys)
+    assert "searching" not in err  # not a terminal, few cells: no bar
