@@ -394,14 +394,21 @@ def _score_zip(q_codes, t_codes, scoring, mode, ends, backend, threads, progress
         return out
     from concurrent.futures import ThreadPoolExecutor
 
-    from .simd.pairwise import score_pair_int64
+    from .simd.pairwise import local_width_ok, score_pair_int64
+    from .simd.striped import local_score
 
     matrix = scoring.matrix.astype(np.int64)
     ends_arr = np.array(ends, dtype=np.bool_)
     o, e = scoring.gap_open, scoring.gap_extend
+    striped = local and local_width_ok(scoring, 16)
 
     def work(chunk):
         for k in chunk:
+            if striped:  # int16 lanes over the pair's own cells; int64 only if it saturates
+                value, saturated = local_score(q_codes[k], t_codes[k], matrix, o, e)
+                if not saturated:
+                    out[k] = value
+                    continue
             out[k] = score_pair_int64(q_codes[k], t_codes[k], matrix, o, e, local, ends_arr)
         if progress is not None:
             progress(sum(len(q_codes[k]) * len(t_codes[k]) for k in chunk))
@@ -457,7 +464,8 @@ def score(
     pairs : {"all", "zip"}
         ``"all"``: every query against every target, a ``[Q, T]`` array. ``"zip"``: query k
         against target k, a ``[N]`` array (pairs that share a query with at least
-        :data:`ZIP_GROUP_MIN` others run through the SIMD kernels, the rest one by one).
+        :data:`ZIP_GROUP_MIN` others run through the inter-sequence kernels, the rest one by
+        one: local pairs in the striped int16 kernel, global ones in scalar int64).
     threads : int, optional
         CPU worker threads (default: one per core).
     backend : str or Backend
