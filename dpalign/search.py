@@ -237,6 +237,13 @@ def search(
     Returns
     -------
     list of Hit
+
+    Raises
+    ------
+    OptionError
+        When a top hit is too large for the traceback's full direction matrix
+        (:data:`dpalign.simd.traceback.MAX_TRACEBACK_CELLS` cells); scoring alone
+        (``dpalign.score(query, database)``) has no such limit.
     """
     return search_many(
         [query],
