@@ -326,6 +326,283 @@ def _run_devices(args) -> int:
 
 
 # --------------------------------------------------------------------------------------------
+# dpalign align / dpalign search: shared scoring options
+# --------------------------------------------------------------------------------------------
+
+_GAP_HELP = (
+    "a gap of length k costs OPEN + EXTEND*k (scikit-bio's convention, and BLAST's: its "
+    "11/1 is --gap-open 11 --gap-extend 1; parasail's and pyopal's 'open' is OPEN + EXTEND). "
+    "--gap-open 0 gives linear gaps (k*EXTEND)"
+)
+
+
+def _cost(text: str) -> int:
+    """argparse type: a gap cost, a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number, not {text!r} (dpalign scores in integers)"
+        ) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(
+            f"gap costs are positive numbers subtracted from the score, not {value}"
+        )
+    return value
+
+
+def _whole(text: str) -> int:
+    """argparse type: a (possibly negative) whole-number score."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number, not {text!r} (dpalign scores in integers)"
+        ) from None
+
+
+def _positive(text: str) -> int:
+    value = _whole(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 1, not {value}")
+    return value
+
+
+def _add_scoring(p: argparse.ArgumentParser, default_mode: str) -> None:
+    p.add_argument(
+        "--mode",
+        default=default_mode,
+        choices=["global", "local", "semiglobal"],
+        help=f"global: Needleman-Wunsch with end gaps penalised; local: Smith-Waterman; "
+        f"semiglobal: the query end to end, the target's ends free (default: {default_mode})",
+    )
+    sub = p.add_mutually_exclusive_group()
+    sub.add_argument(
+        "--matrix",
+        metavar="NAME",
+        help="substitution matrix known to scikit-bio (BLOSUM62, PAM250, NUC.4.4, ...)",
+    )
+    sub.add_argument("--match", type=_whole, default=None, metavar="M", help="match score (1)")
+    p.add_argument("--mismatch", type=_whole, default=None, metavar="X", help="mismatch score (-1)")
+    p.add_argument("--gap-open", type=_cost, default=0, metavar="OPEN", help=_GAP_HELP + " (0)")
+    p.add_argument(
+        "--gap-extend", type=_cost, default=2, metavar="EXTEND", help="see --gap-open (2)"
+    )
+
+
+def _scoring(args):
+    from .errors import OptionError
+    from .scoring import Scoring
+
+    if args.matrix and args.mismatch is not None:
+        raise OptionError("--mismatch goes with --match, not with --matrix")
+    gap = args.gap_extend if args.gap_open == 0 else (args.gap_open, args.gap_extend)
+    if args.matrix:
+        return Scoring(args.matrix, gap)
+    match = 1 if args.match is None else args.match
+    mismatch = -1 if args.mismatch is None else args.mismatch
+    return Scoring((match, mismatch), gap)
+
+
+def _describe_scoring(scoring, mode: str) -> str:
+    o, e = scoring.gap_open, scoring.gap_extend
+    gaps = f"gap of k costs {o} + {e}k" if o else f"linear gaps, {e} per position"
+    return f"mode {mode}, {scoring.sub_label}, {gaps}"
+
+
+def _read_encoded(path, scoring):
+    """Read a FASTA file (empty records allowed) and encode it; errors name file and line."""
+    from .errors import InputError
+    from .io import locate_in_fasta, read_fasta_allow_empty
+
+    records = read_fasta_allow_empty(path)
+    codes = []
+    for rec in records:
+        try:
+            codes.append(scoring.encode(rec.seq, record=rec.name))
+        except InputError as exc:
+            line = locate_in_fasta(path, rec, exc.column) if exc.column else rec.line
+            raise exc.located(path=str(path), line=line) from None
+    return records, codes
+
+
+def _span(start: int, end: int) -> tuple[int, int]:
+    """0-based half-open to 1-based inclusive; an empty span prints as 0 0."""
+    return (start + 1, end) if end > start else (0, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# dpalign align
+# --------------------------------------------------------------------------------------------
+
+
+def _add_align(sub) -> None:
+    p = sub.add_parser(
+        "align",
+        help="align every sequence of one FASTA file with every sequence of another",
+        description="Pairwise alignment with traceback (scikit-bio's scores). Each record of "
+        "A is aligned to each record of B. Coordinates in the pretty and cigar formats are "
+        "1-based and inclusive (an empty local alignment prints 0 0); json gives the "
+        "library's 0-based, half-open a_start/a_end/b_start/b_end.",
+    )
+    p.add_argument("a", metavar="A.fasta", help="first sequences (the query side)")
+    p.add_argument("b", metavar="B.fasta", help="second sequences (the target side)")
+    _add_scoring(p, "global")
+    p.add_argument(
+        "--format",
+        default="pretty",
+        choices=["pretty", "cigar", "fasta", "json"],
+        help="pretty: the alignment in blocks; cigar: one tab-separated line per pair "
+        "(a, b, score, a start, a end, b start, b end, CIGAR); fasta: the gapped pair; "
+        "json: everything (default: pretty)",
+    )
+    p.add_argument(
+        "--cigar", default="=X", choices=["=X", "M"], help="CIGAR operations (default: =X)"
+    )
+    p.add_argument("--out", default="-", metavar="FILE", help="output file (default: stdout)")
+    p.add_argument(
+        "--backend",
+        default="auto",
+        choices=["auto", "numba", "reference"],
+        help="the traceback kernel (numba) or the plain-Python oracle (default: auto)",
+    )
+    _add_common(p)
+    p.set_defaults(run=_run_align)
+
+
+def _pretty(name_a: str, name_b: str, aln, width: int = 60) -> str:
+    top, bottom = aln.gapped()
+    middle = "".join(
+        "|" if x == y else ("." if "-" not in (x, y) else " ")
+        for x, y in zip(top, bottom, strict=True)
+    )
+    a0, a1 = _span(aln.a_start, aln.a_end)
+    b0, b1 = _span(aln.b_start, aln.b_end)
+    label = max(len(name_a), len(name_b))
+    out = [
+        f"# {name_a} vs {name_b}: score {aln.score}, {aln.mode}; {name_a} {a0}-{a1}, "
+        f"{name_b} {b0}-{b1}; CIGAR {aln.cigar or '(empty)'}\n"
+    ]
+    i, j = aln.a_start, aln.b_start
+    for k in range(0, len(top), width):
+        seg_a, seg_m, seg_b = top[k : k + width], middle[k : k + width], bottom[k : k + width]
+        na = len(seg_a) - seg_a.count("-")
+        nb = len(seg_b) - seg_b.count("-")
+        pos = max(len(str(aln.a_end)), len(str(aln.b_end)))
+        out.append(f"{name_a.ljust(label)} {str(i + 1).rjust(pos)} {seg_a} {i + na}\n")
+        out.append(f"{' ' * label} {' ' * pos} {seg_m}\n")
+        out.append(f"{name_b.ljust(label)} {str(j + 1).rjust(pos)} {seg_b} {j + nb}\n\n")
+        i, j = i + na, j + nb
+    if not top:
+        out.append("\n")
+    return "".join(out)
+
+
+def _run_align(args) -> int:
+    from .pairwise import align
+
+    scoring = _scoring(args)
+    recs_a, codes_a = _read_encoded(args.a, scoring)
+    recs_b, codes_b = _read_encoded(args.b, scoring)
+    results = []
+    for ra, ca in zip(recs_a, codes_a, strict=True):
+        for rb, cb in zip(recs_b, codes_b, strict=True):
+            aln = align(ca, cb, args.mode, scoring=scoring, backend=args.backend, cigar=args.cigar)
+            results.append((ra.name, rb.name, aln))
+    if args.format == "json":
+        text = json.dumps(
+            [{"a": na, "b": nb, **aln.as_dict()} for na, nb, aln in results], indent=2
+        )
+        text += "\n"
+    elif args.format == "cigar":
+        rows = []
+        for na, nb, aln in results:
+            a0, a1 = _span(aln.a_start, aln.a_end)
+            b0, b1 = _span(aln.b_start, aln.b_end)
+            rows.append(f"{na}\t{nb}\t{aln.score}\t{a0}\t{a1}\t{b0}\t{b1}\t{aln.cigar}\n")
+        text = "".join(rows)
+    elif args.format == "fasta":
+        parts = []
+        for na, nb, aln in results:
+            top, bottom = aln.gapped()
+            parts.append(f">{na} score={aln.score}\n{top}\n>{nb}\n{bottom}\n")
+        text = "".join(parts)
+    else:
+        text = "".join(_pretty(na, nb, aln) for na, nb, aln in results)
+    _write_outputs({args.out: text})
+    log.info("%d alignments; %s", len(results), _describe_scoring(scoring, args.mode))
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# dpalign search
+# --------------------------------------------------------------------------------------------
+
+
+def _add_search(sub) -> None:
+    p = sub.add_parser(
+        "search",
+        help="search a FASTA database with query sequences (BLAST-style tabular output)",
+        description="Score every query against every database sequence with the SIMD "
+        "kernels, trace back the best hits. Output: one tab-separated row per hit: query, "
+        "target, score, query start, query end, target start, target end; coordinates are "
+        "1-based and inclusive like BLAST's (an empty local alignment prints 0 0). A summary "
+        "with the GCUPS achieved goes to standard error.",
+    )
+    p.add_argument("--query", required=True, metavar="FASTA", help="query sequences")
+    p.add_argument("--db", required=True, metavar="FASTA", help="database sequences")
+    _add_scoring(p, "local")
+    p.add_argument(
+        "--top", type=_positive, default=10, metavar="N", help="hits per query (default: 10)"
+    )
+    p.add_argument("--out", default="-", metavar="FILE", help="output file (default: stdout)")
+    _add_backend(p, ["auto", "numba", "reference", "opencl", "hybrid"])
+    _add_common(p)
+    p.set_defaults(run=_run_search)
+
+
+def _run_search(args) -> int:
+    from .engine import get_backend
+    from .gcups import gcups
+    from .search import Database, search_many
+
+    scoring = _scoring(args)
+    backend = get_backend(args.backend, threads=args.threads)
+    queries, q_codes = _read_encoded(args.query, scoring)
+    targets, t_codes = _read_encoded(args.db, scoring)
+    start = time.perf_counter()
+    db = Database(t_codes, names=[r.name for r in targets], sub_score=scoring)
+    cells = sum(len(q) for q in q_codes) * db.residues
+    bar = _progress_bar(cells, args.progress, "searching")
+    rows = []
+    all_hits = search_many(
+        q_codes,
+        db,
+        top=args.top,
+        mode=args.mode,
+        scoring=scoring,
+        backend=backend,
+        progress=bar.update if bar else None,
+    )
+    for rec, hits in zip(queries, all_hits, strict=True):
+        for h in hits:
+            q0, q1 = _span(h.query_start, h.query_end)
+            t0, t1 = _span(h.target_start, h.target_end)
+            rows.append(f"{rec.name}\t{h.target}\t{h.score}\t{q0}\t{q1}\t{t0}\t{t1}\n")
+    if bar:
+        bar.close()
+    elapsed = time.perf_counter() - start
+    _write_outputs({args.out: "".join(rows)})
+    print(
+        f"dpalign search: {len(queries)} queries x {len(db)} targets = {cells:.3e} cells in "
+        f"{elapsed:.2f} s: {gcups(cells, elapsed):.2f} GCUPS on {backend.describe()} "
+        f"({_describe_scoring(scoring, args.mode)})",
+        file=sys.stderr,
+    )
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -341,7 +618,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_SUBCOMMANDS = [_add_papara, _add_devices]
+_SUBCOMMANDS = [_add_papara, _add_devices, _add_align, _add_search]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -287,10 +287,13 @@ class ReferenceBackend(Backend):
         for block in blocks:
             scores = np.zeros((len(queries), block.width), dtype=np.int64)
             lanes = np.flatnonzero(block.lengths > 0)
+            # Pairwise scores are defined for empty sequences too; only padding lanes
+            # (id -1) are left out.
+            targets = np.flatnonzero(block.ids >= 0)
             for q in range(len(queries)):
                 m = int(queries.lengths[q])
                 read = queries.codes[q, :m]
-                if m == 0 or not lanes.size:
+                if task.kernel == "papara" and (m == 0 or not lanes.size):
                     continue
                 if task.kernel == "papara":
                     n = int(block.lengths[lanes[0]])
@@ -300,7 +303,7 @@ class ReferenceBackend(Backend):
                     scores[q, lanes] = fill.scores
                 else:
                     sc = task.scoring
-                    for lane in lanes:
+                    for lane in targets:
                         target = block.codes[: block.lengths[lane], lane]
                         scores[q, lane] = reference.pairwise_score(
                             read,

@@ -103,6 +103,32 @@ def read_fasta(path, text: str | None = None) -> list[Record]:
     return records
 
 
+def read_fasta_allow_empty(path) -> list[Record]:
+    """Like :func:`read_fasta`, but a header without sequence lines is an empty record.
+
+    Pairwise alignment defines a result for empty sequences; scikit-bio's reader rejects
+    them, so their header lines are blanked (line numbers stay right) and the records put
+    back in file order.
+    """
+    text = _read_text(path)
+    lines = text.splitlines()
+    empty: dict[int, Record] = {}
+    for k, line in enumerate(lines):
+        if not line.startswith(">"):
+            continue
+        following = next((ln for ln in lines[k + 1 :] if ln.strip()), None)
+        if following is None or following.startswith(">"):
+            name = line[1:].split()[0] if line[1:].split() else ""
+            if not name:
+                raise InputError("record without a name", path=str(path), line=k + 1)
+            empty[k + 1] = Record(name, "", k + 1)
+    if not empty:
+        return read_fasta(path, text)
+    kept = [("" if k + 1 in empty else line) for k, line in enumerate(lines)]
+    rest = read_fasta(path, "\n".join(kept) + "\n") if any(ln.strip() for ln in kept) else []
+    return sorted(rest + list(empty.values()), key=lambda r: r.line)
+
+
 def _record_lines(text: str) -> list[int]:
     return [k for k, line in enumerate(text.splitlines(), 1) if line.startswith(">")]
 

@@ -1,0 +1,174 @@
+"""`dpalign align` and `dpalign search`: outputs, coordinates, and every kind of bad input."""
+
+import json
+
+import pytest
+
+from dpalign.cli import main
+from dpalign.pairwise import align
+from dpalign.search import search
+
+
+@pytest.fixture
+def files(tmp_path):
+    def write(name, text):
+        path = tmp_path / name
+        path.write_text(text)
+        return str(path)
+
+    return write
+
+
+def _run(argv, capsys):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
+
+
+def test_align_formats(files, capsys):
+    a = files("a.fa", ">q1 first\nHEAGAWGHEE\n>q2\nPAWHEAE\n")
+    b = files("b.fa", ">t1\nPAWHEAE\n")
+    opts = ["--matrix", "BLOSUM62", "--gap-open", "11", "--gap-extend", "1", "--mode", "local"]
+    code, out, _ = _run(["align", a, b, *opts, "--format", "cigar"], capsys)
+    want = align("HEAGAWGHEE", "PAWHEAE", "local", "BLOSUM62", (11, 1))
+    assert code == 0
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert rows[0] == [
+        "q1",
+        "t1",
+        str(want.score),
+        str(want.a_start + 1),
+        str(want.a_end),
+        str(want.b_start + 1),
+        str(want.b_end),
+        want.cigar,
+    ]
+    assert rows[1][:3] == ["q2", "t1", "44"] and rows[1][-1] == "7="
+    code, out, _ = _run(["align", a, b, *opts, "--format", "json"], capsys)
+    data = json.loads(out)
+    assert data[0]["a"] == "q1" and data[0]["a_start"] == want.a_start  # 0-based in JSON
+    assert data[0]["cigar"] == want.cigar
+    code, out, _ = _run(["align", a, b, *opts, "--format", "fasta"], capsys)
+    top, bottom = want.gapped()
+    assert out.splitlines()[:4] == [f">q1 score={want.score}", top, ">t1", bottom]
+    code, out, _ = _run(["align", a, b, *opts], capsys)
+    assert "# q1 vs t1: score 17" in out and "HEA" in out
+
+
+def test_align_defaults_are_the_library_defaults(files, capsys):
+    a = files("a.fa", ">a\nACGTTT\n")
+    b = files("b.fa", ">b\nAGTT\n")
+    code, out, _ = _run(["align", a, b, "--format", "cigar", "--cigar", "M"], capsys)
+    want = align("ACGTTT", "AGTT", cigar="M")
+    assert out.split("\t")[2] == str(want.score) and out.split("\t")[-1].strip() == want.cigar
+
+
+def test_linear_gaps_with_gap_open_zero(files, capsys):
+    a = files("a.fa", ">a\nACGTACGTAC\n")
+    b = files("b.fa", ">b\nACGACGTTAC\n")
+    _, out, _ = _run(
+        ["align", a, b, "--gap-open", "0", "--gap-extend", "3", "--format", "cigar"], capsys
+    )
+    assert int(out.split("\t")[2]) == align("ACGTACGTAC", "ACGACGTTAC", gap_cost=3).score
+
+
+def test_search_rows_are_blast_style(files, capsys):
+    db_text = "".join(f">s{k}\n{seq}\n" for k, seq in enumerate(["TTACGTAGG", "ACG", "GGGG"]))
+    q = files("q.fa", ">read\nACGTA\n")
+    db = files("db.fa", db_text)
+    code, out, err = _run(["search", "--query", q, "--db", db, "--top", "2"], capsys)
+    assert code == 0
+    hits = search("ACGTA", ["TTACGTAGG", "ACG", "GGGG"], top=2)
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert rows == [
+        [
+            "read",
+            f"s{h.index}",
+            str(h.score),
+            str(h.query_start + 1),
+            str(h.query_end),
+            str(h.target_start + 1),
+            str(h.target_end),
+        ]
+        for h in hits
+    ]
+    assert rows[0][:7] == ["read", "s0", "5", "1", "5", "3", "7"]
+    assert "GCUPS" in err and "1 queries x 3 targets" in err
+
+
+def test_search_help_says_coordinates_are_one_based(capsys):
+    with pytest.raises(SystemExit):
+        main(["search", "--help"])
+    assert "1-based and inclusive" in capsys.readouterr().out.replace("\n", " ").replace("  ", " ")
+
+
+def test_empty_sequences_give_the_defined_result(files, capsys):
+    a = files("a.fa", ">a\nACGT\n>nothing\n\n")
+    b = files("b.fa", ">b\nACG\n")
+    code, out, _ = _run(
+        ["align", a, b, "--format", "cigar", "--gap-open", "3", "--gap-extend", "1"], capsys
+    )
+    assert code == 0
+    assert out.splitlines()[1].split("\t") == ["nothing", "b", "-6", "0", "0", "1", "3", "3I"]
+    code, out, _ = _run(["search", "--query", b, "--db", a], capsys)
+    assert out.splitlines()[-1].split("\t")[:3] == ["b", "nothing", "0"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--matrix", "BLOSUM63"], "did you mean BLOSUM62"),
+        (["--matrix", "BLOSUM62", "--mismatch", "-2"], "--mismatch goes with --match"),
+    ],
+)
+def test_bad_options_exit_with_a_message(files, capsys, args, message):
+    q = files("q.fa", ">q\nACGT\n")
+    code, _, err = _run(["search", "--query", q, "--db", q, *args], capsys)
+    assert code == 1 and message in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--gap-open", "-3"], "gap costs are positive numbers"),
+        (["--gap-extend", "x"], "expected a whole number"),
+        (["--gap-extend", "1.5"], "expected a whole number"),
+        (["--top", "0"], "at least 1"),
+        (["--mode", "glocal"], "invalid choice"),
+    ],
+)
+def test_bad_numbers_are_usage_errors(files, capsys, args, message):
+    q = files("q.fa", ">q\nACGT\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["search", "--query", q, "--db", q, *args])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bad_input_files(files, capsys, tmp_path):
+    good = files("good.fa", ">g\nACGT\n")
+    bad_char = files("bad.fa", ">x\nACGT\n>y\nACGT\nAC1GT\n")
+    code, _, err = _run(["search", "--query", bad_char, "--db", good], capsys)
+    assert code == 1
+    assert "bad.fa:5" in err and "record 'y'" in err and "position 7" in err and "'1'" in err
+    code, _, err = _run(["align", good, str(tmp_path / "missing.fa")], capsys)
+    assert code == 1 and "no such file" in err
+    not_fasta = files("nf.fa", "ACGT\n>x\nAC\n")
+    code, _, err = _run(["align", not_fasta, good], capsys)
+    assert code == 1 and "not FASTA" in err
+    empty = files("empty.fa", "")
+    code, _, err = _run(["search", "--query", good, "--db", empty], capsys)
+    assert code == 1 and "empty" in err
+    protein = files("p.fa", ">p\nHEAGAWGHEE\n")
+    code, _, err = _run(["align", protein, good, "--matrix", "NUC.4.4"], capsys)
+    assert code == 1 and "p.fa:2" in err and "'E' is not in the NUC.4.4 alphabet" in err
+
+
+def test_search_progress_bar_on_request(files, capsys):
+    q = files("q.fa", ">q\nACGTACGT\n")
+    db = files("db.fa", "".join(f">t{k}\nACGTTGCA\n" for k in range(100)))
+    code, out, err = _run(["search", "--query", q, "--db", db, "--progress", "--top", "1"], capsys)
+    assert code == 0 and "searching" in err and "cell" in err
+    code, out, err = _run(["search", "--query", q, "--db", db, "--top", "1"], capsys)
+    assert "searching" not in err  # not a terminal, few cells: no bar
