@@ -8,35 +8,38 @@ The public face:
 * :class:`Scoring`, :class:`PaparaScoring`: scoring schemes;
 * :func:`backends`: the backends available here (``reference``, ``numba``, ``opencl``...).
 
-Heavy modules (Numba kernels, pyopencl) load on first use, so ``import dpalign`` is fast.
+Heavy modules (Numba kernels, pyopencl, scikit-bio) load on first use, so ``import dpalign``
+is fast.
 """
 
 from __future__ import annotations
 
-from importlib import import_module
-
 from .errors import BackendUnavailable, DpalignError, InputError, OptionError
+from .pairwise import align, score
+from .papara import PaparaResult, papara
 from .scoring import PaparaScoring, Scoring
+from .search import Database, search
+
+# The functions are bound after their modules load, so ``dpalign.search`` and
+# ``dpalign.papara`` stay functions even though modules of those names exist
+# (``from dpalign.search import Database`` still works through ``sys.modules``).
 
 __version__ = "0.1.0"
 
-_LAZY = {
-    "align": ("dpalign.pairwise", "align"),
-    "score": ("dpalign.pairwise", "score"),
-    "search": ("dpalign.search", "search"),
-    "papara": ("dpalign.papara", "papara"),
-    "PaparaResult": ("dpalign.papara", "PaparaResult"),
-}
-
 __all__ = [
     "BackendUnavailable",
+    "Database",
     "DpalignError",
     "InputError",
     "OptionError",
+    "PaparaResult",
     "PaparaScoring",
     "Scoring",
+    "align",
     "backends",
-    *_LAZY,
+    "papara",
+    "score",
+    "search",
 ]
 
 
@@ -45,12 +48,3 @@ def backends() -> list[str]:
     from .engine import _REGISTRY, backend_names
 
     return [name for name in backend_names() if _REGISTRY[name].available()]
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        module, attr = _LAZY[name]
-        value = getattr(import_module(module), attr)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'dpalign' has no attribute {name!r}")

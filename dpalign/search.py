@@ -13,8 +13,6 @@ a large database.
 
 from __future__ import annotations
 
-import sys
-import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -367,18 +365,3 @@ def score_database(
         lanes = block.ids >= 0
         scores[:, k * width : k * width + int(lanes.sum())] = result.scores[:, lanes]
     return (scores[0] if single else scores), ids
-
-
-class _CallableModule(types.ModuleType):
-    """``dpalign.search`` is both this module and the function :func:`search`.
-
-    Importing the module (``from dpalign.search import Database``) makes Python set the
-    package attribute ``dpalign.search`` to the module, hiding the function that
-    ``dpalign.search(...)`` means; calling the module therefore calls the function.
-    """
-
-    def __call__(self, *args, **kwargs):
-        return search(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -199,10 +199,9 @@ def test_bad_input_and_options_are_clear():
 
 def test_documented_examples_hold():
     import doctest
+    import importlib
 
-    import dpalign.pairwise
-    import dpalign.search
-
-    for module in (dpalign.pairwise, dpalign.search):
+    for name in ("dpalign.pairwise", "dpalign.search"):
+        module = importlib.import_module(name)
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__

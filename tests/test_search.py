@@ -117,15 +117,21 @@ def test_score_accepts_a_database():
 
 
 def test_dpalign_search_stays_callable_after_importing_the_module():
-    import dpalign
-    import dpalign.search as module
+    import importlib
 
-    assert module("ACGT", ["ACGT", "TT"], top=1)[0].index == 0
+    import dpalign
+    from dpalign.search import Database as FromModule
+
+    module = importlib.import_module("dpalign.search")
+    assert FromModule is module.Database is dpalign.Database
+    assert dpalign.search is module.search
     assert dpalign.search("ACGT", ["TT", "ACGT"], top=1)[0].index == 1
 
 
 def test_search_many_equals_one_search_per_query(monkeypatch):
-    import dpalign.search as S
+    import importlib
+
+    S = importlib.import_module("dpalign.search")
 
     monkeypatch.setattr(S, "QUERY_CHUNK", 3)  # several chunks
     rng = np.random.default_rng(17)
