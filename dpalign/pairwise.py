@@ -214,6 +214,7 @@ def align(
     backend: str = "auto",
     cigar: str = "=X",
     scoring: Scoring | None = None,
+    threads: int | None = None,
 ) -> Alignment:
     """Align two sequences with traceback.
 
@@ -231,11 +232,16 @@ def align(
         Global mode only: which end gaps are free (scikit-bio's meaning). Default: none
         (true Needleman-Wunsch).
     backend : {"auto", "numba", "reference"}
-        ``numba``: the compiled traceback kernel; ``reference``: the plain-Python oracle.
+        ``numba``: compiled kernels; pairs of more than ``config.LONG_PAIR_CELLS`` cells take
+        the long-pair path (:func:`dpalign.longpair.align_long`: tiles on every core,
+        traceback in near-linear memory, the same alignment). ``reference``: the
+        plain-Python oracle.
     cigar : {"=X", "M"}
         CIGAR operations for aligned pairs.
     scoring : Scoring, optional
         A prepared scoring scheme (then ``sub_score`` and ``gap_cost`` are ignored).
+    threads : int, optional
+        CPU threads for long pairs (default: one per core).
 
     Returns
     -------
@@ -248,8 +254,7 @@ def align(
     InputError
         A character outside the scoring's alphabet (the message gives the position).
     OptionError
-        Bad mode, scores, gap costs, or a pair too large for the full direction matrix
-        (:data:`dpalign.simd.traceback.MAX_TRACEBACK_CELLS`).
+        Bad mode, scores or gap costs.
     """
     if cigar not in CIGAR_STYLES:
         raise OptionError(f"cigar must be '=X' or 'M', not {cigar!r}")
@@ -263,6 +268,15 @@ def align(
             a_codes, b_codes, scoring.matrix, scoring.gap_open, scoring.gap_extend, mode, ends
         )
         fields = (r.score, r.a_start, r.a_end, r.b_start, r.b_end, r.ops)
+    elif len(a_codes) * len(b_codes) > config.LONG_PAIR_CELLS:
+        # Long pairs: tiles on every core, traceback in near-linear memory (same alignment).
+        from .longpair import align_long
+
+        r = align_long(
+            a_codes, b_codes, scoring, mode, ends if mode == "global" else None, threads=threads
+        )
+        fields = (r.score, r.a_start, r.a_end, r.b_start, r.b_end, r.ops)
+        which = "numba (long pair)"
     else:
         from .simd.traceback import align_pair
 

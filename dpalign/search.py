@@ -235,13 +235,8 @@ def search(
     Returns
     -------
     list of Hit
-
-    Raises
-    ------
-    OptionError
-        When a top hit is too large for the traceback's full direction matrix
-        (:data:`dpalign.simd.traceback.MAX_TRACEBACK_CELLS` cells); scoring alone
-        (``dpalign.score(query, database)``) has no such limit.
+        Top hits are traced back with :func:`dpalign.align`, so long pairs take its
+        near-linear-memory path.
     """
     return search_many(
         [query],

@@ -205,3 +205,27 @@ def test_documented_examples_hold():
         module = importlib.import_module(name)
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+@pytest.mark.parametrize("mode", ["global", "local", "semiglobal"])
+def test_align_takes_the_long_pair_path_above_the_threshold(monkeypatch, mode):
+    from dpalign import config
+    from dpalign import reference as R
+    from dpalign.scoring import Scoring, free_ends_tuple
+
+    rng = np.random.default_rng(11)
+    a = "".join(rng.choice(list("ACGT"), 90))
+    b = a[10:70] + "".join(rng.choice(list("ACGT"), 25))
+    monkeypatch.setattr(config, "LONG_PAIR_CELLS", 100)
+    got = align(a, b, mode, (2, -3), (5, 2))
+    assert got.backend == "numba (long pair)"
+    s = Scoring((2, -3), (5, 2))
+    want = R.pairwise_align(s.encode(a), s.encode(b), s.matrix, 5, 2, mode, free_ends_tuple(mode))
+    assert (got.score, got.a_start, got.a_end, got.b_start, got.b_end, got.ops) == (
+        want.score,
+        want.a_start,
+        want.a_end,
+        want.b_start,
+        want.b_end,
+        want.ops,
+    )
