@@ -1,0 +1,531 @@
+"""PaPaRa kernels for the ``numba`` backend: block scoring and pair traceback.
+
+Scoring (:func:`score_block`) runs one read at a time against the 32 profiles of a block (the
+inter-reference layout: lane w of every vector is profile w), with LLVM ``<32 x i16>`` vectors
+(``<32 x i32>`` for reads too long for 16 bits). Three ideas make it fast:
+
+* **Per-read profiles.** For every distinct read state s the block gets one table
+  ``P[s, i, w] = match * (a[i, w] & s != 0) + match_cgap * f[i, w]``, so the diagonal costs one
+  load and one add per cell.
+* **Strips of rows.** A sweep along the reference computes 8 read rows at once (4, 2, 1 for the
+  rest); their H and E stay in registers, and the H/F row between strips is loaded and stored
+  once per strip instead of once per row.
+* **A row-shifted frame.** Every value of read row j is kept as ``X - j*GE + c0``. F's
+  extension then costs nothing (``F' = max(F'_up, H'_up + GO - GE)``), which saves one
+  operation per cell; ``c0`` centres the range. The shift only moves values; the
+  scores come out exactly.
+
+``bmc2012`` (lower is better) runs on the same code by negation: ``-S`` follows the papara2
+recurrence with F = I (open = extend = -3), E = D (open -4, extend -1; 0 on flagged columns), a
+diagonal of ``-(mismatch + CG)``, left border ``-3(j+1)`` and the score taken over the last row
+only (see :func:`_plan`).
+
+:func:`papara_align` fills one pair with the traceback bits of spec §6 (scalar Numba) and walks
+back exactly as :func:`dpalign.reference.papara_traceback`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+from ..engine import BlockScores, QueryBatch, ReferenceBlock, Task
+from ..scoring import WIDTH_RANGE, PaparaScoring
+from .vectors import VectorOps
+
+LANES = 32
+#: Columns per chunk: a chunk's profile and H/F row stay in L1 while every strip of a read
+#: sweeps it; E's column shift restarts at every chunk, so its range stays small.
+CHUNK = 64
+_OPS = {16: VectorOps(np.int16, LANES), 32: VectorOps(np.int32, LANES)}
+_DTYPES = {16: np.int16, 32: np.int32}
+
+# --------------------------------------------------------------------------------------------
+# Width-generic vector operations: one kernel source serves <32 x i16> and <32 x i32>; Numba
+# specialises on the arrays' dtype and these overloads pick the matching VectorOps intrinsics
+# (LLVM inlines them: the inner loop is plain vpaddw/vpmaxsw on zmm registers).
+# --------------------------------------------------------------------------------------------
+
+
+def _ops_for_array(arr):
+    for bits, ops in _OPS.items():
+        if arr.dtype == types.int16 and bits == 16 or arr.dtype == types.int32 and bits == 32:
+            return ops
+    return None
+
+
+def _ops_for_vector(vec):
+    for ops in _OPS.values():
+        if vec == ops.type:
+            return ops
+    return None
+
+
+def vload(arr, idx):
+    """``LANES`` elements of ``arr`` from flat index ``idx`` as one vector."""
+
+
+def vstore(arr, idx, vec):
+    """Store one vector at flat index ``idx`` of ``arr``."""
+
+
+def vsplat(x, arr):
+    """All lanes set to ``x``, as the vector type of ``arr``'s dtype."""
+
+
+def vadd(a, b):
+    """Lane-wise a + b (wrapping)."""
+
+
+def vsub(a, b):
+    """Lane-wise a - b (wrapping)."""
+
+
+def vmax(a, b):
+    """Lane-wise signed maximum."""
+
+
+def vlane(vec, k):
+    """Lane k as an int64."""
+
+
+@overload(vload)
+def _vload(arr, idx):
+    load = _ops_for_array(arr).load
+    return lambda arr, idx: load(arr, idx)
+
+
+@overload(vstore)
+def _vstore(arr, idx, vec):
+    store = _ops_for_array(arr).store
+    return lambda arr, idx, vec: store(arr, idx, vec)
+
+
+@overload(vsplat)
+def _vsplat(x, arr):
+    splat = _ops_for_array(arr).splat
+    return lambda x, arr: splat(x)
+
+
+@overload(vadd)
+def _vadd(a, b):
+    add = _ops_for_vector(a).add
+    return lambda a, b: add(a, b)
+
+
+@overload(vsub)
+def _vsub(a, b):
+    sub = _ops_for_vector(a).sub
+    return lambda a, b: sub(a, b)
+
+
+@overload(vmax)
+def _vmax(a, b):
+    vmax_ = _ops_for_vector(a).max
+    return lambda a, b: vmax_(a, b)
+
+
+@overload(vlane)
+def _vlane(vec, k):
+    lane = _ops_for_vector(vec).lane
+    return lambda vec, k: lane(vec, k)
+
+
+# --------------------------------------------------------------------------------------------
+# The plan: the papara2 / bmc2012 recurrence as one max-structure, its frame and its width
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Constants of the unified recurrence (all in the "higher is better" sense).
+
+    ``H = max(Hdiag + P, E, F)``; ``E = max(E_left + ge, H_left + go)`` with (go, ge) =
+    ``e_flagged`` on flagged columns else ``e_open, e_ext``; ``F = max(F_up + f_ext, H_up +
+    f_open)``; ``P = match or mismatch, plus cgap on flagged columns``; left border
+    ``H[j][-1] = border0 + j * border_step`` (row -1 and the top border are 0).
+    """
+
+    match: int
+    mismatch: int
+    cgap: int
+    e_open: int
+    e_ext: int
+    f_open: int
+    f_ext: int
+    border0: int
+    border_step: int
+    last_column: bool  # the score also looks at the last column (papara2)
+    negate: bool  # scores are the negated maximum (bmc2012)
+    lo: int  # bounds on H (true values) for a read of length m: lo + lo_per_row * m
+    lo_per_row: int
+    hi: int
+    hi_per_row: int
+
+
+def _plan(scoring: PaparaScoring) -> _Plan:
+    if scoring.kind == "bmc2012":
+        # S <= 3(m+1) (the border), D <= S + 4: -S in [-(3m + 7), 0].
+        return _Plan(0, -3, -3, -4, -1, -3, -3, -3, -3, False, True, -7, -3, 0, 0)
+    o, e, ma, mc = scoring.gap_open, scoring.gap_extend, scoring.match, scoring.match_cgap
+    gain = max(ma, 0) + max(mc, 0)
+    # H >= a column of F from row -1 (o + e*j) and 0; H <= gain per read character.
+    return _Plan(ma, 0, mc, o, e, o, e, 0, 0, True, False, min(0, o - e), min(0, e), 0, gain)
+
+
+def _frame(plan: _Plan, m: int, bits: int) -> int | None:
+    """Offset c0 so that every value of the shifted frame fits ``bits``, or None.
+
+    Stored values are ``X - j * f_ext + c0``; the shift grows by ``-f_ext`` per row. The slack
+    covers every candidate (a value plus one or two scoring constants) before the max.
+    """
+    lo = plan.lo + plan.lo_per_row * m
+    hi = plan.hi + plan.hi_per_row * m + (-plan.f_ext) * max(m - 1, 0) - plan.e_ext * CHUNK
+    consts = (plan.match, plan.mismatch, plan.cgap, plan.e_open, plan.e_ext, plan.f_open)
+    slack = 2 * sum(abs(c) for c in consts) + 2 * abs(plan.f_ext) + 8
+    lo, hi = lo - slack, hi + slack
+    wlo, whi = WIDTH_RANGE[bits]
+    if hi - lo > whi - wlo:
+        return None
+    return (wlo + whi) // 2 - (lo + hi) // 2
+
+
+def kernel_width(scoring: PaparaScoring, m: int) -> int:
+    """The lane width (16 or 32) the scoring kernel uses for a read of length ``m``.
+
+    ``scoring.width_for(m)``, widened where the shifted frame needs more room (only near the
+    16-bit limit, or with unusual scores such as a negative match).
+    """
+    plan = _plan(scoring)
+    for bits in (16, 32):
+        if bits >= scoring.width_for(m) and _frame(plan, m, bits) is not None:
+            return bits
+    raise ValueError(f"a read of length {m} is too long for 32-bit PaPaRa scores")
+
+
+# --------------------------------------------------------------------------------------------
+# The scoring kernel
+# --------------------------------------------------------------------------------------------
+
+
+@njit(nogil=True, cache=True)
+def _cell(d, p, e, hl, f, hu, de, gof):
+    """One cell of the frame: (H, E, F) from the diagonal, left and upper values."""
+    h = vadd(d, p)
+    e = vmax(e, vadd(hl, de))
+    f = vmax(f, vadd(hu, gof))
+    return vmax(vmax(h, e), f), e, f
+
+
+@njit(nogil=True, cache=True)
+def _strip8(prof, dea, hrow, frow, c, stop, offs, gof, bh, be, j0, tvec, d0):
+    o0, o1, o2, o3, o4, o5, o6, o7 = offs
+    b = (j0 + 1) * LANES
+    h0 = vload(bh, b)
+    h1 = vload(bh, b + LANES)
+    h2 = vload(bh, b + 2 * LANES)
+    h3 = vload(bh, b + 3 * LANES)
+    h4 = vload(bh, b + 4 * LANES)
+    h5 = vload(bh, b + 5 * LANES)
+    h6 = vload(bh, b + 6 * LANES)
+    h7 = vload(bh, b + 7 * LANES)
+    e0 = vload(be, b)
+    e1 = vload(be, b + LANES)
+    e2 = vload(be, b + 2 * LANES)
+    e3 = vload(be, b + 3 * LANES)
+    e4 = vload(be, b + 4 * LANES)
+    e5 = vload(be, b + 5 * LANES)
+    e6 = vload(be, b + 6 * LANES)
+    e7 = vload(be, b + 7 * LANES)
+    dnext = h7
+    for i in range(c, stop):
+        x = i * LANES
+        y = (i - c) * LANES
+        de = vload(dea, x)
+        hu = vload(hrow, y)
+        f = vload(frow, y)
+        n0, e0, f = _cell(d0, vload(prof, o0 + x), e0, h0, f, hu, de, gof)
+        d0 = hu
+        n1, e1, f = _cell(h0, vload(prof, o1 + x), e1, h1, f, n0, de, gof)
+        h0 = n0
+        n2, e2, f = _cell(h1, vload(prof, o2 + x), e2, h2, f, n1, de, gof)
+        h1 = n1
+        n3, e3, f = _cell(h2, vload(prof, o3 + x), e3, h3, f, n2, de, gof)
+        h2 = n2
+        n4, e4, f = _cell(h3, vload(prof, o4 + x), e4, h4, f, n3, de, gof)
+        h3 = n3
+        n5, e5, f = _cell(h4, vload(prof, o5 + x), e5, h5, f, n4, de, gof)
+        h4 = n4
+        n6, e6, f = _cell(h5, vload(prof, o6 + x), e6, h6, f, n5, de, gof)
+        h5 = n5
+        n7, e7, f = _cell(h6, vload(prof, o7 + x), e7, h7, f, n6, de, gof)
+        h6 = n6
+        h7 = n7
+        vstore(hrow, y, n7)
+        vstore(frow, y, f)
+    vstore(bh, b, vadd(h0, tvec))
+    vstore(bh, b + LANES, vadd(h1, tvec))
+    vstore(bh, b + 2 * LANES, vadd(h2, tvec))
+    vstore(bh, b + 3 * LANES, vadd(h3, tvec))
+    vstore(bh, b + 4 * LANES, vadd(h4, tvec))
+    vstore(bh, b + 5 * LANES, vadd(h5, tvec))
+    vstore(bh, b + 6 * LANES, vadd(h6, tvec))
+    vstore(bh, b + 7 * LANES, vadd(h7, tvec))
+    vstore(be, b, vadd(e0, tvec))
+    vstore(be, b + LANES, vadd(e1, tvec))
+    vstore(be, b + 2 * LANES, vadd(e2, tvec))
+    vstore(be, b + 3 * LANES, vadd(e3, tvec))
+    vstore(be, b + 4 * LANES, vadd(e4, tvec))
+    vstore(be, b + 5 * LANES, vadd(e5, tvec))
+    vstore(be, b + 6 * LANES, vadd(e6, tvec))
+    vstore(be, b + 7 * LANES, vadd(e7, tvec))
+    return dnext
+
+
+@njit(nogil=True, cache=True)
+def _strip4(prof, dea, hrow, frow, c, stop, offs, gof, bh, be, j0, tvec, d0):
+    o0, o1, o2, o3 = offs
+    b = (j0 + 1) * LANES
+    h0 = vload(bh, b)
+    h1 = vload(bh, b + LANES)
+    h2 = vload(bh, b + 2 * LANES)
+    h3 = vload(bh, b + 3 * LANES)
+    e0 = vload(be, b)
+    e1 = vload(be, b + LANES)
+    e2 = vload(be, b + 2 * LANES)
+    e3 = vload(be, b + 3 * LANES)
+    dnext = h3
+    for i in range(c, stop):
+        x = i * LANES
+        y = (i - c) * LANES
+        de = vload(dea, x)
+        hu = vload(hrow, y)
+        f = vload(frow, y)
+        n0, e0, f = _cell(d0, vload(prof, o0 + x), e0, h0, f, hu, de, gof)
+        d0 = hu
+        n1, e1, f = _cell(h0, vload(prof, o1 + x), e1, h1, f, n0, de, gof)
+        h0 = n0
+        n2, e2, f = _cell(h1, vload(prof, o2 + x), e2, h2, f, n1, de, gof)
+        h1 = n1
+        n3, e3, f = _cell(h2, vload(prof, o3 + x), e3, h3, f, n2, de, gof)
+        h2 = n2
+        h3 = n3
+        vstore(hrow, y, n3)
+        vstore(frow, y, f)
+    vstore(bh, b, vadd(h0, tvec))
+    vstore(bh, b + LANES, vadd(h1, tvec))
+    vstore(bh, b + 2 * LANES, vadd(h2, tvec))
+    vstore(bh, b + 3 * LANES, vadd(h3, tvec))
+    vstore(be, b, vadd(e0, tvec))
+    vstore(be, b + LANES, vadd(e1, tvec))
+    vstore(be, b + 2 * LANES, vadd(e2, tvec))
+    vstore(be, b + 3 * LANES, vadd(e3, tvec))
+    return dnext
+
+
+@njit(nogil=True, cache=True)
+def _strip1(prof, dea, hrow, frow, c, stop, o0, gof, bh, be, j0, tvec, d0):
+    b = (j0 + 1) * LANES
+    h0 = vload(bh, b)
+    e0 = vload(be, b)
+    dnext = h0
+    for i in range(c, stop):
+        x = i * LANES
+        y = (i - c) * LANES
+        hu = vload(hrow, y)
+        h0, e0, f = _cell(d0, vload(prof, o0 + x), e0, h0, vload(frow, y), hu, vload(dea, x), gof)
+        d0 = hu
+        vstore(hrow, y, h0)
+        vstore(frow, y, f)
+    vstore(bh, b, vadd(h0, tvec))
+    vstore(be, b, vadd(e0, tvec))
+    return dnext
+
+
+@njit(nogil=True, cache=True)
+def _score_reads(prof, dea, cs, reads, lengths, select, params, hrow, frow, bh, be, out):
+    """Score the reads ``select`` against one lane group; write ``out[q, :LANES]``.
+
+    Flat ``[.., LANES]`` tables: ``prof[(s * n + i) * LANES + w]`` the frame's diagonal score
+    of read state index s at column i; ``dea`` E's open-minus-extend per column; ``cs`` the
+    column shift (sum of E's extension since the chunk's first column). ``params`` =
+    (f_open - f_ext, f_ext, border0, border_step, c0, last_column, negate, chunk).
+    ``hrow``/``frow`` hold one chunk of the H/F row between strips, ``bh``/``be`` the H/E
+    column between chunks for rows -1..m-1.
+    """
+    n = dea.size // LANES
+    stride = n * LANES
+    gofs, fext, border0, bstep, c0, last_col, negate, chunk = (
+        params[0],
+        params[1],
+        params[2],
+        params[3],
+        params[4],
+        params[5],
+        params[6],
+        params[7],
+    )
+    gof = vsplat(gofs, hrow)
+    top = fext + c0  # H'[-1][i] (also H'[-1][-1])
+    step = bstep - fext  # the left border H'[j][-1] = border0 + c0 + j * step
+    de0 = vload(dea, 0)
+    for q in select:
+        m = lengths[q]
+        vstore(bh, 0, vsplat(top, hrow))
+        for j in range(m):
+            hb = vsplat(border0 + c0 + j * step, hrow)
+            vstore(bh, (j + 1) * LANES, hb)
+            vstore(be, (j + 1) * LANES, vadd(vadd(hb, de0), vsplat(-1, hrow)))
+        lastmax = vsplat(0, hrow)
+        for c in range(0, n, chunk):
+            stop = min(c + chunk, n)
+            for i in range(c, stop):
+                x = i * LANES
+                vstore(hrow, (i - c) * LANES, vsub(vsplat(top, hrow), vload(cs, x)))
+                vstore(frow, (i - c) * LANES, vsub(vsplat(top + gofs - 1, hrow), vload(cs, x)))
+            tvec = vload(cs, (stop - 1) * LANES)
+            d0 = vload(bh, 0)
+            j0 = 0
+            while j0 < m:
+                rows = m - j0
+                if rows >= 8:
+                    offs = (
+                        reads[q, j0] * stride,
+                        reads[q, j0 + 1] * stride,
+                        reads[q, j0 + 2] * stride,
+                        reads[q, j0 + 3] * stride,
+                        reads[q, j0 + 4] * stride,
+                        reads[q, j0 + 5] * stride,
+                        reads[q, j0 + 6] * stride,
+                        reads[q, j0 + 7] * stride,
+                    )
+                    d0 = _strip8(prof, dea, hrow, frow, c, stop, offs, gof, bh, be, j0, tvec, d0)
+                    j0 += 8
+                elif rows >= 4:
+                    offs4 = (
+                        reads[q, j0] * stride,
+                        reads[q, j0 + 1] * stride,
+                        reads[q, j0 + 2] * stride,
+                        reads[q, j0 + 3] * stride,
+                    )
+                    d0 = _strip4(prof, dea, hrow, frow, c, stop, offs4, gof, bh, be, j0, tvec, d0)
+                    j0 += 4
+                else:
+                    o = reads[q, j0] * stride
+                    d0 = _strip1(prof, dea, hrow, frow, c, stop, o, gof, bh, be, j0, tvec, d0)
+                    j0 += 1
+            # the last row, back from the chunk's column frame
+            for i in range(c, stop):
+                real = vadd(vload(hrow, (i - c) * LANES), vload(cs, i * LANES))
+                lastmax = real if i == 0 else vmax(lastmax, real)
+        best = vadd(lastmax, vsplat((m - 1) * fext - c0, hrow))
+        if last_col:
+            # H[j][n-1] = H'[j][n-1] + j * f_ext - c0 (exact in wrapping arithmetic)
+            for j in range(m):
+                real = vadd(vload(bh, (j + 1) * LANES), vsplat(j * fext - c0, hrow))
+                best = vmax(best, real)
+        for w in range(LANES):
+            value = vlane(best, w)
+            out[q, w] = -value if negate else value
+
+
+# --------------------------------------------------------------------------------------------
+# Host side
+# --------------------------------------------------------------------------------------------
+
+
+def _lane_groups(block: ReferenceBlock):
+    """Column range (n) and lane groups of ``LANES`` lanes covering the block's live lanes."""
+    live = np.flatnonzero(block.lengths > 0)
+    if live.size == 0:
+        return 0, []
+    n = int(block.lengths[live].max())
+    if np.any(block.lengths[live] != n):
+        raise ValueError("PaPaRa blocks need lanes of equal length (one profile per edge)")
+    starts = sorted({int(w) // LANES * LANES for w in live})
+    return n, starts
+
+
+def _group_arrays(block, start, n, plan, read_states, bits, chunk):
+    """Per-group tables of one width: diagonal profile, E's open - extend, column shift."""
+    dtype = _DTYPES[bits]
+    stop = min(start + LANES, block.width)
+    states = np.zeros((n, LANES), dtype=block.codes.dtype)
+    flags = np.zeros((n, LANES), dtype=bool)
+    states[:, : stop - start] = block.codes[:n, start:stop]
+    if block.flags is not None:
+        flags[:, : stop - start] = block.flags[:n, start:stop] != 0
+    go = np.where(flags, 0, plan.e_open)
+    ge = np.where(flags, 0, plan.e_ext)
+    # column shift: E's extensions summed from the start of each chunk (restarts per chunk)
+    cs = np.cumsum(ge, axis=0)
+    starts = np.arange(0, n, chunk)
+    before = np.zeros((len(starts), LANES), dtype=np.int64)
+    before[1:] = cs[starts[1:] - 1]
+    cs = cs - np.repeat(before, np.diff(np.append(starts, n)), axis=0)
+    hit = (states[None, :, :] & read_states[:, None, None]) != 0
+    prof = np.where(hit, plan.match, plan.mismatch) + np.where(flags, plan.cgap, 0)[None]
+    # the frame: row j+1 sits -f_ext above row j; column i sits -ge[i] above column i-1
+    prof = prof - plan.f_ext - ge[None]
+    return (
+        np.ascontiguousarray(prof, dtype=dtype).ravel(),
+        np.ascontiguousarray(go - ge, dtype=dtype).ravel(),
+        np.ascontiguousarray(cs, dtype=dtype).ravel(),
+    )
+
+
+def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> BlockScores:
+    """Score every read of ``queries`` against every lane of a PaPaRa ``block``.
+
+    Parameters
+    ----------
+    task : Task
+        ``Task(kernel="papara", scoring=PaparaScoring)``.
+    queries : QueryBatch
+        Read states (uint8 DNA or uint32 protein bit sets).
+    block : ReferenceBlock
+        Profile states and gap flags, ``[n, W]``; padding lanes have length 0.
+
+    Returns
+    -------
+    BlockScores
+        ``scores[q, w]`` equal to :func:`dpalign.reference.papara_fill` (0 for empty reads and
+        padding lanes) and ``width[q, w]`` the lane width (16 or 32) that produced it.
+    """
+    scoring = task.scoring
+    n_reads = len(queries)
+    scores = np.zeros((n_reads, block.width), dtype=np.int64)
+    width = np.zeros((n_reads, block.width), dtype=np.uint8)
+    n, groups = _lane_groups(block)
+    lengths = np.asarray(queries.lengths, dtype=np.int64)
+    if n == 0 or n_reads == 0 or not np.any(lengths > 0):
+        return BlockScores(scores, width)
+    plan = _plan(scoring)
+    read_states, index = np.unique(queries.codes, return_inverse=True)
+    index = index.reshape(queries.codes.shape).astype(np.int64)
+    params_base = [plan.f_open - plan.f_ext, plan.f_ext, plan.border0, plan.border_step]
+    tail = [int(plan.last_column), int(plan.negate)]
+    by_width: dict[int, list[int]] = {}
+    for q in np.flatnonzero(lengths > 0):
+        by_width.setdefault(kernel_width(scoring, int(lengths[q])), []).append(int(q))
+    for bits, chosen in sorted(by_width.items()):
+        select = np.asarray(chosen, dtype=np.int64)
+        m_max = int(lengths[select].max())
+        c0 = _frame(plan, m_max, bits)
+        params = np.asarray([*params_base, c0, *tail, CHUNK], dtype=np.int64)
+        dtype = _DTYPES[bits]
+        hrow = np.empty(CHUNK * LANES, dtype=dtype)
+        frow = np.empty(CHUNK * LANES, dtype=dtype)
+        bh = np.empty((m_max + 1) * LANES, dtype=dtype)
+        be = np.empty((m_max + 1) * LANES, dtype=dtype)
+        out = np.zeros((n_reads, LANES), dtype=np.int64)
+        for start in groups:
+            prof, dea, cs = _group_arrays(block, start, n, plan, read_states, bits, CHUNK)
+            _score_reads(prof, dea, cs, index, lengths, select, params, hrow, frow, bh, be, out)
+            stop = min(start + LANES, block.width)
+            scores[select, start:stop] = out[select, : stop - start]
+            width[select, start:stop] = bits
+    return BlockScores(scores, width)
