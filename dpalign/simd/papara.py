@@ -550,13 +550,15 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
     -------
     BlockScores
         ``scores[q, w]`` equal to :func:`dpalign.reference.papara_fill` (0 for empty reads and
-        padding lanes) and ``width[q, w]`` the lane width (16 or 32) that produced it.
+        padding lanes) and ``width[q, w]`` the lane width (16 or 32) that produced it (0 for
+        empty reads and padding lanes).
     """
     scoring = task.scoring
     n_reads = len(queries)
     scores = np.zeros((n_reads, block.width), dtype=np.int64)
     width = np.zeros((n_reads, block.width), dtype=np.uint8)
     n, groups = _lane_groups(block)
+    live = np.flatnonzero(block.lengths > 0)
     lengths = np.asarray(queries.lengths, dtype=np.int64)
     if n == 0 or n_reads == 0 or not np.any(lengths > 0):
         return BlockScores(scores, width)
@@ -582,9 +584,9 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
         for start in groups:
             prof, dea, cs = _group_arrays(block, start, n, plan, read_states, bits, CHUNK)
             _score_reads(prof, dea, cs, index, lengths, select, params, hrow, frow, bh, be, out)
-            stop = min(start + LANES, block.width)
-            scores[select, start:stop] = out[select, : stop - start]
-            width[select, start:stop] = bits
+            lanes = live[(live >= start) & (live < start + LANES)]
+            scores[np.ix_(select, lanes)] = out[np.ix_(select, lanes - start)]
+            width[np.ix_(select, lanes)] = bits
     return BlockScores(scores, width)
 
 
