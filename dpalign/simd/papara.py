@@ -222,6 +222,16 @@ class _Plan:
     hi: int
     hi_per_row: int
 
+    @property
+    def row_shift(self) -> int:
+        """s: row j of the frame is stored ``-j * s`` above its true values.
+
+        With ``s = max(f_ext, f_open)`` F needs no extension cost, ``f_open - s <= 0``, and
+        ``F = max(F_up, T_up + f_open - s)`` with ``T = max(SM, E)`` (because H >= F), so the
+        chain down a column is one max per row.
+        """
+        return max(self.f_ext, self.f_open)
+
 
 def _plan(scoring: PaparaScoring) -> _Plan:
     if scoring.kind == "bmc2012":
@@ -236,11 +246,12 @@ def _plan(scoring: PaparaScoring) -> _Plan:
 def _frame(plan: _Plan, m: int, bits: int) -> int | None:
     """Offset c0 so that every value of the shifted frame fits ``bits``, or None.
 
-    Stored values are ``X - j * f_ext + c0``; the shift grows by ``-f_ext`` per row. The slack
-    covers every candidate (a value plus one or two scoring constants) before the max.
+    Stored values are ``X - j * s - cs[i] + c0`` (s the row shift, cs the column shift of E's
+    extensions inside a chunk, both <= 0). The slack covers every candidate (a value plus one
+    or two scoring constants) before the max.
     """
     lo = plan.lo + plan.lo_per_row * m
-    hi = plan.hi + plan.hi_per_row * m + (-plan.f_ext) * max(m - 1, 0) - plan.e_ext * CHUNK
+    hi = plan.hi + plan.hi_per_row * m - plan.row_shift * max(m - 1, 0) - plan.e_ext * CHUNK
     consts = (plan.match, plan.mismatch, plan.cgap, plan.e_open, plan.e_ext, plan.f_open)
     slack = 2 * sum(abs(c) for c in consts) + 2 * abs(plan.f_ext) + 8
     lo, hi = lo - slack, hi + slack
@@ -269,12 +280,16 @@ def kernel_width(scoring: PaparaScoring, m: int) -> int:
 
 
 @njit(nogil=True, cache=True)
-def _cell(d, p, e, hl, f, hu, de, gof):
-    """One cell of the frame: (H, E, F) from the diagonal, left and upper values."""
-    h = vadd(d, p)
+def _cell(d, p, e, hl, f, u, de, gof):
+    """One cell of the frame from the diagonal, left and upper values.
+
+    ``u`` is the F candidate the row above left (``T_up + f_open - s``); returns H, E, F and
+    the candidate for the row below. Seven vector operations.
+    """
     e = vmax(e, vadd(hl, de))
-    f = vmax(f, vadd(hu, gof))
-    return vmax(vmax(h, e), f), e, f
+    t = vmax(vadd(d, p), e)
+    f = vmax(f, u)
+    return vmax(t, f), e, f, vadd(t, gof)
 
 
 @njit(nogil=True, cache=True)
@@ -303,22 +318,23 @@ def _strip8(prof, dea, hrow, frow, c, stop, offs, gof, bh, be, j0, tvec, d0):
         y = (i - c) * LANES
         de = vload(dea, x)
         hu = vload(hrow, y)
+        u = vadd(hu, gof)
         f = vload(frow, y)
-        n0, e0, f = _cell(d0, vload(prof, o0 + x), e0, h0, f, hu, de, gof)
+        n0, e0, f, u = _cell(d0, vload(prof, o0 + x), e0, h0, f, u, de, gof)
         d0 = hu
-        n1, e1, f = _cell(h0, vload(prof, o1 + x), e1, h1, f, n0, de, gof)
+        n1, e1, f, u = _cell(h0, vload(prof, o1 + x), e1, h1, f, u, de, gof)
         h0 = n0
-        n2, e2, f = _cell(h1, vload(prof, o2 + x), e2, h2, f, n1, de, gof)
+        n2, e2, f, u = _cell(h1, vload(prof, o2 + x), e2, h2, f, u, de, gof)
         h1 = n1
-        n3, e3, f = _cell(h2, vload(prof, o3 + x), e3, h3, f, n2, de, gof)
+        n3, e3, f, u = _cell(h2, vload(prof, o3 + x), e3, h3, f, u, de, gof)
         h2 = n2
-        n4, e4, f = _cell(h3, vload(prof, o4 + x), e4, h4, f, n3, de, gof)
+        n4, e4, f, u = _cell(h3, vload(prof, o4 + x), e4, h4, f, u, de, gof)
         h3 = n3
-        n5, e5, f = _cell(h4, vload(prof, o5 + x), e5, h5, f, n4, de, gof)
+        n5, e5, f, u = _cell(h4, vload(prof, o5 + x), e5, h5, f, u, de, gof)
         h4 = n4
-        n6, e6, f = _cell(h5, vload(prof, o6 + x), e6, h6, f, n5, de, gof)
+        n6, e6, f, u = _cell(h5, vload(prof, o6 + x), e6, h6, f, u, de, gof)
         h5 = n5
-        n7, e7, f = _cell(h6, vload(prof, o7 + x), e7, h7, f, n6, de, gof)
+        n7, e7, f, u = _cell(h6, vload(prof, o7 + x), e7, h7, f, u, de, gof)
         h6 = n6
         h7 = n7
         vstore(hrow, y, n7)
@@ -360,14 +376,15 @@ def _strip4(prof, dea, hrow, frow, c, stop, offs, gof, bh, be, j0, tvec, d0):
         y = (i - c) * LANES
         de = vload(dea, x)
         hu = vload(hrow, y)
+        u = vadd(hu, gof)
         f = vload(frow, y)
-        n0, e0, f = _cell(d0, vload(prof, o0 + x), e0, h0, f, hu, de, gof)
+        n0, e0, f, u = _cell(d0, vload(prof, o0 + x), e0, h0, f, u, de, gof)
         d0 = hu
-        n1, e1, f = _cell(h0, vload(prof, o1 + x), e1, h1, f, n0, de, gof)
+        n1, e1, f, u = _cell(h0, vload(prof, o1 + x), e1, h1, f, u, de, gof)
         h0 = n0
-        n2, e2, f = _cell(h1, vload(prof, o2 + x), e2, h2, f, n1, de, gof)
+        n2, e2, f, u = _cell(h1, vload(prof, o2 + x), e2, h2, f, u, de, gof)
         h1 = n1
-        n3, e3, f = _cell(h2, vload(prof, o3 + x), e3, h3, f, n2, de, gof)
+        n3, e3, f, u = _cell(h2, vload(prof, o3 + x), e3, h3, f, u, de, gof)
         h2 = n2
         h3 = n3
         vstore(hrow, y, n3)
@@ -392,10 +409,14 @@ def _strip1(prof, dea, hrow, frow, c, stop, o0, gof, bh, be, j0, tvec, d0):
     for i in range(c, stop):
         x = i * LANES
         y = (i - c) * LANES
+        de = vload(dea, x)
         hu = vload(hrow, y)
-        h0, e0, f = _cell(d0, vload(prof, o0 + x), e0, h0, vload(frow, y), hu, vload(dea, x), gof)
+        u = vadd(hu, gof)
+        f = vload(frow, y)
+        n0, e0, f, u = _cell(d0, vload(prof, o0 + x), e0, h0, f, u, de, gof)
         d0 = hu
-        vstore(hrow, y, h0)
+        h0 = n0
+        vstore(hrow, y, n0)
         vstore(frow, y, f)
     vstore(bh, b, vadd(h0, tvec))
     vstore(be, b, vadd(e0, tvec))
@@ -409,13 +430,13 @@ def _score_reads(prof, dea, cs, reads, lengths, select, params, hrow, frow, bh, 
     Flat ``[.., LANES]`` tables: ``prof[(s * n + i) * LANES + w]`` the frame's diagonal score
     of read state index s at column i; ``dea`` E's open-minus-extend per column; ``cs`` the
     column shift (sum of E's extension since the chunk's first column). ``params`` =
-    (f_open - f_ext, f_ext, border0, border_step, c0, last_column, negate, chunk).
+    (f_open - s, s, border0, border_step, c0, last_column, negate, chunk) with s the row shift.
     ``hrow``/``frow`` hold one chunk of the H/F row between strips, ``bh``/``be`` the H/E
     column between chunks for rows -1..m-1.
     """
     n = dea.size // LANES
     stride = n * LANES
-    gofs, fext, border0, bstep, c0, last_col, negate, chunk = (
+    gofs, shift, border0, bstep, c0, last_col, negate, chunk = (
         params[0],
         params[1],
         params[2],
@@ -426,8 +447,8 @@ def _score_reads(prof, dea, cs, reads, lengths, select, params, hrow, frow, bh, 
         params[7],
     )
     gof = vsplat(gofs, hrow)
-    top = fext + c0  # H'[-1][i] (also H'[-1][-1])
-    step = bstep - fext  # the left border H'[j][-1] = border0 + c0 + j * step
+    top = shift + c0  # H'[-1][i] (also H'[-1][-1])
+    step = bstep - shift  # the left border H'[j][-1] = border0 + c0 + j * step
     de0 = vload(dea, 0)
     for q in select:
         m = lengths[q]
@@ -478,11 +499,11 @@ def _score_reads(prof, dea, cs, reads, lengths, select, params, hrow, frow, bh, 
             for i in range(c, stop):
                 real = vadd(vload(hrow, (i - c) * LANES), vload(cs, i * LANES))
                 lastmax = real if i == 0 else vmax(lastmax, real)
-        best = vadd(lastmax, vsplat((m - 1) * fext - c0, hrow))
+        best = vadd(lastmax, vsplat((m - 1) * shift - c0, hrow))
         if last_col:
-            # H[j][n-1] = H'[j][n-1] + j * f_ext - c0 (exact in wrapping arithmetic)
+            # H[j][n-1] = H'[j][n-1] + j * s - c0 (exact in wrapping arithmetic)
             for j in range(m):
-                real = vadd(vload(bh, (j + 1) * LANES), vsplat(j * fext - c0, hrow))
+                real = vadd(vload(bh, (j + 1) * LANES), vsplat(j * shift - c0, hrow))
                 best = vmax(best, real)
         for w in range(LANES):
             value = vlane(best, w)
@@ -526,7 +547,7 @@ def _group_arrays(block, start, n, plan, read_states, bits, chunk):
     hit = (states[None, :, :] & read_states[:, None, None]) != 0
     prof = np.where(hit, plan.match, plan.mismatch) + np.where(flags, plan.cgap, 0)[None]
     # the frame: row j+1 sits -f_ext above row j; column i sits -ge[i] above column i-1
-    prof = prof - plan.f_ext - ge[None]
+    prof = prof - plan.row_shift - ge[None]
     return (
         np.ascontiguousarray(prof, dtype=dtype).ravel(),
         np.ascontiguousarray(go - ge, dtype=dtype).ravel(),
@@ -565,7 +586,7 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
     plan = _plan(scoring)
     read_states, index = np.unique(queries.codes, return_inverse=True)
     index = index.reshape(queries.codes.shape).astype(np.int64)
-    params_base = [plan.f_open - plan.f_ext, plan.f_ext, plan.border0, plan.border_step]
+    params_base = [plan.f_open - plan.row_shift, plan.row_shift, plan.border0, plan.border_step]
     tail = [int(plan.last_column), int(plan.negate)]
     by_width: dict[int, list[int]] = {}
     for q in np.flatnonzero(lengths > 0):
