@@ -1,27 +1,32 @@
-"""PaPaRa kernels for the ``numba`` backend: block scoring and pair traceback.
+"""PaPaRa kernels for the ``numba`` backend: block scoring and traceback.
 
 Scoring (:func:`score_block`) runs one read at a time against the 32 profiles of a block (the
 inter-reference layout: lane w of every vector is profile w), with LLVM ``<32 x i16>`` vectors
-(``<32 x i32>`` for reads too long for 16 bits). Three ideas make it fast:
+(``<32 x i32>`` for reads too long for 16 bits; :func:`kernel_width`). It costs seven vector
+operations per cell (32 cells), thanks to:
 
 * **Per-read profiles.** For every distinct read state s the block gets one table
-  ``P[s, i, w] = match * (a[i, w] & s != 0) + match_cgap * f[i, w]``, so the diagonal costs one
-  load and one add per cell.
-* **Strips of rows.** A sweep along the reference computes 8 read rows at once (4, 2, 1 for the
-  rest); their H and E stay in registers, and the H/F row between strips is loaded and stored
-  once per strip instead of once per row.
-* **A row-shifted frame.** Every value of read row j is kept as ``X - j*GE + c0``. F's
-  extension then costs nothing (``F' = max(F'_up, H'_up + GO - GE)``), which saves one
-  operation per cell; ``c0`` centres the range. The shift only moves values; the
-  scores come out exactly.
+  ``P[s, i, w] = match * (a[i, w] & s != 0) + match_cgap * f[i, w]`` (shifted, see below), so
+  the diagonal is one add with a memory operand.
+* **Strips and chunks.** A sweep computes 8 read rows at once (then 4, then 1 for the rest):
+  their H and E stay in registers, the H/F row between strips is loaded and stored once per
+  strip. The reference is cut into chunks of :data:`CHUNK` columns that every strip of a read
+  sweeps before the next chunk, so a chunk's profile and row stay in L1.
+* **A shifted frame.** A value X of read row j, column i is stored as ``X - j*s - cs[i] + c0``:
+  s = ``max(GE, GO)`` makes F's extension free, and since H >= F, ``F = max(F_up, T_up + GO -
+  s)`` with ``T = max(SM, E)``; cs (E's extensions summed since the chunk's first column) makes
+  E's extension free, ``E = max(E_left, H_left + go - ge)``. Both shifts move values without
+  changing any comparison; c0 centres the range so that it fits the lane width; the scores are
+  shifted back exactly.
 
 ``bmc2012`` (lower is better) runs on the same code by negation: ``-S`` follows the papara2
 recurrence with F = I (open = extend = -3), E = D (open -4, extend -1; 0 on flagged columns), a
 diagonal of ``-(mismatch + CG)``, left border ``-3(j+1)`` and the score taken over the last row
 only (see :func:`_plan`).
 
-:func:`papara_align` fills one pair with the traceback bits of spec §6 (scalar Numba) and walks
-back exactly as :func:`dpalign.reference.papara_traceback`.
+Traceback: :func:`papara_align` fills one pair with the bits of spec §6 (scalar Numba) and walks
+back exactly as :func:`dpalign.reference.papara_traceback`; :func:`papara_align_many` does the
+same for many (read, edge) pairs, 32 pairs per vector.
 """
 
 from __future__ import annotations
@@ -201,9 +206,10 @@ class _Plan:
     """Constants of the unified recurrence (all in the "higher is better" sense).
 
     ``H = max(Hdiag + P, E, F)``; ``E = max(E_left + ge, H_left + go)`` with (go, ge) =
-    ``e_flagged`` on flagged columns else ``e_open, e_ext``; ``F = max(F_up + f_ext, H_up +
-    f_open)``; ``P = match or mismatch, plus cgap on flagged columns``; left border
-    ``H[j][-1] = border0 + j * border_step`` (row -1 and the top border are 0).
+    (0, 0) on flagged columns else ``(e_open, e_ext)``; ``F = max(F_up + f_ext, H_up +
+    f_open)``; ``P`` = match or mismatch, plus cgap on flagged columns; left border
+    ``H[j][-1] = border0 + j * border_step``, top border ``H[-1][i] = 0``; E and F start at
+    minus infinity. ``lo``/``hi`` bound every H of a read of length m.
     """
 
     match: int
