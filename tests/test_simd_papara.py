@@ -283,3 +283,35 @@ def test_query_slices_balance_blocks_over_threads():
     covered = np.concatenate([np.arange(2000)[s] for s in query_slices(lengths, 3, 4)])
     assert covered.tolist() == list(range(2000))
     assert query_slices(np.array([5]), 7, 2) == [slice(0, 1)]
+
+
+def test_reads_beyond_32_bits_are_a_clear_error():
+    from dpalign.errors import InputError
+
+    with pytest.raises(InputError, match="too long"):
+        P.kernel_width(PaparaScoring(), 2**31)
+
+
+@pytest.mark.parametrize("lanes", [1, 3, 5, 8, 9, 16, 17])
+@pytest.mark.parametrize("protein", [False, True])
+def test_narrow_blocks_pack_several_reads_per_vector(lanes, protein, monkeypatch):
+    # blocks with <= 16 (8, 4...) live lanes run 2 (4, 8...) reads of equal length at once
+    packed = []
+    pack_reads = P._pack_reads
+    monkeypatch.setattr(P, "_pack_reads", lambda *a: packed.append(pack_reads(*a)) or packed[-1])
+    rng = np.random.default_rng(lanes)
+    n = 21
+    if protein:
+        states = rng.integers(1, 1 << 20, (lanes, n)).astype(np.uint32)
+        reads = [(1 << rng.integers(0, 20, m)).astype(np.uint32) for m in [7] * 5 + [3, 9, 9]]
+    else:
+        states = rng.integers(1, 16, (lanes, n)).astype(np.uint8)
+        reads = [rng.integers(1, 5, m).astype(np.uint8) for m in [7] * 5 + [3, 9, 9, 1]]
+    reads.append(np.zeros(0, dtype=states.dtype))
+    flags = (rng.random((lanes, n)) < 0.3).astype(np.uint8)
+    for scoring in (PaparaScoring(), PaparaScoring("bmc2012")):
+        scores, widths = _numba_scores(states, flags, reads, scoring)
+        np.testing.assert_array_equal(scores, _reference_scores(states, flags, reads, scoring))
+        assert widths[:-1].min() == 16 and not widths[-1].any()
+    assert any(p is not None for p in packed) == (lanes <= 16)
+    assert P._pack_factor(lanes) == {1: 32, 3: 8, 5: 4, 8: 4, 9: 2, 16: 2, 17: 1}[lanes]

@@ -39,6 +39,7 @@ from numba import njit, types
 from numba.extending import intrinsic, overload
 
 from ..engine import BlockScores, QueryBatch, ReferenceBlock, Task
+from ..errors import InputError
 from ..scoring import WIDTH_RANGE, PaparaScoring
 from .vectors import VectorOps
 
@@ -277,7 +278,7 @@ def kernel_width(scoring: PaparaScoring, m: int) -> int:
     for bits in (16, 32):
         if bits >= scoring.width_for(m) and _frame(plan, m, bits) is not None:
             return bits
-    raise ValueError(f"a read of length {m} is too long for 32-bit PaPaRa scores")
+    raise InputError(f"a read of length {m:,} is too long for 32-bit PaPaRa scores")
 
 
 # --------------------------------------------------------------------------------------------
@@ -533,12 +534,12 @@ def _lane_groups(block: ReferenceBlock):
     return n, starts
 
 
-def _group_arrays(block, start, n, plan, read_states, bits, chunk):
-    """Per-group tables of one width: diagonal profile, E's open - extend, column shift."""
-    dtype = _DTYPES[bits]
-    stop = min(start + LANES, block.width)
-    states = np.zeros((n, LANES), dtype=block.codes.dtype)
-    flags = np.zeros((n, LANES), dtype=bool)
+def _lane_tables(block, start, n, plan, read_states, chunk, width):
+    """Tables of ``width`` lanes from lane ``start``: the diagonal profile per read state
+    ``[S, n, width]``, E's open - extend ``[n, width]`` and the column shift ``[n, width]``."""
+    stop = min(start + width, block.width)
+    states = np.zeros((n, width), dtype=block.codes.dtype)
+    flags = np.zeros((n, width), dtype=bool)
     states[:, : stop - start] = block.codes[:n, start:stop]
     if block.flags is not None:
         flags[:, : stop - start] = block.flags[:n, start:stop] != 0
@@ -547,18 +548,63 @@ def _group_arrays(block, start, n, plan, read_states, bits, chunk):
     # column shift: E's extensions summed from the start of each chunk (restarts per chunk)
     cs = np.cumsum(ge, axis=0)
     starts = np.arange(0, n, chunk)
-    before = np.zeros((len(starts), LANES), dtype=np.int64)
+    before = np.zeros((len(starts), width), dtype=np.int64)
     before[1:] = cs[starts[1:] - 1]
     cs = cs - np.repeat(before, np.diff(np.append(starts, n)), axis=0)
     hit = (states[None, :, :] & read_states[:, None, None]) != 0
     prof = np.where(hit, plan.match, plan.mismatch) + np.where(flags, plan.cgap, 0)[None]
-    # the frame: row j+1 sits -f_ext above row j; column i sits -ge[i] above column i-1
+    # the frame: row j+1 sits -s above row j; column i sits -ge[i] above column i-1
     prof = prof - plan.row_shift - ge[None]
-    return (
-        np.ascontiguousarray(prof, dtype=dtype).ravel(),
-        np.ascontiguousarray(go - ge, dtype=dtype).ravel(),
-        np.ascontiguousarray(cs, dtype=dtype).ravel(),
-    )
+    return prof, go - ge, cs
+
+
+def _flat(table, bits):
+    return np.ascontiguousarray(table, dtype=_DTYPES[bits]).ravel()
+
+
+#: Packing several reads into one vector (see :func:`_pack_reads`) builds one profile per
+#: combination of their states; above this many combinations it packs fewer reads.
+MAX_COMBOS = 64
+
+
+def _pack_reads(select, lengths, index, n_states, k):
+    """Tuples of k reads of equal length, and their rows as combined state indices.
+
+    A block with at most LANES / k live lanes runs k reads at once: lanes ``t * LANES/k + w``
+    hold read t of the tuple against profile w. Short tuples repeat their first read.
+    Returns ``(tuples [V, k], combo rows [V, m_max], combos [C, k])`` or None when the reads
+    use more than :data:`MAX_COMBOS` combinations.
+    """
+    tuples = []
+    for m in np.unique(lengths[select]):
+        same = select[lengths[select] == m]
+        for first in range(0, len(same), k):
+            chunk = list(same[first : first + k])
+            tuples.append(chunk + [chunk[0]] * (k - len(chunk)))
+    tuples = np.asarray(tuples, dtype=np.int64)
+    # past a read's end every member repeats its first state: no extra combinations
+    past = np.arange(index.shape[1])[None, :] >= lengths[tuples[:, 0]][:, None]
+
+    def member(t):
+        rows = index[tuples[:, t]]
+        return np.where(past, rows[:, :1], rows)
+
+    digits, ids = np.unique(member(0), return_inverse=True)
+    digits, ids = digits[:, None], ids.reshape(past.shape)
+    for t in range(1, k):
+        combos, ids = np.unique(ids * n_states + member(t), return_inverse=True)
+        ids = ids.reshape(past.shape)
+        if len(combos) > MAX_COMBOS:
+            return None
+        digits = np.concatenate([digits[combos // n_states], (combos % n_states)[:, None]], axis=1)
+    return tuples, ids.astype(np.int64), digits
+
+
+def _pack_factor(live_lanes: int) -> int:
+    k = 1
+    while live_lanes <= LANES // (2 * k):
+        k *= 2
+    return k
 
 
 def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> BlockScores:
@@ -579,6 +625,11 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
         ``scores[q, w]`` equal to :func:`dpalign.reference.papara_fill` (0 for empty reads and
         padding lanes) and ``width[q, w]`` the lane width (16 or 32) that produced it (0 for
         empty reads and padding lanes).
+
+    Notes
+    -----
+    A lane group with at most 16 (8, ...) live lanes runs 2 (4, ...) reads of equal length per
+    vector instead of leaving lanes idle (the last block of a tree rarely fills 32 lanes).
     """
     scoring = task.scoring
     n_reads = len(queries)
@@ -603,16 +654,40 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
         c0 = _frame(plan, m_max, bits)
         params = np.asarray([*params_base, c0, *tail, CHUNK], dtype=np.int64)
         dtype = _DTYPES[bits]
-        hrow = np.empty(CHUNK * LANES, dtype=dtype)
-        frow = np.empty(CHUNK * LANES, dtype=dtype)
-        bh = np.empty((m_max + 1) * LANES, dtype=dtype)
-        be = np.empty((m_max + 1) * LANES, dtype=dtype)
-        out = np.zeros((n_reads, LANES), dtype=np.int64)
+        work = (
+            np.empty(CHUNK * LANES, dtype=dtype),
+            np.empty(CHUNK * LANES, dtype=dtype),
+            np.empty((m_max + 1) * LANES, dtype=dtype),
+            np.empty((m_max + 1) * LANES, dtype=dtype),
+        )
         for start in groups:
-            prof, dea, cs = _group_arrays(block, start, n, plan, read_states, bits, CHUNK)
-            _score_reads(prof, dea, cs, index, lengths, select, params, hrow, frow, bh, be, out)
             lanes = live[(live >= start) & (live < start + LANES)]
-            scores[np.ix_(select, lanes)] = out[np.ix_(select, lanes - start)]
+            k = _pack_factor(int(lanes.max()) - start + 1)
+            packed = None
+            while k > 1 and packed is None:
+                packed = _pack_reads(select, lengths, index, len(read_states), k)
+                k = k if packed is not None else k // 2
+            sub = LANES // k
+            prof, dea, cs = _lane_tables(block, start, n, plan, read_states, CHUNK, sub)
+            if packed is None:
+                out = np.zeros((n_reads, LANES), dtype=np.int64)
+                tables = (_flat(prof, bits), _flat(dea, bits), _flat(cs, bits))
+                _score_reads(*tables, index, lengths, select, params, *work, out)
+                scores[np.ix_(select, lanes)] = out[np.ix_(select, lanes - start)]
+            else:
+                tuples, rows, digits = packed
+                combo_prof = np.concatenate([prof[digits[:, t]] for t in range(k)], axis=2)
+                tables = (
+                    _flat(combo_prof, bits),
+                    _flat(np.tile(dea, (1, k)), bits),
+                    _flat(np.tile(cs, (1, k)), bits),
+                )
+                out = np.zeros((len(tuples), LANES), dtype=np.int64)
+                virtual = np.arange(len(tuples), dtype=np.int64)
+                _score_reads(*tables, rows, lengths[tuples[:, 0]], virtual, params, *work, out)
+                for t in range(k):
+                    cols = t * sub + lanes - start
+                    scores[np.ix_(tuples[:, t], lanes)] = out[:, cols]
             width[np.ix_(select, lanes)] = bits
     return BlockScores(scores, width)
 
