@@ -645,11 +645,13 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
     index = index.reshape(queries.codes.shape).astype(np.int64)
     params_base = [plan.f_open - plan.row_shift, plan.row_shift, plan.border0, plan.border_step]
     tail = [int(plan.last_column), int(plan.negate)]
-    by_width: dict[int, list[int]] = {}
-    for q in np.flatnonzero(lengths > 0):
-        by_width.setdefault(kernel_width(scoring, int(lengths[q])), []).append(int(q))
-    for bits, chosen in sorted(by_width.items()):
-        select = np.asarray(chosen, dtype=np.int64)
+    read_bits = np.zeros(n_reads, dtype=np.int64)
+    for m in np.unique(lengths[lengths > 0]):
+        read_bits[lengths == m] = kernel_width(scoring, int(m))
+    for bits in (16, 32):
+        select = np.flatnonzero(read_bits == bits)
+        if select.size == 0:
+            continue
         m_max = int(lengths[select].max())
         c0 = _frame(plan, m_max, bits)
         params = np.asarray([*params_base, c0, *tail, CHUNK], dtype=np.int64)
