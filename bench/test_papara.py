@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dpalign.engine import Task, get_backend, query_batch
@@ -141,5 +142,51 @@ def test_whole_run(benchmark, reads_path, scoring_input, tmp_path, threads):
         original_seconds=ORIGINAL_WHOLE_RUN_S[threads] if SCALE >= 1 else None,
         speedup_over_original=ORIGINAL_WHOLE_RUN_S[threads] / seconds if SCALE >= 1 else None,
         scale=SCALE,
+        load=os.getloadavg()[0],
+    )
+
+
+def _alu_probe_factory():
+    from numba import njit
+
+    from dpalign.simd.vectors import VectorOps
+
+    ops = VectorOps(np.int16, 32)
+    vadd, vmax, vload, vstore = ops.add, ops.max, ops.load, ops.store
+
+    @njit(nogil=True)
+    def probe(a, rounds):
+        # 8 independent add-then-max chains: 16 operations per round, no memory traffic
+        x0, x1, x2, x3 = vload(a, 0), vload(a, 32), vload(a, 64), vload(a, 96)
+        x4, x5, x6, x7 = vload(a, 128), vload(a, 160), vload(a, 192), vload(a, 224)
+        c = vload(a, 256)
+        for _ in range(rounds):
+            x0 = vmax(vadd(x0, c), x1)
+            x1 = vmax(vadd(x1, c), x2)
+            x2 = vmax(vadd(x2, c), x3)
+            x3 = vmax(vadd(x3, c), x4)
+            x4 = vmax(vadd(x4, c), x5)
+            x5 = vmax(vadd(x5, c), x6)
+            x6 = vmax(vadd(x6, c), x7)
+            x7 = vmax(vadd(x7, c), x0)
+        vstore(a, 0, vadd(vadd(vadd(x0, x1), vadd(x2, x3)), vadd(vadd(x4, x5), vadd(x6, x7))))
+
+    return probe
+
+
+def test_alu_calibration(benchmark):
+    """The machine's state: independent 512-bit add/max operations per second.
+
+    On the shared (virtual) machine this moved between ~7.4 G/s and ~5.5 G/s within an hour
+    with nothing else running in it; every GCUPS figure moves with it, so record it beside
+    them. The scoring kernel needs 7 such operations per 32 cells.
+    """
+    data = np.zeros(16 * 32, dtype=np.int16)
+    rounds = 20_000_000
+    probe = _alu_probe_factory()
+    probe(data, 10)
+    benchmark.pedantic(probe, args=(data, rounds), rounds=5, iterations=1)
+    benchmark.extra_info.update(
+        vector_ops_per_s=16 * rounds / benchmark.stats.stats.min,
         load=os.getloadavg()[0],
     )
