@@ -11,17 +11,30 @@ import numpy as np
 
 from ..alphabet import StateAlphabet
 
+_I, _M = ord("I"), ord("M")
+_GAP = ord("-")
+
+
+def _op_codes(ops: str) -> np.ndarray:
+    return np.frombuffer(ops.encode("ascii"), dtype=np.uint8)
+
+
+def _sites_before(codes: np.ndarray) -> np.ndarray:
+    """For every op, the number of site ops (``M``/``R``) before it: an ``I``'s gap slot."""
+    is_site = codes != _I
+    return np.cumsum(is_site) - is_site
+
 
 def insertion_counts(ops: str, n_sites: int) -> np.ndarray:
     """Number of inserted read characters in each gap slot 0..n of one alignment."""
-    counts = np.zeros(n_sites + 1, dtype=np.int64)
-    site = 0
-    for op in ops:
-        if op == "I":
-            counts[site] += 1
-        else:
-            site += 1
-    return counts
+    codes = _op_codes(ops)
+    slots = _sites_before(codes)[codes == _I]
+    return np.bincount(slots, minlength=n_sites + 1).astype(np.int64)
+
+
+def _slot_starts(slot_widths: np.ndarray) -> np.ndarray:
+    """Output column where gap slot k begins (site k follows it at ``+ slot_widths[k]``)."""
+    return np.arange(len(slot_widths)) + np.cumsum(slot_widths) - slot_widths
 
 
 def read_row(ops: str, letters: str, n_sites: int, slot_widths: np.ndarray | None) -> str:
@@ -35,45 +48,46 @@ def read_row(ops: str, letters: str, n_sites: int, slot_widths: np.ndarray | Non
         The read's characters (one per ``M`` or ``I``).
     slot_widths : ndarray or None
         Width of each gap slot (reference gaps allowed), or None to drop insertions.
+
+    Inserted characters fill their slot from the left, except slot 0 which is right-justified
+    (padding first), as PaPaRa 2.5 writes them.
     """
-    out: list[str] = []
-    pending: list[str] = []  # inserted characters of the current slot
-    site, k = 0, 0
-
-    def flush(slot: int) -> None:
-        if slot_widths is None:
-            return
-        pad = "-" * (int(slot_widths[slot]) - len(pending))
-        # slot 0 is right-justified (padding first), every other slot left-justified
-        out.append(pad + "".join(pending) if slot == 0 else "".join(pending) + pad)
-
-    for op in ops:
-        if op == "I":
-            pending.append(letters[k])
-            k += 1
-            continue
-        flush(site)
-        pending.clear()
-        if op == "M":
-            out.append(letters[k])
-            k += 1
-        else:
-            out.append("-")
-        site += 1
-    flush(n_sites)
-    return "".join(out)
+    codes = _op_codes(ops)
+    chars = np.frombuffer(letters.encode("ascii"), dtype=np.uint8)
+    is_ins = codes == _I
+    consumes = is_ins | (codes == _M)  # ops that take the next read character
+    char_of = np.cumsum(consumes) - 1
+    site = _sites_before(codes)
+    if slot_widths is None:
+        out = np.full(n_sites, _GAP, dtype=np.uint8)
+        placed = codes == _M
+        out[site[placed]] = chars[char_of[placed]]
+        return out.tobytes().decode("ascii")
+    slot_widths = np.asarray(slot_widths, dtype=np.int64)
+    starts = _slot_starts(slot_widths)
+    out = np.full(n_sites + int(slot_widths.sum()), _GAP, dtype=np.uint8)
+    matched = codes == _M
+    out[(starts + slot_widths)[site[matched]]] = chars[char_of[matched]]
+    if is_ins.any():
+        index = np.arange(len(codes))
+        run_start = np.maximum.accumulate(np.where(is_ins & ~np.r_[False, is_ins[:-1]], index, 0))
+        rank = (index - run_start)[is_ins]  # position inside its slot
+        slot = site[is_ins]
+        count = np.bincount(slot, minlength=n_sites + 1)[slot]
+        pad = np.where(slot == 0, slot_widths[0] - count, 0)
+        out[starts[slot] + pad + rank] = chars[char_of[is_ins]]
+    return out.tobytes().decode("ascii")
 
 
 def reference_row(row: str, slot_widths: np.ndarray | None) -> str:
     """A reference row with ``slot_widths[k]`` gaps before site k (and after the last)."""
     if slot_widths is None:
         return row
-    parts = []
-    for k, ch in enumerate(row):
-        parts.append("-" * int(slot_widths[k]))
-        parts.append(ch)
-    parts.append("-" * int(slot_widths[len(row)]))
-    return "".join(parts)
+    slot_widths = np.asarray(slot_widths, dtype=np.int64)
+    raw = np.frombuffer(row.encode("ascii"), dtype=np.uint8)
+    out = np.full(len(raw) + int(slot_widths.sum()), _GAP, dtype=np.uint8)
+    out[(_slot_starts(slot_widths) + slot_widths)[: len(raw)]] = raw
+    return out.tobytes().decode("ascii")
 
 
 def extended_alignment(

@@ -21,6 +21,18 @@ def _aligner(backend_name: str):
     return reference.papara_align
 
 
+def _batch_aligner(backend_name: str):
+    """Numba's many-pairs aligner (32 pairs per SIMD pass), or None."""
+    if backend_name != "reference":
+        try:
+            from ..simd.papara import papara_align_many
+
+            return papara_align_many
+        except ImportError:
+            pass
+    return None
+
+
 def align_reads(
     states: np.ndarray,
     flags: np.ndarray,
@@ -36,13 +48,21 @@ def align_reads(
     scoring phase's: a mismatch means a kernel is wrong, and is reported, never written.
     """
     n_cols = states.shape[1]
-    align = _aligner(backend_name)
+    batch = _batch_aligner(backend_name)
+    if batch is not None:
+        scores, many = batch(states, flags, reads, best_edge, scoring)
+        pairs = zip(scores, many, strict=True)
+    else:
+        align = _aligner(backend_name)
+        pairs = (
+            align(states[edge], flags[edge], read, scoring) if edge >= 0 else (0, None)
+            for read, edge in zip(reads, best_edge, strict=True)
+        )
     ops = []
-    for k, (read, edge) in enumerate(zip(reads, best_edge, strict=True)):
+    for k, ((score, read_ops), edge) in enumerate(zip(pairs, best_edge, strict=True)):
         if edge < 0:
             ops.append("R" * n_cols)
             continue
-        score, read_ops = align(states[edge], flags[edge], read, scoring)
         if score != best_score[k]:
             raise DpalignError(
                 f"internal error: read {k} scored {best_score[k]} on edge {edge} in the scoring "

@@ -12,8 +12,32 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import config
-from ..engine import Backend, register
+from ..engine import Backend, BlockScores, register
+
+
+def query_slices(lengths: np.ndarray, n_blocks: int, threads: int) -> list[slice]:
+    """Split the queries into contiguous slices of about equal residues.
+
+    With one block per work unit, 7 blocks on 2 threads would leave one thread idle for a
+    seventh of the run; splitting every block's queries into c slices, with c chosen so that
+    ``n_blocks * c`` is a multiple of ``threads`` (and at least 2 units per thread), gives
+    every thread the same work.
+    """
+    n = len(lengths)
+    if threads <= 1 or n < 2 or n_blocks == 0:
+        return [slice(0, n)]
+    c = max(1, -(-2 * threads // n_blocks))
+    while (n_blocks * c) % threads and c < n:
+        c += 1
+    c = min(c, n)
+    total = np.cumsum(lengths)
+    middle = total - np.asarray(lengths) / 2
+    cuts = np.searchsorted(middle, total[-1] * np.arange(1, c) / c) if total[-1] else []
+    edges = sorted({0, n, *(int(x) for x in cuts)})
+    return [slice(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
 
 
 def kernel_module(kernel: str):
@@ -45,14 +69,19 @@ class NumbaBackend(Backend):
 
     def score(self, task, queries, blocks, progress=None):
         module = kernel_module(task.kernel)
-        threads = min(config.cpu_threads(self.threads), max(len(blocks), 1))
-        results = [None] * len(blocks)
+        threads = config.cpu_threads(self.threads)
+        slices = query_slices(queries.lengths, len(blocks), threads)
+        parts = [queries if len(slices) == 1 else queries.subset(s) for s in slices]
+        units = [(b, p) for b in range(len(blocks)) for p in range(len(parts))]
+        threads = min(threads, max(len(units), 1))
+        results = [[None] * len(parts) for _ in blocks]
 
-        def work(index: int) -> None:
+        def work(unit: tuple[int, int]) -> None:
+            index, part = unit
             block = blocks[index]
             start = time.perf_counter()
-            results[index] = module.score_block(task, queries, block)
-            cells = queries.residues * block.residues
+            results[index][part] = module.score_block(task, parts[part], block)
+            cells = parts[part].residues * block.residues
             self.stats.record(
                 f"cpu-{threading.current_thread().name.rsplit('_', 1)[-1]}",
                 cells,
@@ -62,10 +91,18 @@ class NumbaBackend(Backend):
                 progress(cells)
 
         if threads == 1:
-            for index in range(len(blocks)):
-                work(index)
+            for unit in units:
+                work(unit)
         else:
             with ThreadPoolExecutor(threads, thread_name_prefix="dpalign") as pool:
-                for future in [pool.submit(work, k) for k in range(len(blocks))]:
+                for future in [pool.submit(work, u) for u in units]:
                     future.result()
-        return results
+        if len(parts) == 1:
+            return [r[0] for r in results]
+        return [
+            BlockScores(
+                np.concatenate([r.scores for r in per_block]),
+                np.concatenate([r.width for r in per_block]),
+            )
+            for per_block in results
+        ]

@@ -1,0 +1,1128 @@
+"""PaPaRa kernels for the ``numba`` backend: block scoring and traceback.
+
+Scoring (:func:`score_block`) runs one read at a time against the 32 profiles of a block (the
+inter-reference layout: lane w of every vector is profile w), with LLVM ``<32 x i16>`` vectors
+(``<32 x i32>`` for reads too long for 16 bits; :func:`kernel_width`). It costs seven vector
+operations per cell (32 cells), thanks to:
+
+* **Per-read profiles.** For every distinct read state s the block gets one table
+  ``P[s, i, w] = match * (a[i, w] & s != 0) + match_cgap * f[i, w]`` (shifted, see below), so
+  the diagonal is one add with a memory operand.
+* **Strips and chunks.** A sweep computes 8 read rows at once (then 4, then 1 for the rest):
+  their H and E stay in registers, the H/F row between strips is loaded and stored once per
+  strip. The reference is cut into chunks of :data:`CHUNK` columns that every strip of a read
+  sweeps before the next chunk, so a chunk's profile and row stay in L1.
+* **A shifted frame.** A value X of read row j, column i is stored as ``X - j*s - cs[i] + c0``:
+  s = ``max(GE, GO)`` makes F's extension free, and since H >= F, ``F = max(F_up, T_up + GO -
+  s)`` with ``T = max(SM, E)``; cs (E's extensions summed since the chunk's first column) makes
+  E's extension free, ``E = max(E_left, H_left + go - ge)``. Both shifts move values without
+  changing any comparison; c0 centres the range so that it fits the lane width; the scores are
+  shifted back exactly.
+
+``bmc2012`` (lower is better) runs on the same code by negation: ``-S`` follows the papara2
+recurrence with F = I (open = extend = -3), E = D (open -4, extend -1; 0 on flagged columns), a
+diagonal of ``-(mismatch + CG)``, left border ``-3(j+1)`` and the score taken over the last row
+only (see :func:`_plan`).
+
+Traceback: :func:`papara_align` fills one pair with the bits of spec §6 (scalar Numba) and walks
+back exactly as :func:`dpalign.reference.papara_traceback`; :func:`papara_align_many` does the
+same for many (read, edge) pairs, 32 pairs per vector.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic, overload
+
+from ..engine import BlockScores, QueryBatch, ReferenceBlock, Task
+from ..errors import InputError
+from ..scoring import WIDTH_RANGE, PaparaScoring
+from .vectors import VectorOps
+
+LANES = 32
+#: Columns per chunk: a chunk's profile and H/F row stay in L1 while every strip of a read
+#: sweeps it; E's column shift restarts at every chunk, so its range stays small.
+CHUNK = 64
+_OPS = {16: VectorOps(np.int16, LANES), 32: VectorOps(np.int32, LANES)}
+_DTYPES = {16: np.int16, 32: np.int32}
+
+# --------------------------------------------------------------------------------------------
+# Width-generic vector operations: one kernel source serves <32 x i16> and <32 x i32>; Numba
+# specialises on the arrays' dtype and these overloads pick the matching VectorOps intrinsics
+# (LLVM inlines them: the inner loop is plain vpaddw/vpmaxsw on zmm registers).
+# --------------------------------------------------------------------------------------------
+
+
+def _ops_for_array(arr):
+    for bits, ops in _OPS.items():
+        if arr.dtype == types.int16 and bits == 16 or arr.dtype == types.int32 and bits == 32:
+            return ops
+    return None
+
+
+def _ops_for_vector(vec):
+    for ops in _OPS.values():
+        if vec == ops.type:
+            return ops
+    return None
+
+
+def vload(arr, idx):
+    """``LANES`` elements of ``arr`` from flat index ``idx`` as one vector."""
+
+
+def vstore(arr, idx, vec):
+    """Store one vector at flat index ``idx`` of ``arr``."""
+
+
+def vsplat(x, arr):
+    """All lanes set to ``x``, as the vector type of ``arr``'s dtype."""
+
+
+def vadd(a, b):
+    """Lane-wise a + b (wrapping)."""
+
+
+def vsub(a, b):
+    """Lane-wise a - b (wrapping)."""
+
+
+def vmax(a, b):
+    """Lane-wise signed maximum."""
+
+
+def vlane(vec, k):
+    """Lane k as an int64."""
+
+
+def vand(a, b):
+    """Lane-wise bitwise and."""
+
+
+def vor(a, b):
+    """Lane-wise bitwise or."""
+
+
+def vgt(a, b):
+    """Mask: a > b (signed)."""
+
+
+def vge(a, b):
+    """Mask: a >= b (signed)."""
+
+
+def veq(a, b):
+    """Mask: a == b."""
+
+
+def vselect(mask, a, b):
+    """``a`` where the mask is set, else ``b``."""
+
+
+@overload(vload)
+def _vload(arr, idx):
+    load = _ops_for_array(arr).load
+    return lambda arr, idx: load(arr, idx)
+
+
+@overload(vstore)
+def _vstore(arr, idx, vec):
+    store = _ops_for_array(arr).store
+    return lambda arr, idx, vec: store(arr, idx, vec)
+
+
+@overload(vsplat)
+def _vsplat(x, arr):
+    splat = _ops_for_array(arr).splat
+    return lambda x, arr: splat(x)
+
+
+@overload(vadd)
+def _vadd(a, b):
+    add = _ops_for_vector(a).add
+    return lambda a, b: add(a, b)
+
+
+@overload(vsub)
+def _vsub(a, b):
+    sub = _ops_for_vector(a).sub
+    return lambda a, b: sub(a, b)
+
+
+@overload(vmax)
+def _vmax(a, b):
+    vmax_ = _ops_for_vector(a).max
+    return lambda a, b: vmax_(a, b)
+
+
+@overload(vlane)
+def _vlane(vec, k):
+    lane = _ops_for_vector(vec).lane
+    return lambda vec, k: lane(vec, k)
+
+
+def _binary_overload(stub, name):
+    @overload(stub)
+    def _impl(a, b):
+        op = getattr(_ops_for_vector(a), name)
+        return lambda a, b: op(a, b)
+
+
+for _stub, _name in ((vand, "and_"), (vor, "or_"), (vgt, "gt"), (vge, "ge"), (veq, "eq")):
+    _binary_overload(_stub, _name)
+
+
+@overload(vselect)
+def _vselect(mask, a, b):
+    select = _ops_for_vector(a).select
+    return lambda mask, a, b: select(mask, a, b)
+
+
+@intrinsic
+def vstore_u8(typingctx, arr, idx, vec):
+    """Store the low byte of every lane at flat index ``idx`` of a uint8 array."""
+
+    def codegen(context, builder, sig, args):
+        narrow = ir.VectorType(ir.IntType(8), LANES)
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        ptr = builder.gep(ary.data, [args[1]])
+        value = builder.trunc(args[2], narrow)
+        builder.store(value, builder.bitcast(ptr, narrow.as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return types.none(arr, idx, vec), codegen
+
+
+# --------------------------------------------------------------------------------------------
+# The plan: the papara2 / bmc2012 recurrence as one max-structure, its frame and its width
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Constants of the unified recurrence (all in the "higher is better" sense).
+
+    ``H = max(Hdiag + P, E, F)``; ``E = max(E_left + ge, H_left + go)`` with (go, ge) =
+    (0, 0) on flagged columns else ``(e_open, e_ext)``; ``F = max(F_up + f_ext, H_up +
+    f_open)``; ``P`` = match or mismatch, plus cgap on flagged columns; left border
+    ``H[j][-1] = border0 + j * border_step``, top border ``H[-1][i] = 0``; E and F start at
+    minus infinity. ``lo``/``hi`` bound every H of a read of length m.
+    """
+
+    match: int
+    mismatch: int
+    cgap: int
+    e_open: int
+    e_ext: int
+    f_open: int
+    f_ext: int
+    border0: int
+    border_step: int
+    last_column: bool  # the score also looks at the last column (papara2)
+    negate: bool  # scores are the negated maximum (bmc2012)
+    lo: int  # bounds on H (true values) for a read of length m: lo + lo_per_row * m
+    lo_per_row: int
+    hi: int
+    hi_per_row: int
+
+    @property
+    def row_shift(self) -> int:
+        """s: row j of the frame is stored ``-j * s`` above its true values.
+
+        With ``s = max(f_ext, f_open)`` F needs no extension cost, ``f_open - s <= 0``, and
+        ``F = max(F_up, T_up + f_open - s)`` with ``T = max(SM, E)`` (because H >= F), so the
+        chain down a column is one max per row.
+        """
+        return max(self.f_ext, self.f_open)
+
+
+def _plan(scoring: PaparaScoring) -> _Plan:
+    if scoring.kind == "bmc2012":
+        # S <= 3(m+1) (the border), D <= S + 4: -S in [-(3m + 7), 0].
+        return _Plan(0, -3, -3, -4, -1, -3, -3, -3, -3, False, True, -7, -3, 0, 0)
+    o, e, ma, mc = scoring.gap_open, scoring.gap_extend, scoring.match, scoring.match_cgap
+    gain = max(ma, 0) + max(mc, 0)
+    # H >= a column of F from row -1 (o + e*j) and 0; H <= gain per read character.
+    return _Plan(ma, 0, mc, o, e, o, e, 0, 0, True, False, min(0, o - e), min(0, e), 0, gain)
+
+
+def _frame(plan: _Plan, m: int, bits: int) -> int | None:
+    """Offset c0 so that every value of the shifted frame fits ``bits``, or None.
+
+    Stored values are ``X - j * s - cs[i] + c0`` (s the row shift, cs the column shift of E's
+    extensions inside a chunk, both <= 0). The slack covers every candidate (a value plus one
+    or two scoring constants) before the max.
+    """
+    lo = plan.lo + plan.lo_per_row * m
+    hi = plan.hi + plan.hi_per_row * m - plan.row_shift * max(m - 1, 0) - plan.e_ext * CHUNK
+    consts = (plan.match, plan.mismatch, plan.cgap, plan.e_open, plan.e_ext, plan.f_open)
+    slack = 2 * sum(abs(c) for c in consts) + 2 * abs(plan.f_ext) + 8
+    lo, hi = lo - slack, hi + slack
+    wlo, whi = WIDTH_RANGE[bits]
+    if hi - lo > whi - wlo:
+        return None
+    return (wlo + whi) // 2 - (lo + hi) // 2
+
+
+def kernel_width(scoring: PaparaScoring, m: int) -> int:
+    """The lane width (16 or 32) the scoring kernel uses for a read of length ``m``.
+
+    ``scoring.width_for(m)``, widened where the shifted frame needs more room (only near the
+    16-bit limit, or with unusual scores such as a negative match).
+    """
+    plan = _plan(scoring)
+    for bits in (16, 32):
+        if bits >= scoring.width_for(m) and _frame(plan, m, bits) is not None:
+            return bits
+    raise InputError(f"a read of length {m:,} is too long for 32-bit PaPaRa scores")
+
+
+# --------------------------------------------------------------------------------------------
+# The scoring kernel
+# --------------------------------------------------------------------------------------------
+
+
+@njit(nogil=True, cache=True)
+def _cell(d, p, e, hl, f, u, de, gof):
+    """One cell of the frame from the diagonal, left and upper values.
+
+    ``u`` is the F candidate the row above left (``T_up + f_open - s``); returns H, E, F and
+    the candidate for the row below. Seven vector operations.
+    """
+    e = vmax(e, vadd(hl, de))
+    t = vmax(vadd(d, p), e)
+    f = vmax(f, u)
+    return vmax(t, f), e, f, vadd(t, gof)
+
+
+@njit(nogil=True, cache=True)
+def _strip8(prof, dea, hrow, frow, c, stop, offs, gof, bh, be, j0, tvec, d0):
+    o0, o1, o2, o3, o4, o5, o6, o7 = offs
+    b = (j0 + 1) * LANES
+    h0 = vload(bh, b)
+    h1 = vload(bh, b + LANES)
+    h2 = vload(bh, b + 2 * LANES)
+    h3 = vload(bh, b + 3 * LANES)
+    h4 = vload(bh, b + 4 * LANES)
+    h5 = vload(bh, b + 5 * LANES)
+    h6 = vload(bh, b + 6 * LANES)
+    h7 = vload(bh, b + 7 * LANES)
+    e0 = vload(be, b)
+    e1 = vload(be, b + LANES)
+    e2 = vload(be, b + 2 * LANES)
+    e3 = vload(be, b + 3 * LANES)
+    e4 = vload(be, b + 4 * LANES)
+    e5 = vload(be, b + 5 * LANES)
+    e6 = vload(be, b + 6 * LANES)
+    e7 = vload(be, b + 7 * LANES)
+    dnext = h7
+    for i in range(c, stop):
+        x = i * LANES
+        y = (i - c) * LANES
+        de = vload(dea, x)
+        hu = vload(hrow, y)
+        u = vadd(hu, gof)
+        f = vload(frow, y)
+        n0, e0, f, u = _cell(d0, vload(prof, o0 + x), e0, h0, f, u, de, gof)
+        d0 = hu
+        n1, e1, f, u = _cell(h0, vload(prof, o1 + x), e1, h1, f, u, de, gof)
+        h0 = n0
+        n2, e2, f, u = _cell(h1, vload(prof, o2 + x), e2, h2, f, u, de, gof)
+        h1 = n1
+        n3, e3, f, u = _cell(h2, vload(prof, o3 + x), e3, h3, f, u, de, gof)
+        h2 = n2
+        n4, e4, f, u = _cell(h3, vload(prof, o4 + x), e4, h4, f, u, de, gof)
+        h3 = n3
+        n5, e5, f, u = _cell(h4, vload(prof, o5 + x), e5, h5, f, u, de, gof)
+        h4 = n4
+        n6, e6, f, u = _cell(h5, vload(prof, o6 + x), e6, h6, f, u, de, gof)
+        h5 = n5
+        n7, e7, f, u = _cell(h6, vload(prof, o7 + x), e7, h7, f, u, de, gof)
+        h6 = n6
+        h7 = n7
+        vstore(hrow, y, n7)
+        vstore(frow, y, f)
+    vstore(bh, b, vadd(h0, tvec))
+    vstore(bh, b + LANES, vadd(h1, tvec))
+    vstore(bh, b + 2 * LANES, vadd(h2, tvec))
+    vstore(bh, b + 3 * LANES, vadd(h3, tvec))
+    vstore(bh, b + 4 * LANES, vadd(h4, tvec))
+    vstore(bh, b + 5 * LANES, vadd(h5, tvec))
+    vstore(bh, b + 6 * LANES, vadd(h6, tvec))
+    vstore(bh, b + 7 * LANES, vadd(h7, tvec))
+    vstore(be, b, vadd(e0, tvec))
+    vstore(be, b + LANES, vadd(e1, tvec))
+    vstore(be, b + 2 * LANES, vadd(e2, tvec))
+    vstore(be, b + 3 * LANES, vadd(e3, tvec))
+    vstore(be, b + 4 * LANES, vadd(e4, tvec))
+    vstore(be, b + 5 * LANES, vadd(e5, tvec))
+    vstore(be, b + 6 * LANES, vadd(e6, tvec))
+    vstore(be, b + 7 * LANES, vadd(e7, tvec))
+    return dnext
+
+
+@njit(nogil=True, cache=True)
+def _strip4(prof, dea, hrow, frow, c, stop, offs, gof, bh, be, j0, tvec, d0):
+    o0, o1, o2, o3 = offs
+    b = (j0 + 1) * LANES
+    h0 = vload(bh, b)
+    h1 = vload(bh, b + LANES)
+    h2 = vload(bh, b + 2 * LANES)
+    h3 = vload(bh, b + 3 * LANES)
+    e0 = vload(be, b)
+    e1 = vload(be, b + LANES)
+    e2 = vload(be, b + 2 * LANES)
+    e3 = vload(be, b + 3 * LANES)
+    dnext = h3
+    for i in range(c, stop):
+        x = i * LANES
+        y = (i - c) * LANES
+        de = vload(dea, x)
+        hu = vload(hrow, y)
+        u = vadd(hu, gof)
+        f = vload(frow, y)
+        n0, e0, f, u = _cell(d0, vload(prof, o0 + x), e0, h0, f, u, de, gof)
+        d0 = hu
+        n1, e1, f, u = _cell(h0, vload(prof, o1 + x), e1, h1, f, u, de, gof)
+        h0 = n0
+        n2, e2, f, u = _cell(h1, vload(prof, o2 + x), e2, h2, f, u, de, gof)
+        h1 = n1
+        n3, e3, f, u = _cell(h2, vload(prof, o3 + x), e3, h3, f, u, de, gof)
+        h2 = n2
+        h3 = n3
+        vstore(hrow, y, n3)
+        vstore(frow, y, f)
+    vstore(bh, b, vadd(h0, tvec))
+    vstore(bh, b + LANES, vadd(h1, tvec))
+    vstore(bh, b + 2 * LANES, vadd(h2, tvec))
+    vstore(bh, b + 3 * LANES, vadd(h3, tvec))
+    vstore(be, b, vadd(e0, tvec))
+    vstore(be, b + LANES, vadd(e1, tvec))
+    vstore(be, b + 2 * LANES, vadd(e2, tvec))
+    vstore(be, b + 3 * LANES, vadd(e3, tvec))
+    return dnext
+
+
+@njit(nogil=True, cache=True)
+def _strip1(prof, dea, hrow, frow, c, stop, o0, gof, bh, be, j0, tvec, d0):
+    b = (j0 + 1) * LANES
+    h0 = vload(bh, b)
+    e0 = vload(be, b)
+    dnext = h0
+    for i in range(c, stop):
+        x = i * LANES
+        y = (i - c) * LANES
+        de = vload(dea, x)
+        hu = vload(hrow, y)
+        u = vadd(hu, gof)
+        f = vload(frow, y)
+        n0, e0, f, u = _cell(d0, vload(prof, o0 + x), e0, h0, f, u, de, gof)
+        d0 = hu
+        h0 = n0
+        vstore(hrow, y, n0)
+        vstore(frow, y, f)
+    vstore(bh, b, vadd(h0, tvec))
+    vstore(be, b, vadd(e0, tvec))
+    return dnext
+
+
+@njit(nogil=True, cache=True)
+def _score_reads(prof, dea, cs, reads, lengths, select, params, hrow, frow, bh, be, out):
+    """Score the reads ``select`` against one lane group; write ``out[q, :LANES]``.
+
+    Flat ``[.., LANES]`` tables: ``prof[(s * n + i) * LANES + w]`` the frame's diagonal score
+    of read state index s at column i; ``dea`` E's open-minus-extend per column; ``cs`` the
+    column shift (sum of E's extension since the chunk's first column). ``params`` =
+    (f_open - s, s, border0, border_step, c0, last_column, negate, chunk) with s the row shift.
+    ``hrow``/``frow`` hold one chunk of the H/F row between strips, ``bh``/``be`` the H/E
+    column between chunks for rows -1..m-1.
+    """
+    n = dea.size // LANES
+    stride = n * LANES
+    gofs, shift, border0, bstep, c0, last_col, negate, chunk = (
+        params[0],
+        params[1],
+        params[2],
+        params[3],
+        params[4],
+        params[5],
+        params[6],
+        params[7],
+    )
+    gof = vsplat(gofs, hrow)
+    top = shift + c0  # H'[-1][i] (also H'[-1][-1])
+    step = bstep - shift  # the left border H'[j][-1] = border0 + c0 + j * step
+    de0 = vload(dea, 0)
+    for q in select:
+        m = lengths[q]
+        vstore(bh, 0, vsplat(top, hrow))
+        for j in range(m):
+            hb = vsplat(border0 + c0 + j * step, hrow)
+            vstore(bh, (j + 1) * LANES, hb)
+            vstore(be, (j + 1) * LANES, vadd(vadd(hb, de0), vsplat(-1, hrow)))
+        lastmax = vsplat(0, hrow)
+        for c in range(0, n, chunk):
+            stop = min(c + chunk, n)
+            for i in range(c, stop):
+                x = i * LANES
+                vstore(hrow, (i - c) * LANES, vsub(vsplat(top, hrow), vload(cs, x)))
+                vstore(frow, (i - c) * LANES, vsub(vsplat(top + gofs - 1, hrow), vload(cs, x)))
+            tvec = vload(cs, (stop - 1) * LANES)
+            d0 = vload(bh, 0)
+            j0 = 0
+            while j0 < m:
+                rows = m - j0
+                if rows >= 8:
+                    offs = (
+                        reads[q, j0] * stride,
+                        reads[q, j0 + 1] * stride,
+                        reads[q, j0 + 2] * stride,
+                        reads[q, j0 + 3] * stride,
+                        reads[q, j0 + 4] * stride,
+                        reads[q, j0 + 5] * stride,
+                        reads[q, j0 + 6] * stride,
+                        reads[q, j0 + 7] * stride,
+                    )
+                    d0 = _strip8(prof, dea, hrow, frow, c, stop, offs, gof, bh, be, j0, tvec, d0)
+                    j0 += 8
+                elif rows >= 4:
+                    offs4 = (
+                        reads[q, j0] * stride,
+                        reads[q, j0 + 1] * stride,
+                        reads[q, j0 + 2] * stride,
+                        reads[q, j0 + 3] * stride,
+                    )
+                    d0 = _strip4(prof, dea, hrow, frow, c, stop, offs4, gof, bh, be, j0, tvec, d0)
+                    j0 += 4
+                else:
+                    o = reads[q, j0] * stride
+                    d0 = _strip1(prof, dea, hrow, frow, c, stop, o, gof, bh, be, j0, tvec, d0)
+                    j0 += 1
+            # the last row, back from the chunk's column frame
+            for i in range(c, stop):
+                real = vadd(vload(hrow, (i - c) * LANES), vload(cs, i * LANES))
+                lastmax = real if i == 0 else vmax(lastmax, real)
+        best = vadd(lastmax, vsplat((m - 1) * shift - c0, hrow))
+        if last_col:
+            # H[j][n-1] = H'[j][n-1] + j * s - c0 (exact in wrapping arithmetic)
+            for j in range(m):
+                real = vadd(vload(bh, (j + 1) * LANES), vsplat(j * shift - c0, hrow))
+                best = vmax(best, real)
+        for w in range(LANES):
+            value = vlane(best, w)
+            out[q, w] = -value if negate else value
+
+
+# --------------------------------------------------------------------------------------------
+# Host side
+# --------------------------------------------------------------------------------------------
+
+
+def _lane_groups(block: ReferenceBlock):
+    """Column range (n) and lane groups of ``LANES`` lanes covering the block's live lanes."""
+    live = np.flatnonzero(block.lengths > 0)
+    if live.size == 0:
+        return 0, []
+    n = int(block.lengths[live].max())
+    if np.any(block.lengths[live] != n):
+        raise ValueError("PaPaRa blocks need lanes of equal length (one profile per edge)")
+    starts = sorted({int(w) // LANES * LANES for w in live})
+    return n, starts
+
+
+def _lane_tables(block, start, n, plan, read_states, chunk, width):
+    """Tables of ``width`` lanes from lane ``start``: the diagonal profile per read state
+    ``[S, n, width]``, E's open - extend ``[n, width]`` and the column shift ``[n, width]``."""
+    stop = min(start + width, block.width)
+    states = np.zeros((n, width), dtype=block.codes.dtype)
+    flags = np.zeros((n, width), dtype=bool)
+    states[:, : stop - start] = block.codes[:n, start:stop]
+    if block.flags is not None:
+        flags[:, : stop - start] = block.flags[:n, start:stop] != 0
+    go = np.where(flags, 0, plan.e_open)
+    ge = np.where(flags, 0, plan.e_ext)
+    # column shift: E's extensions summed from the start of each chunk (restarts per chunk)
+    cs = np.cumsum(ge, axis=0)
+    starts = np.arange(0, n, chunk)
+    before = np.zeros((len(starts), width), dtype=np.int64)
+    before[1:] = cs[starts[1:] - 1]
+    cs = cs - np.repeat(before, np.diff(np.append(starts, n)), axis=0)
+    hit = (states[None, :, :] & read_states[:, None, None]) != 0
+    prof = np.where(hit, plan.match, plan.mismatch) + np.where(flags, plan.cgap, 0)[None]
+    # the frame: row j+1 sits -s above row j; column i sits -ge[i] above column i-1
+    prof = prof - plan.row_shift - ge[None]
+    return prof, go - ge, cs
+
+
+def _flat(table, bits):
+    return np.ascontiguousarray(table, dtype=_DTYPES[bits]).ravel()
+
+
+#: Packing several reads into one vector (see :func:`_pack_reads`) builds one profile per
+#: combination of their states; above this many combinations it packs fewer reads.
+MAX_COMBOS = 64
+
+
+def _pack_reads(select, lengths, index, n_states, k):
+    """Tuples of k reads of equal length, and their rows as combined state indices.
+
+    A block with at most LANES / k live lanes runs k reads at once: lanes ``t * LANES/k + w``
+    hold read t of the tuple against profile w. Short tuples repeat their first read.
+    Returns ``(tuples [V, k], combo rows [V, m_max], combos [C, k])`` or None when the reads
+    use more than :data:`MAX_COMBOS` combinations.
+    """
+    tuples = []
+    for m in np.unique(lengths[select]):
+        same = select[lengths[select] == m]
+        for first in range(0, len(same), k):
+            chunk = list(same[first : first + k])
+            tuples.append(chunk + [chunk[0]] * (k - len(chunk)))
+    tuples = np.asarray(tuples, dtype=np.int64)
+    # past a read's end every member repeats its first state: no extra combinations
+    past = np.arange(index.shape[1])[None, :] >= lengths[tuples[:, 0]][:, None]
+
+    def member(t):
+        rows = index[tuples[:, t]]
+        return np.where(past, rows[:, :1], rows)
+
+    digits, ids = np.unique(member(0), return_inverse=True)
+    digits, ids = digits[:, None], ids.reshape(past.shape)
+    for t in range(1, k):
+        combos, ids = np.unique(ids * n_states + member(t), return_inverse=True)
+        ids = ids.reshape(past.shape)
+        if len(combos) > MAX_COMBOS:
+            return None
+        digits = np.concatenate([digits[combos // n_states], (combos % n_states)[:, None]], axis=1)
+    return tuples, ids.astype(np.int64), digits
+
+
+def _pack_factor(live_lanes: int) -> int:
+    k = 1
+    while live_lanes <= LANES // (2 * k):
+        k *= 2
+    return k
+
+
+def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> BlockScores:
+    """Score every read of ``queries`` against every lane of a PaPaRa ``block``.
+
+    Parameters
+    ----------
+    task : Task
+        ``Task(kernel="papara", scoring=PaparaScoring)``.
+    queries : QueryBatch
+        Read states (uint8 DNA or uint32 protein bit sets).
+    block : ReferenceBlock
+        Profile states and gap flags, ``[n, W]``; padding lanes have length 0.
+
+    Returns
+    -------
+    BlockScores
+        ``scores[q, w]`` equal to :func:`dpalign.reference.papara_fill` (0 for empty reads and
+        padding lanes) and ``width[q, w]`` the lane width (16 or 32) that produced it (0 for
+        empty reads and padding lanes).
+
+    Notes
+    -----
+    A lane group with at most 16 (8, ...) live lanes runs 2 (4, ...) reads of equal length per
+    vector instead of leaving lanes idle (the last block of a tree rarely fills 32 lanes).
+    """
+    scoring = task.scoring
+    n_reads = len(queries)
+    scores = np.zeros((n_reads, block.width), dtype=np.int64)
+    width = np.zeros((n_reads, block.width), dtype=np.uint8)
+    n, groups = _lane_groups(block)
+    live = np.flatnonzero(block.lengths > 0)
+    lengths = np.asarray(queries.lengths, dtype=np.int64)
+    if n == 0 or n_reads == 0 or not np.any(lengths > 0):
+        return BlockScores(scores, width)
+    plan = _plan(scoring)
+    read_states, index = np.unique(queries.codes, return_inverse=True)
+    index = index.reshape(queries.codes.shape).astype(np.int64)
+    params_base = [plan.f_open - plan.row_shift, plan.row_shift, plan.border0, plan.border_step]
+    tail = [int(plan.last_column), int(plan.negate)]
+    read_bits = np.zeros(n_reads, dtype=np.int64)
+    for m in np.unique(lengths[lengths > 0]):
+        read_bits[lengths == m] = kernel_width(scoring, int(m))
+    for bits in (16, 32):
+        select = np.flatnonzero(read_bits == bits)
+        if select.size == 0:
+            continue
+        m_max = int(lengths[select].max())
+        c0 = _frame(plan, m_max, bits)
+        params = np.asarray([*params_base, c0, *tail, CHUNK], dtype=np.int64)
+        dtype = _DTYPES[bits]
+        work = (
+            np.empty(CHUNK * LANES, dtype=dtype),
+            np.empty(CHUNK * LANES, dtype=dtype),
+            np.empty((m_max + 1) * LANES, dtype=dtype),
+            np.empty((m_max + 1) * LANES, dtype=dtype),
+        )
+        for start in groups:
+            lanes = live[(live >= start) & (live < start + LANES)]
+            k = _pack_factor(int(lanes.max()) - start + 1)
+            packed = None
+            while k > 1 and packed is None:
+                packed = _pack_reads(select, lengths, index, len(read_states), k)
+                k = k if packed is not None else k // 2
+            sub = LANES // k
+            prof, dea, cs = _lane_tables(block, start, n, plan, read_states, CHUNK, sub)
+            if packed is None:
+                out = np.zeros((n_reads, LANES), dtype=np.int64)
+                tables = (_flat(prof, bits), _flat(dea, bits), _flat(cs, bits))
+                _score_reads(*tables, index, lengths, select, params, *work, out)
+                scores[np.ix_(select, lanes)] = out[np.ix_(select, lanes - start)]
+            else:
+                tuples, rows, digits = packed
+                combo_prof = np.concatenate([prof[digits[:, t]] for t in range(k)], axis=2)
+                tables = (
+                    _flat(combo_prof, bits),
+                    _flat(np.tile(dea, (1, k)), bits),
+                    _flat(np.tile(cs, (1, k)), bits),
+                )
+                out = np.zeros((len(tuples), LANES), dtype=np.int64)
+                virtual = np.arange(len(tuples), dtype=np.int64)
+                _score_reads(*tables, rows, lengths[tuples[:, 0]], virtual, params, *work, out)
+                for t in range(k):
+                    cols = t * sub + lanes - start
+                    scores[np.ix_(tuples[:, t], lanes)] = out[:, cols]
+            width[np.ix_(select, lanes)] = bits
+    return BlockScores(scores, width)
+
+
+# --------------------------------------------------------------------------------------------
+# Traceback: one read against one profile
+# --------------------------------------------------------------------------------------------
+
+E_EXT, F_EXT, H_FROM_E, H_FROM_F = 1, 2, 4, 8  # spec §6, as in dpalign.reference
+_OP_M, _OP_R, _OP_I = 0, 1, 2
+_OP_LETTERS = "MRI"
+_OP_TABLE = bytes.maketrans(bytes([_OP_M, _OP_R, _OP_I]), _OP_LETTERS.encode())
+
+
+@njit(nogil=True, cache=True)
+def _fill_bits(states, flags, read, consts, bits):
+    """Fill one pair with the unified recurrence; return (score, end_col, end_row).
+
+    ``consts`` = (match, mismatch, cgap, e_open, e_ext, f_open, f_ext, border0, border_step,
+    last_column, negate). ``bits[j, i]`` receives the traceback bits of spec §6.
+    """
+    ma, mis, cg, eo, ee, fo, fe, b0, bs, last_col, negate = (
+        consts[0],
+        consts[1],
+        consts[2],
+        consts[3],
+        consts[4],
+        consts[5],
+        consts[6],
+        consts[7],
+        consts[8],
+        consts[9],
+        consts[10],
+    )
+    n = states.size
+    m = read.size
+    neg = -(2**40)
+    h_up = np.zeros(n, dtype=np.int64)
+    f_up = np.full(n, neg, dtype=np.int64)
+    best, end_col, end_row = neg, 0, 0
+    for j in range(m):
+        b = read[j]
+        h_left = b0 + j * bs
+        h_diag = b0 + (j - 1) * bs
+        e_left = neg
+        for i in range(n):
+            flagged = flags[i] != 0
+            sm = h_diag + (ma if (states[i] & b) != 0 else mis) + (cg if flagged else 0)
+            if flagged:
+                e_ext, e_open = e_left, h_left
+            else:
+                e_ext, e_open = e_left + ee, h_left + eo
+            e = max(e_ext, e_open)
+            f_ext, f_open = f_up[i] + fe, h_up[i] + fo
+            f = max(f_ext, f_open)
+            take_f = f > e and f > sm
+            take_e = not take_f and e >= f and e > sm
+            h = f if take_f else (e if take_e else sm)
+            bits[j, i] = (
+                (E_EXT if e_ext > e_open else 0)
+                | (F_EXT if f_ext > f_open else 0)
+                | (H_FROM_E if take_e else 0)
+                | (H_FROM_F if take_f else 0)
+            )
+            if (j == m - 1 or (last_col and i == n - 1)) and h > best:
+                best, end_col, end_row = h, i, j
+            h_diag = h_up[i]
+            h_up[i] = h
+            f_up[i] = f
+            h_left = h
+            e_left = e
+    return (-best if negate else best), end_col, end_row
+
+
+@njit(nogil=True, cache=True)
+def _trace(bits, end_col, end_row):
+    """Walk back from the end cell (spec §6); return op codes in forward order."""
+    m, n = bits.shape
+    ops = np.empty(n + m, dtype=np.uint8)
+    k = 0
+    i, j = n - 1, m - 1
+    while i > end_col:
+        ops[k] = _OP_R
+        k += 1
+        i -= 1
+    while j > end_row:
+        ops[k] = _OP_I
+        k += 1
+        j -= 1
+    state = 0  # 0 diagonal, 1 in E, 2 in F
+    while i >= 0 and j >= 0:
+        cell = bits[j, i]
+        if state == 0:
+            if cell & H_FROM_F:
+                state = 2
+            elif cell & H_FROM_E:
+                state = 1
+            else:
+                ops[k] = _OP_M
+                k += 1
+                i -= 1
+                j -= 1
+        elif state == 2:
+            ops[k] = _OP_I
+            k += 1
+            j -= 1
+            state = 2 if cell & F_EXT else 0
+        else:
+            ops[k] = _OP_R
+            k += 1
+            i -= 1
+            state = 1 if cell & E_EXT else 0
+    while i >= 0:
+        ops[k] = _OP_R
+        k += 1
+        i -= 1
+    while j >= 0:
+        ops[k] = _OP_I
+        k += 1
+        j -= 1
+    return ops[:k][::-1]
+
+
+def _consts(plan: _Plan) -> np.ndarray:
+    return np.asarray(
+        [
+            plan.match,
+            plan.mismatch,
+            plan.cgap,
+            plan.e_open,
+            plan.e_ext,
+            plan.f_open,
+            plan.f_ext,
+            plan.border0,
+            plan.border_step,
+            int(plan.last_column),
+            int(plan.negate),
+        ],
+        dtype=np.int64,
+    )
+
+
+def papara_align(
+    states: np.ndarray, flags: np.ndarray, read: np.ndarray, scoring: PaparaScoring
+) -> tuple[int, str]:
+    """Score and trace back one read against one profile (spec §5, §6, §8).
+
+    Parameters
+    ----------
+    states, flags : ndarray (n,)
+        The edge profile: states (uint8 DNA / uint32 protein bit sets) and gap flags.
+    read : ndarray (m,)
+        Read states.
+    scoring : PaparaScoring
+
+    Returns
+    -------
+    (int, str)
+        The score and the ops (``M``, ``R``, ``I``), identical to
+        :func:`dpalign.reference.papara_align`.
+    """
+    states = np.ascontiguousarray(states)
+    read = np.ascontiguousarray(read, dtype=states.dtype)
+    if len(states) == 0 or len(read) == 0:
+        raise ValueError("the PaPaRa recurrence needs a non-empty read and reference")
+    bits = np.empty((len(read), len(states)), dtype=np.uint8)
+    score, end_col, end_row = _fill_bits(
+        states, np.ascontiguousarray(flags, dtype=np.uint8), read, _consts(_plan(scoring)), bits
+    )
+    ops = _trace(bits, end_col, end_row)
+    return int(score), ops.tobytes().translate(_OP_TABLE).decode()
+
+
+# --------------------------------------------------------------------------------------------
+# Traceback of many pairs at once: lane w holds (read w, its best edge)
+# --------------------------------------------------------------------------------------------
+
+#: Largest traceback-bit matrix (bytes) of one group of LANES pairs; longer pairs go alone.
+GROUP_BITS_LIMIT = 1 << 27
+
+
+@njit(nogil=True, cache=True)
+def _trace_lane(bits, n, lane, end_col, end_row, m, ops):
+    """:func:`_trace` on lane ``lane`` of a group's bits; ops in reverse order, returns count."""
+    k = 0
+    i, j = n - 1, m - 1
+    while i > end_col:
+        ops[k] = _OP_R
+        k += 1
+        i -= 1
+    while j > end_row:
+        ops[k] = _OP_I
+        k += 1
+        j -= 1
+    state = 0
+    while i >= 0 and j >= 0:
+        cell = bits[(j * n + i) * LANES + lane]
+        if state == 0:
+            if cell & H_FROM_F:
+                state = 2
+            elif cell & H_FROM_E:
+                state = 1
+            else:
+                ops[k] = _OP_M
+                k += 1
+                i -= 1
+                j -= 1
+        elif state == 2:
+            ops[k] = _OP_I
+            k += 1
+            j -= 1
+            state = 2 if cell & F_EXT else 0
+        else:
+            ops[k] = _OP_R
+            k += 1
+            i -= 1
+            state = 1 if cell & E_EXT else 0
+    while i >= 0:
+        ops[k] = _OP_R
+        k += 1
+        i -= 1
+    while j >= 0:
+        ops[k] = _OP_I
+        k += 1
+        j -= 1
+    return k
+
+
+@njit(nogil=True, cache=True)
+def _align_group(st, cgm, cgx, goa, gea, rd, mlen, row_ends, consts, work, bits, scores, ops):
+    """Fill LANES pairs with traceback bits, find each end cell, trace back.
+
+    Flat ``[.., LANES]`` tables: ``st`` profile states, ``cgm``/``cgx`` the diagonal score of a
+    match / mismatch (cgap included), ``goa``/``gea`` E's open/extend per column; ``rd[j, w]``
+    the state of read w at row j (0 past its end); ``mlen`` read lengths (0: unused lane);
+    ``row_ends[j]`` whether some read ends at row j; ``consts`` = (f_open, f_ext, border0,
+    border_step, last_column, negate). ``work`` holds 3n + m_max vectors of scratch; ``bits``
+    ``m_max * n * LANES`` bytes. Writes ``scores[w]`` and the reversed ops of lane w to
+    ``ops[w]``, returning the op counts.
+    """
+    n = goa.size // LANES
+    m_max = rd.size // LANES
+    fo, fe, b0, bs, last_col, negate = (
+        consts[0],
+        consts[1],
+        consts[2],
+        consts[3],
+        consts[4],
+        consts[5],
+    )
+    hrow, frow, lastrow, lastcol = 0, n * LANES, 2 * n * LANES, 3 * n * LANES
+    zero = vsplat(0, work)
+    one, two, four, eight = (
+        vsplat(E_EXT, work),
+        vsplat(F_EXT, work),
+        vsplat(H_FROM_E, work),
+        vsplat(H_FROM_F, work),
+    )
+    fov = vsplat(fo, work)
+    fev = vsplat(fe, work)
+    mlast = vadd(vload(mlen, 0), vsplat(-1, work))
+    # row -1: H = 0, F = -inf (any value whose extension loses to the opening, no wrap)
+    ftop = vsplat(fo - fe - 1, work)
+    for i in range(n):
+        vstore(work, hrow + i * LANES, zero)
+        vstore(work, frow + i * LANES, ftop)
+    e0base = vadd(vadd(vload(goa, 0), vsplat(-1, work)), vsub(zero, vload(gea, 0)))
+    for j in range(m_max):
+        b = vload(rd, j * LANES)
+        hl = vsplat(b0 + j * bs, work)
+        hd = vsplat(b0 + (j - 1) * bs, work)
+        el = vadd(hl, e0base)  # E[j][-1]: its extension always loses to the opening
+        base = j * n * LANES
+        for i in range(n):
+            x = i * LANES
+            miss = veq(vand(vload(st, x), b), zero)
+            sm = vadd(hd, vselect(miss, vload(cgx, x), vload(cgm, x)))
+            e_ext = vadd(el, vload(gea, x))
+            e_open = vadd(hl, vload(goa, x))
+            e = vmax(e_ext, e_open)
+            hu = vload(work, hrow + x)
+            f_ext = vadd(vload(work, frow + x), fev)
+            f_open = vadd(hu, fov)
+            f = vmax(f_ext, f_open)
+            take_f = vand(vgt(f, e), vgt(f, sm))
+            take_e = vselect(take_f, zero, vand(vge(e, f), vgt(e, sm)))
+            h = vselect(take_f, f, vselect(take_e, e, sm))
+            bit = vor(
+                vor(vand(vgt(e_ext, e_open), one), vand(vgt(f_ext, f_open), two)),
+                vor(vand(take_e, four), vand(take_f, eight)),
+            )
+            vstore_u8(bits, base + x, bit)
+            hd = hu
+            vstore(work, hrow + x, h)
+            vstore(work, frow + x, f)
+            hl = h
+            el = e
+        vstore(work, lastcol + j * LANES, hl)
+        if row_ends[j]:
+            ending = veq(vsplat(j, work), mlast)
+            for i in range(n):
+                x = i * LANES
+                kept = vload(work, lastrow + x)
+                vstore(work, lastrow + x, vselect(ending, vload(work, hrow + x), kept))
+    counts = np.zeros(LANES, dtype=np.int64)
+    for w in range(LANES):
+        m = mlen[w]
+        if m == 0:
+            continue
+        # the first maximum in row-major order over the last column and the last row
+        best, end_col, end_row = np.int64(-(2**62)), 0, 0
+        if last_col:
+            for j in range(m - 1):
+                value = np.int64(work[lastcol + j * LANES + w])
+                if value > best:
+                    best, end_col, end_row = value, n - 1, j
+        for i in range(n):
+            value = np.int64(work[lastrow + i * LANES + w])
+            if value > best:
+                best, end_col, end_row = value, i, m - 1
+        scores[w] = -best if negate else best
+        counts[w] = _trace_lane(bits, n, w, end_col, end_row, m, ops[w])
+    return counts
+
+
+def _group_tables(states, flags, edges, reads, plan, bits, m_max):
+    """The flat tables of :func:`_align_group` for up to LANES (edge, read) pairs."""
+    dtype = _DTYPES[bits]
+    n = states.shape[1]
+    used = len(edges)
+    st = np.zeros((n, LANES), dtype=dtype)
+    fl = np.zeros((n, LANES), dtype=bool)
+    st[:, :used] = states[edges].T
+    fl[:, :used] = flags[edges].T != 0
+    rd = np.zeros((m_max, LANES), dtype=dtype)
+    mlen = np.zeros(LANES, dtype=dtype)
+    for lane, read in enumerate(reads):
+        rd[: len(read), lane] = read
+        mlen[lane] = len(read)
+    row_ends = np.zeros(m_max, dtype=np.bool_)
+    row_ends[mlen[:used].astype(np.int64) - 1] = True
+    cg = np.where(fl, plan.cgap, 0)
+    tables = (
+        st,
+        plan.match + cg,
+        plan.mismatch + cg,
+        np.where(fl, 0, plan.e_open),
+        np.where(fl, 0, plan.e_ext),
+        rd,
+    )
+    flat = [np.ascontiguousarray(t, dtype=dtype).ravel() for t in tables]
+    return (*flat, mlen, row_ends)
+
+
+def papara_align_many(
+    states: np.ndarray,
+    flags: np.ndarray,
+    reads: list[np.ndarray],
+    edges: np.ndarray,
+    scoring: PaparaScoring,
+) -> tuple[np.ndarray, list[str | None]]:
+    """Score and trace back many reads, each against its own edge, LANES pairs at a time.
+
+    Parameters
+    ----------
+    states, flags : ndarray (E, n)
+        Edge profiles.
+    reads : list of ndarray
+        Read states.
+    edges : ndarray (len(reads),)
+        The edge of each read; -1 (or an empty read) skips the read.
+    scoring : PaparaScoring
+
+    Returns
+    -------
+    (ndarray, list)
+        Scores (int64, 0 where skipped) and ops (None where skipped), each identical to
+        :func:`dpalign.reference.papara_align` of the read against its edge.
+    """
+    states = np.asarray(states)
+    flags = np.asarray(flags)
+    edges = np.asarray(edges, dtype=np.int64)
+    n = states.shape[1] if states.ndim == 2 else 0
+    scores = np.zeros(len(reads), dtype=np.int64)
+    ops: list[str | None] = [None] * len(reads)
+    todo = [k for k in range(len(reads)) if edges[k] >= 0 and len(reads[k]) > 0]
+    if n == 0 or not todo:
+        return scores, ops
+    plan = _plan(scoring)
+    consts = np.asarray(
+        [
+            plan.f_open,
+            plan.f_ext,
+            plan.border0,
+            plan.border_step,
+            int(plan.last_column),
+            int(plan.negate),
+        ],
+        dtype=np.int64,
+    )
+    wide_states = states.dtype.itemsize > 1  # protein bit sets need 32-bit lanes for the AND
+
+    def lane_bits(k: int) -> int:
+        return 32 if wide_states else kernel_width(scoring, len(reads[k]))
+
+    todo.sort(key=lambda k: (lane_bits(k), len(reads[k])))
+    start = 0
+    while start < len(todo):
+        bits = lane_bits(todo[start])
+        group = [todo[start]]
+        while (
+            len(group) < LANES
+            and start + len(group) < len(todo)
+            and lane_bits(todo[start + len(group)]) == bits
+        ):
+            group.append(todo[start + len(group)])
+        m_max = max(len(reads[k]) for k in group)
+        if m_max * n * LANES > GROUP_BITS_LIMIT:
+            group = group[:1]  # one very long pair: the plain single-pair fill
+            k = group[0]
+            scores[k], ops[k] = papara_align(states[edges[k]], flags[edges[k]], reads[k], scoring)
+            start += 1
+            continue
+        tables = _group_tables(
+            states, flags, edges[group], [reads[k] for k in group], plan, bits, m_max
+        )
+        work = np.empty((3 * n + m_max) * LANES, dtype=_DTYPES[bits])
+        bitmat = np.empty(m_max * n * LANES, dtype=np.uint8)
+        out = np.zeros(LANES, dtype=np.int64)
+        buf = np.empty((LANES, n + m_max), dtype=np.uint8)
+        counts = _align_group(*tables, consts, work, bitmat, out, buf)
+        for lane, k in enumerate(group):
+            scores[k] = out[lane]
+            ops[k] = buf[lane, : counts[lane]][::-1].tobytes().translate(_OP_TABLE).decode()
+        start += len(group)
+    return scores, ops

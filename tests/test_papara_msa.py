@@ -1,0 +1,72 @@
+"""Writing reads into the MSA: the NumPy rendering equals a plain character-by-character one."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dpalign.papara import msa
+
+
+def _plain_counts(ops: str, n_sites: int) -> list[int]:
+    counts, site = [0] * (n_sites + 1), 0
+    for op in ops:
+        if op == "I":
+            counts[site] += 1
+        else:
+            site += 1
+    return counts
+
+
+def _plain_read_row(ops: str, letters: str, n_sites: int, widths) -> str:
+    """Spec §7 written out: slot k's insertions then padding (slot 0: padding first)."""
+    out, pending, site, k = [], [], 0, 0
+
+    def flush(slot):
+        if widths is not None:
+            pad = "-" * (int(widths[slot]) - len(pending))
+            out.append(pad + "".join(pending) if slot == 0 else "".join(pending) + pad)
+
+    for op in ops:
+        if op == "I":
+            pending.append(letters[k])
+            k += 1
+            continue
+        flush(site)
+        pending.clear()
+        out.append(letters[k] if op == "M" else "-")
+        k += op == "M"
+        site += 1
+    flush(n_sites)
+    return "".join(out)
+
+
+@st.composite
+def alignment(draw):
+    n = draw(st.integers(0, 12))
+    matched = draw(st.integers(0, n))
+    ops = ["M"] * matched + ["R"] * (n - matched) + ["I"] * draw(st.integers(0, 8))
+    ops = "".join(draw(st.permutations(ops)))
+    letters = draw(st.text("ACGTRY", min_size=len(ops) - n + matched, max_size=len(ops)))
+    letters = letters[: len(ops) - n + matched]
+    extra = draw(st.lists(st.integers(0, 3), min_size=n + 1, max_size=n + 1))
+    return ops, letters, n, np.maximum(_plain_counts(ops, n), extra)
+
+
+@given(case=alignment())
+def test_rows_equal_the_plain_rendering(case):
+    ops, letters, n, widths = case
+    assert msa.insertion_counts(ops, n).tolist() == _plain_counts(ops, n)
+    assert msa.read_row(ops, letters, n, widths) == _plain_read_row(ops, letters, n, widths)
+    assert msa.read_row(ops, letters, n, None) == _plain_read_row(ops, letters, n, None)
+    row = "".join("ACGT-"[k % 5] for k in range(n))
+    plain = "".join("-" * int(widths[k]) + row[k] for k in range(n)) + "-" * int(widths[n])
+    assert msa.reference_row(row, widths) == plain
+
+
+def test_rows_by_hand():
+    # slot 0 right-justified, other slots left-justified
+    assert msa.read_row("IMRIM", "ACGT", 3, np.array([2, 0, 2, 1])) == "-AC-G-T-"
+    assert msa.read_row("IMRIM", "ACGT", 3, None) == "C-T"
+    assert msa.reference_row("xyz", np.array([2, 0, 2, 1])) == "--xy--z-"
