@@ -21,6 +21,7 @@ class WorkerStats:
     blocks: int = 0
     cells: int = 0
     seconds: float = 0.0  # time spent inside kernels
+    cpu_seconds: float = 0.0  # CPU time of the worker's own thread over the same spans
     failures: int = 0
 
     @property
@@ -49,13 +50,16 @@ class RunStats:
                 self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
                 self.phase_cells[name] = self.phase_cells.get(name, 0) + cells
 
-    def record(self, worker: str, cells: int, seconds: float, blocks: int = 1) -> None:
+    def record(
+        self, worker: str, cells: int, seconds: float, blocks: int = 1, cpu_seconds: float = 0.0
+    ) -> None:
         """Add one finished piece of work to a worker's account."""
         with self._lock:
             stats = self.workers.setdefault(worker, WorkerStats(worker))
             stats.blocks += blocks
             stats.cells += cells
             stats.seconds += seconds
+            stats.cpu_seconds += cpu_seconds
 
     def failed(self, worker: str, message: str) -> None:
         """Note a worker failure (its blocks went back to the queue)."""
@@ -84,6 +88,7 @@ class RunStats:
                     "blocks": w.blocks,
                     "cells": w.cells,
                     "kernel_seconds": w.seconds,
+                    "thread_cpu_seconds": w.cpu_seconds,
                     "gcups": w.gcups,
                     "share": w.cells / total if total else 0.0,
                     "failures": w.failures,

@@ -83,14 +83,14 @@ class DeviceWorker(Worker):
     def take(self, queue, rates):
         # Guided self-scheduling weighted by measured throughput: take half of this device's
         # share of what remains, never less than one chunk of reads against every block (big
-        # launches keep a GPU efficient).
+        # launches keep a GPU efficient). The first take is that one chunk: a device of
+        # unknown speed (a slow PoCL "device" beside fast cores) must not hold a big share
+        # hostage before its rate is known.
         mine = rates.get(self.name)
         total = sum(rates.values())
-        remaining = queue.remaining
-        if mine is None or total <= 0:
-            k = max(self.n_blocks, remaining // 4)
-        else:
-            k = max(self.n_blocks, math.ceil(remaining * (mine / total) / 2))
+        k = self.n_blocks
+        if mine is not None and total > 0:
+            k = max(k, math.ceil(queue.remaining * (mine / total) / 2))
         return queue.take_front(k)
 
     def compute(self, task, queries, blocks, units):
@@ -156,7 +156,7 @@ def run_workers(
             units = worker.take(queue, rates)
             if not units:
                 return
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.thread_time()
             try:
                 done = worker.compute(task, queries, blocks, units)
             except Exception as exc:  # a lost device, out of resources, a kernel error
@@ -175,6 +175,7 @@ def run_workers(
                         queue.stop()
                 return
             seconds = time.perf_counter() - start
+            cpu_seconds = time.thread_time() - cpu_start  # a spinning wait would show here
             cells = 0
             for unit, scores in done:
                 results[unit.block].scores[unit.start : unit.stop] = scores.scores
@@ -183,7 +184,7 @@ def run_workers(
                     int(queries.lengths[unit.start : unit.stop].sum()) * blocks[unit.block].residues
                 )
             worker.units_done += len(units)
-            stats.record(worker.name, cells, seconds, blocks=len(units))
+            stats.record(worker.name, cells, seconds, blocks=len(units), cpu_seconds=cpu_seconds)
             with lock:
                 # Cells per second, smoothed over the worker's whole history.
                 w = stats.workers[worker.name]
