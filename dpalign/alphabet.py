@@ -84,7 +84,8 @@ class Alphabet:
 
     def decode(self, codes: Iterable[int]) -> str:
         """Turn codes back into text."""
-        return "".join(self.letters[int(c)] for c in codes)
+        table = np.frombuffer(self.letters.encode("ascii"), dtype=np.uint8)
+        return table[np.asarray(codes, dtype=np.intp)].tobytes().decode("ascii")
 
 
 def as_bytes(seq: str | bytes | bytearray | memoryview) -> bytes:

@@ -288,6 +288,111 @@ def _run_papara(args) -> int:
 
 
 # --------------------------------------------------------------------------------------------
+# dpalign bench
+# --------------------------------------------------------------------------------------------
+
+
+def _add_bench(sub) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="GCUPS benchmarks of the kernels, with peer tools side by side",
+        description="Run a benchmark suite on the chosen backends and print cells, seconds "
+        "and GCUPS per case, with parasail, pyopal, Biopython and scikit-bio on the same "
+        "inputs (scores checked equal) when they are installed (pip install dpalign[bench]).",
+    )
+    p.add_argument(
+        "--suite",
+        default="quick",
+        choices=["quick", "seed-tables", "search", "longpair", "all"],
+        help="quick: a bit of everything in under two minutes on 2 cores; "
+        "seed-tables: the seed paper's Tables 1 and 2 (PaPaRa kernel)",
+    )
+    p.add_argument(
+        "--backend",
+        default=None,
+        metavar="LIST",
+        help="comma-separated dpalign backends (default: numba, plus opencl when a GPU is present)",
+    )
+    p.add_argument(
+        "--threads", type=int, default=None, metavar="N", help="CPU threads (default: one per core)"
+    )
+    p.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="multiply workload sizes (reads, database size, lengths)",
+    )
+    p.add_argument("--repeat", type=int, default=1, help="best of this many runs per case")
+    p.add_argument("--no-peers", action="store_true", help="dpalign backends only")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="plot PaPaRa GCUPS against reference length and read count",
+    )
+    _add_common(p)
+    p.set_defaults(run=_run_bench)
+
+
+def _run_bench(args) -> int:
+    from . import backends
+    from .benchmarks import suites
+    from .devices import cpu_info
+
+    _check_outputs([args.json, args.plot])
+    if args.backend:
+        chosen = tuple(b.strip() for b in args.backend.split(",") if b.strip())
+        unknown = [b for b in chosen if b not in backends()]
+        if unknown:
+            raise DpalignError(
+                f"backend(s) not available here: {', '.join(unknown)} "
+                f"(available: {', '.join(backends())})"
+            )
+    else:
+        from .hybrid.backend import gpu_selectors
+
+        chosen = ("numba", "opencl") if gpu_selectors() else ("numba",)
+    settings = suites.Settings(
+        args.suite, chosen, args.threads, args.scale, not args.no_peers, args.repeat
+    )
+    cpu = cpu_info()
+    print(
+        f"dpalign bench --suite {args.suite}: {cpu['name']}, {cpu['cores']} cores, "
+        f"{cpu['simd']}; backends {', '.join(chosen)}; scale {args.scale}",
+        file=sys.stderr,
+    )
+
+    def show(result) -> None:
+        print(
+            f"  {result.kernel:<20} {result.engine:<10} {result.gcups:9.2f} GCUPS  "
+            f"({result.shape})",
+            file=sys.stderr,
+        )
+
+    results = suites.run_suite(settings, show)
+    print(suites.table(results))
+    if args.json:
+        payload = {
+            "suite": args.suite,
+            "cpu": cpu,
+            "backends": list(chosen),
+            "scale": args.scale,
+            "results": [r.as_dict() for r in results],
+        }
+        _write_outputs({args.json: json.dumps(payload, indent=2) + "\n"})
+    if args.plot:
+        from .benchmarks.plot import plot
+
+        plot(results, args.plot)
+    if any(r.agrees is False for r in results):
+        print(
+            "dpalign bench: some peer scores differ from dpalign's (see the table)", file=sys.stderr
+        )
+        return EXIT_ERROR
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
 # dpalign devices
 # --------------------------------------------------------------------------------------------
 
@@ -618,7 +723,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_SUBCOMMANDS = [_add_papara, _add_devices, _add_align, _add_search]
+_SUBCOMMANDS = [_add_papara, _add_devices, _add_align, _add_search, _add_bench]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,14 +36,12 @@ OPENCL_CACHE_DIR: str = os.environ.get("DPALIGN_CACHE_DIR") or "~/.cache/dpalign
 OPENCL_CACHE: bool = os.environ.get("DPALIGN_OPENCL_CACHE", "1") != "0"
 
 #: Pairs with more DP cells (m * n) than this take the long-pair path (``dpalign.longpair``:
-#: tiles on all cores, traceback in near-linear memory). Measured with
-#: ``pytest bench/test_longpair.py -k threshold`` (NUC.4.4, gap 10 + k, related DNA, 2-core
-#: AVX-512 machine at load ~1.7, BENCHMARKS.md): against a plain full-matrix Numba fill and
-#: traceback on one core (``longpair.align_full``), the full matrix is 1.1x faster at
-#: 200 x 200, the long path 1.3x faster at 300 x 300 and 3.3x at 800 x 800: they meet near
-#: 250 x 250. Re-measure against the short-pair traceback kernel of ``dpalign.pairwise``
-#: once it is merged.
-LONG_PAIR_CELLS = 65_536
+#: tiles on all cores, traceback in near-linear memory). Measured against the short-pair
+#: traceback kernel (``simd.traceback.align_pair``) on related DNA pairs (2/-3, gap 5 + 2k,
+#: local and global, 2-core AVX-512 machine, load ~1.5): the short kernel is 2.2x faster at
+#: 100 x 100, they are even at 200 x 200, the long path is 1.4x faster at 300 x 300, 2.5x at
+#: 500 x 500 and 4.6x at 1,000 x 1,000.
+LONG_PAIR_CELLS = 40_000
 
 #: Runs with fewer cells than this show no progress bar.
 PROGRESS_MIN_CELLS = 2_000_000_000

@@ -32,7 +32,7 @@ import difflib
 import math
 import numbers
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -220,8 +220,26 @@ class Scoring:
 
 
 def as_scoring(sub_score=(1, -1), gap_cost=2, scoring: Scoring | None = None) -> Scoring:
-    """Return ``scoring`` if given, else build one from ``sub_score`` and ``gap_cost``."""
-    return scoring if scoring is not None else Scoring(sub_score, gap_cost)
+    """Return ``scoring`` if given, else build one from ``sub_score`` and ``gap_cost``.
+
+    Schemes from plain values (tuples, numbers, matrix names) are cached: a pipeline calling
+    ``align`` in a loop builds its scheme once (Scoring is immutable, so sharing is safe).
+    """
+    if scoring is not None:
+        return scoring
+    try:
+        return _cached_scoring(_freeze(sub_score), _freeze(gap_cost))
+    except TypeError:  # unhashable (a SubstitutionMatrix object): build it each time
+        return Scoring(sub_score, gap_cost)
+
+
+def _freeze(value):
+    return tuple(value) if isinstance(value, list) else value
+
+
+@lru_cache(maxsize=64)
+def _cached_scoring(sub_score, gap_cost) -> Scoring:
+    return Scoring(sub_score, gap_cost)
 
 
 def free_ends_tuple(mode: str, free_ends=None) -> tuple[bool, bool, bool, bool]:
