@@ -1,0 +1,329 @@
+/* Inter-sequence database search: one query against many targets (spec PAIRWISE.md, shape 1).
+ *
+ * One work-item per target (PACKED=1: per two targets, one per 16-bit half of every register),
+ * as in CUDASW++'s inter-task kernels and the PaPaRa paper. The kernel's matrix is the
+ * transpose of dpalign/reference.py's: kernel rows are target residues (the loop), kernel
+ * columns are query positions, taken in strips of S columns whose DP state (H and the
+ * vertical gap F of the row above) lives in registers. Scores are symmetric under the
+ * transposition; only the borders and end cells swap roles (the host maps free_ends).
+ *
+ * Recurrence, in the "G frame" (every H is stored as G = H - o - e, so that opening a gap
+ * needs no add of its own; the query profile holds s + o + e):
+ *     E  = max(E_left - e, G_left)          horizontal gap (along the query)
+ *     F  = max(F_up - e, G_up)              vertical gap (along the target)
+ *     X  = max(G_diag + s', E)
+ *     H  = max(X, F)                        local: best = max(best, H)
+ *     G  = H - o - e                        local: G = max(H - o - e, -o - e)  (H >= 0)
+ * Five add/max steps per cell (each one DPX instruction for two cells when packed on sm_90),
+ * six in local mode, plus one PRMT that pairs the two targets' profile scores.
+ *
+ * Data layout (host: kernels_cl/search.py):
+ *   - Targets are sorted by length and dealt to chunks of CHUNK work-items (CHUNK * LPW
+ *     lanes). A chunk is a rectangle of `rows` residues (a multiple of PER_WORD) x lanes,
+ *     stored as words of PER_WORD residues of BITS bits (residue t of a word in bits
+ *     BITS*t ..), word-major: [word][lane], so a warp's loads coalesce. Each lane is aligned
+ *     to the bottom of its chunk and padded at the top with the virtual residue V (the
+ *     profile's last row), so every lane of a chunk ends on the chunk's last row.
+ *   - The query is padded on the left with PAD virtual columns to a whole number of strips,
+ *     so the query's last column is the last column of the last strip.
+ *   Virtual cells reproduce the DP borders exactly: virtual columns carry the left border
+ *   down (via F when it is penalised, via zero scores when it is free), virtual rows carry
+ *   the top border across (via E / zero scores). So no cell needs a test, every lane of a
+ *   chunk runs the same rows, and end cells sit at fixed places.
+ *   - The boundary column between strips (G and E per row, per work-item) lives in global
+ *     memory ("carry", [row][CHUNK] per chunk, coalesced), loaded one row ahead.
+ *   - The segment's query profile (letters x columns of the strips this launch covers)
+ *     is copied to local memory once per work-group; long queries run in several segments
+ *     (launches), the carry passing between them.
+ *
+ * Results per lane (int4): last-row maximum, last-column maximum, the corner H[n][m], and
+ * the best H (local) or the maximum over every strip's last column (global: it bounds every
+ * cell's H from below within o + e (S - 1), which the host uses to detect 16-bit overflow).
+ *
+ * Compile-time constants (-D): PACKED, USE_PTX, LOCAL_MODE, S (a multiple of 8 when PACKED,
+ * else of 4), BITS (2, 3, 4, 5 or 8), CHUNK (work-items per chunk, 32).
+ */
+
+#define P_CHUNK0 0     /* first chunk of this launch */
+#define P_CHUNK_END 1  /* one past the last chunk */
+#define P_CARRY0 2     /* first carry row of this launch's first chunk */
+#define P_MPAD 3       /* padded query columns (row stride of the global profile) */
+#define P_SEG_C0 4     /* first padded column of this segment (a multiple of S) */
+#define P_SEG_STRIPS 5 /* strips in this segment */
+#define P_LSTRIDE 6    /* row stride of the local profile (elements) */
+#define P_LETTERS 7    /* profile rows, the virtual residue included */
+#define P_FIRST 8      /* this segment holds the first strip: initialise carry and results */
+#define P_LAST 9       /* this segment holds the last strip: write the last column, corner */
+#define P_O 10
+#define P_E 11
+#define P_TOP_ZERO 12  /* kernel row 0 is all zeros (else -(o + e c) at query column c) */
+#define P_LEFT_ZERO 13 /* kernel column 0 is all zeros (else -(o + e r) at target row r) */
+#define P_PAD 14       /* virtual columns before the query */
+
+#ifndef PACKED
+#define PACKED 0
+#endif
+#ifndef USE_PTX
+#define USE_PTX 0
+#endif
+#ifndef LOCAL_MODE
+#define LOCAL_MODE 0
+#endif
+#ifndef S
+#define S 8
+#endif
+#ifndef BITS
+#define BITS 5
+#endif
+#ifndef CHUNK
+#define CHUNK 32
+#endif
+#define PER_WORD (32 / BITS)
+#define RMASK ((1u << BITS) - 1u)
+
+#if PACKED
+typedef uint cell_t;
+typedef uint2 carry_t;  /* (G pair, E pair) */
+typedef short prof_t;
+typedef uint2 word_t;   /* the two lanes' residue words */
+#define LPW 2
+#define PV 8            /* profile values per vector load (8 shorts) */
+#define NEG_CELL 0x88008800u /* -30720 in both halves */
+#define SPLAT(x) (((uint)(x) & 0xFFFFu) * 0x10001u)
+#define LO16(x) ((int)(short)((x) & 0xFFFFu))
+#define HI16(x) ((int)(short)((x) >> 16))
+
+#if USE_PTX
+/* ptxas fuses an add.s16x2 feeding a max.s16x2 into one DPX VIADDMNMX (two cells). */
+inline uint p_add(uint a, uint b) {
+    uint r;
+    asm("add.s16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+inline uint p_max(uint a, uint b) {
+    uint r;
+    asm("max.s16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+inline uint p_addmax(uint a, uint b, uint c) {
+    uint r;
+    asm("{.reg .b32 t; add.s16x2 t, %1, %2; max.s16x2 %0, t, %3;}"
+        : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
+inline uint p_max3(uint a, uint b, uint c) {
+    uint r;
+    asm("{.reg .b32 t; max.s16x2 t, %1, %2; max.s16x2 %0, t, %3;}"
+        : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
+/* The low (sel 0x5410) or high (0x7632) 16-bit halves of a and b, as one pair. */
+inline uint pair_lo(uint a, uint b) {
+    uint r;
+    asm("prmt.b32 %0, %1, %2, 0x5410;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+inline uint pair_hi(uint a, uint b) {
+    uint r;
+    asm("prmt.b32 %0, %1, %2, 0x7632;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+#else
+inline uint p_add(uint a, uint b) { return as_uint(as_short2(a) + as_short2(b)); }
+inline uint p_max(uint a, uint b) { return as_uint(max(as_short2(a), as_short2(b))); }
+inline uint p_addmax(uint a, uint b, uint c) { return p_max(p_add(a, b), c); }
+inline uint p_max3(uint a, uint b, uint c) { return p_max(p_max(a, b), c); }
+inline uint pair_lo(uint a, uint b) { return (a & 0xFFFFu) | (b << 16); }
+inline uint pair_hi(uint a, uint b) { return (a >> 16) | (b & 0xFFFF0000u); }
+#endif
+
+#else /* int32, one lane per work-item */
+typedef int cell_t;
+typedef int2 carry_t;
+typedef int prof_t;
+typedef uint word_t;
+#define LPW 1
+#define PV 4
+#define NEG_CELL (-(1 << 29))
+#define SPLAT(x) (x)
+#define p_add(a, b) ((a) + (b))
+#define p_max(a, b) max(a, b)
+#define p_addmax(a, b, c) max((a) + (b), c)
+#define p_max3(a, b, c) max(max(a, b), c)
+#endif
+
+/* H on kernel row 0 at padded column p (p = -1: left of the strips): the corner and the
+   virtual columns hold 0, query column c = p - PAD + 1 holds the top border. */
+inline int top_border(int p, __constant const int *P) {
+    int c = p - P[P_PAD] + 1;
+    if (c <= 0 || P[P_TOP_ZERO]) return 0;
+    return -(P[P_O] + P[P_E] * c);
+}
+
+/* H on kernel column 0 at kernel row r of a lane whose first `virt` rows are virtual. */
+inline int left_border(int r, int virt, __constant const int *P) {
+    int real = r - virt;
+    if (real <= 0 || P[P_LEFT_ZERO]) return 0;
+    return -(P[P_O] + P[P_E] * real);
+}
+
+#if PACKED
+#define RESIDUE(w, t, lane) ((((lane) ? (w).y : (w).x) >> (BITS * (t))) & RMASK)
+#else
+#define RESIDUE(w, t, lane) (((w) >> (BITS * (t))) & RMASK)
+#endif
+
+__kernel void search_strip(__global const uint *db,        /* per chunk: [words][CHUNK*LPW] */
+                           __global const int4 *meta,      /* per chunk: (word row, rows,
+                                                              carry row, 0) */
+                           __global const int *lengths,    /* per lane: target length */
+                           __global const prof_t *profile, /* [letters][MPAD] */
+                           __global carry_t *carry,        /* per chunk: [rows][CHUNK] */
+                           __global int4 *out,             /* per lane */
+                           __constant const int *P,
+                           __local prof_t *lprof)          /* [letters][LSTRIDE] */
+{
+    const int lid = get_local_id(0), lsize = get_local_size(0);
+    const int nstrips = P[P_SEG_STRIPS], lstride = P[P_LSTRIDE], seg_c0 = P[P_SEG_C0];
+    const int seg_cols = nstrips * S;
+    for (int row = 0; row < P[P_LETTERS]; row++) {
+        __global const prof_t *src = profile + (size_t)row * P[P_MPAD] + seg_c0;
+        for (int col = lid; col < seg_cols; col += lsize) lprof[row * lstride + col] = src[col];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    const int gid = get_global_id(0);
+    const int chunk = P[P_CHUNK0] + gid / CHUNK, x = gid % CHUNK;
+    if (chunk >= P[P_CHUNK_END]) return;
+    const int4 mt = meta[chunk];
+    const int rows = mt.y, words = rows / PER_WORD;
+    __global const word_t *wp = (__global const word_t *)(db + (size_t)mt.x * (CHUNK * LPW)) + x;
+    __global carry_t *cr = carry + (size_t)(mt.z - P[P_CARRY0]) * CHUNK + x;
+    const size_t lane0 = (size_t)chunk * (CHUNK * LPW) + x * LPW;
+    const int o = P[P_O], e = P[P_E];
+    const int virt0 = rows - lengths[lane0];
+#if PACKED
+    const int virt1 = rows - lengths[lane0 + 1];
+#endif
+    const cell_t NE = SPLAT(-e), NOE = SPLAT(-(o + e)), OE = SPLAT(o + e);
+    const int first = P[P_FIRST], last = P[P_LAST];
+
+    cell_t lastrow, lastcol, corner, best;
+    if (first) {
+        lastrow = lastcol = corner = NEG_CELL;
+        best = LOCAL_MODE ? 0 : NEG_CELL;
+    } else {
+#if PACKED
+        int4 r0 = out[lane0], r1 = out[lane0 + 1];
+        lastrow = (uint)(r0.x & 0xFFFF) | ((uint)r1.x << 16);
+        lastcol = (uint)(r0.y & 0xFFFF) | ((uint)r1.y << 16);
+        corner = (uint)(r0.z & 0xFFFF) | ((uint)r1.z << 16);
+        best = (uint)(r0.w & 0xFFFF) | ((uint)r1.w << 16);
+#else
+        int4 r0 = out[lane0];
+        lastrow = r0.x;
+        lastcol = r0.y;
+        corner = r0.z;
+        best = r0.w;
+#endif
+    }
+
+    for (int s = 0; s < nstrips; s++) {
+        const int pc0 = seg_c0 + s * S;
+        __local const prof_t *sp = lprof + s * S;
+        const int init = first && s == 0;
+        cell_t gup[S], fup[S];
+#pragma unroll
+        for (int k = 0; k < S; k++) {
+            gup[k] = SPLAT(top_border(pc0 + k, P) - (o + e));
+            fup[k] = NEG_CELL;
+        }
+        cell_t gdiag = SPLAT(top_border(pc0 - 1, P) - (o + e));
+        cell_t colmax = NEG_CELL;
+        carry_t cnext = init ? (carry_t)(0, 0) : cr[0];
+        int r = 0; /* kernel row - 1 */
+        for (int w = 0; w < words; w++) {
+            const word_t wd = wp[(size_t)w * CHUNK];
+            for (int t = 0; t < PER_WORD; t++, r++) {
+                carry_t c = cnext;
+                if (init) {
+#if PACKED
+                    c.x = (uint)(left_border(r + 1, virt0, P) - (o + e)) & 0xFFFFu;
+                    c.x |= (uint)(left_border(r + 1, virt1, P) - (o + e)) << 16;
+#else
+                    c.x = left_border(r + 1, virt0, P) - (o + e);
+#endif
+                    c.y = NEG_CELL;
+                } else if (r + 1 < rows) {
+                    cnext = cr[(size_t)(r + 1) * CHUNK];
+                }
+                cell_t gl = c.x, el = c.y, gd = gdiag;
+                gdiag = gl;
+                __local const prof_t *p0 = sp + RESIDUE(wd, t, 0) * lstride;
+#if PACKED
+                __local const prof_t *p1 = sp + RESIDUE(wd, t, 1) * lstride;
+#endif
+#pragma unroll
+                for (int q = 0; q < S / PV; q++) {
+                    cell_t sc[PV];
+#if PACKED
+                    uint4 a = vload4(q, (__local const uint *)p0);
+                    uint4 b = vload4(q, (__local const uint *)p1);
+                    sc[0] = pair_lo(a.x, b.x);
+                    sc[1] = pair_hi(a.x, b.x);
+                    sc[2] = pair_lo(a.y, b.y);
+                    sc[3] = pair_hi(a.y, b.y);
+                    sc[4] = pair_lo(a.z, b.z);
+                    sc[5] = pair_hi(a.z, b.z);
+                    sc[6] = pair_lo(a.w, b.w);
+                    sc[7] = pair_hi(a.w, b.w);
+#else
+                    int4 a = vload4(q, p0);
+                    sc[0] = a.x;
+                    sc[1] = a.y;
+                    sc[2] = a.z;
+                    sc[3] = a.w;
+#endif
+#pragma unroll
+                    for (int u = 0; u < PV; u++) {
+                        const int k = q * PV + u;
+                        el = p_addmax(el, NE, gl);
+                        fup[k] = p_addmax(fup[k], NE, gup[k]);
+                        cell_t h = p_max(p_addmax(gd, sc[u], el), fup[k]);
+#if LOCAL_MODE
+                        best = p_max(best, h);
+                        cell_t g = p_addmax(h, NOE, NOE);
+#else
+                        cell_t g = p_add(h, NOE);
+#endif
+                        gd = gup[k];
+                        gup[k] = g;
+                        gl = g;
+                    }
+                }
+                cr[(size_t)r * CHUNK] = (carry_t)(gl, el);
+#if !LOCAL_MODE
+                colmax = p_max(colmax, gl);
+#endif
+            }
+        }
+#if !LOCAL_MODE
+        /* the strip's last row and last column, back from the G frame */
+#pragma unroll
+        for (int k = 0; k < S; k++) lastrow = p_max(lastrow, p_add(gup[k], OE));
+        colmax = p_add(colmax, OE);
+        best = p_max(best, colmax);
+        if (last && s == nstrips - 1) {
+            lastcol = colmax;
+            corner = p_add(gup[S - 1], OE);
+        }
+#endif
+    }
+
+#if PACKED
+    out[lane0] = (int4)(LO16(lastrow), LO16(lastcol), LO16(corner), LO16(best));
+    out[lane0 + 1] = (int4)(HI16(lastrow), HI16(lastcol), HI16(corner), HI16(best));
+#else
+    out[lane0] = (int4)(lastrow, lastcol, corner, best);
+#endif
+}
