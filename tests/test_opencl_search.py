@@ -81,7 +81,7 @@ def test_search_equals_the_oracle(cl_device, width, data):
     np.testing.assert_array_equal(got.scores, _oracle(query, targets, scoring, mode, ends))
     empty = np.array([len(t) == 0 for t in targets])
     assert set(got.width[empty].tolist()) <= {64}
-    assert set(got.width[~empty].tolist()) == ({32} if width == 32 else {16})
+    assert set(got.width[~empty].tolist()) <= ({32} if width == 32 else {16})
     assert got.cells == len(query) * sum(len(t) for t in targets)
 
 
