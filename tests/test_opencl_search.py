@@ -60,9 +60,17 @@ def _codes(rng, size, kind, scoring):
     return rng.integers(0, high, size).astype(np.uint8)
 
 
+VARIANTS = [
+    pytest.param({}, id="default"),
+    pytest.param({"shifted": False, "best3": False}, id="gframe"),
+    pytest.param({"strip": 16, "group": 32}, id="s16"),
+]
+
+
+@pytest.mark.parametrize("options", VARIANTS)
 @pytest.mark.parametrize("width", [None, 32], ids=["auto", "i32"])
 @given(data=st.data())
-def test_search_equals_the_oracle(cl_device, width, data):
+def test_search_equals_the_oracle(cl_device, options, width, data):
     seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
     rng = np.random.default_rng(seed)
     sub, gap = data.draw(st.sampled_from(SCORINGS), label="scoring")
@@ -76,7 +84,7 @@ def test_search_equals_the_oracle(cl_device, width, data):
         for _ in range(data.draw(st.integers(1, 40), label="targets"))
     ]
     query = _codes(rng, data.draw(st.integers(1, 25), label="m"), kind, scoring)
-    runner = SearchRunner(device_context(cl_device), targets)
+    runner = SearchRunner(device_context(cl_device), targets, **options)
     got = runner.score(query, scoring, mode, ends, width=width)
     np.testing.assert_array_equal(got.scores, _oracle(query, targets, scoring, mode, ends))
     empty = np.array([len(t) == 0 for t in targets])
@@ -111,8 +119,9 @@ def test_empty_query_and_empty_targets(cl_device):
     assert got.scores.shape == (0,) and got.launches == 0
 
 
+@pytest.mark.parametrize("shifted", [True, False], ids=["shifted", "gframe"])
 @pytest.mark.parametrize("mode", ["local", "global", "semiglobal"])
-def test_saturated_pairs_are_recomputed_in_int32(cl_device, mode):
+def test_saturated_pairs_are_recomputed_in_int32(cl_device, mode, shifted):
     """Long similar pairs pass 32,767 (width 32, exact); the rest stay 16-bit (exact)."""
     rng = np.random.default_rng(3)
     scoring = Scoring((100, -50), (20, 5))
@@ -126,7 +135,8 @@ def test_saturated_pairs_are_recomputed_in_int32(cl_device, mode):
     targets += [rng.integers(0, 4, int(rng.integers(1, 50))).astype(np.uint8) for _ in range(40)]
     query = base[:390].copy()
     ends = free_ends_tuple(mode)
-    got = SearchRunner(device_context(cl_device), targets).score(query, scoring, mode, ends)
+    runner = SearchRunner(device_context(cl_device), targets, shifted=shifted, best3=shifted)
+    got = runner.score(query, scoring, mode, ends)
     want = _oracle(query, targets, scoring, mode, ends)
     np.testing.assert_array_equal(got.scores, want)
     assert want[3] > 2**15 and want[0] < 31_000  # one beyond int16, one just below

@@ -37,11 +37,22 @@
  *     (launches), the carry passing between them.
  *
  * Results per lane (int4): last-row maximum, last-column maximum, the corner H[n][m], and
- * the best H (local) or the maximum over every strip's last column (global: it bounds every
- * cell's H from below within o + e (S - 1), which the host uses to detect 16-bit overflow).
+ * the best H (local) or the maximum over every strip's last column (global: every cell's H is
+ * at most o + e (S - 1) above it, which the host uses to detect 16-bit overflow). Running
+ * maxima are taken of values already back in the H frame, so a pair whose later cells wrap
+ * still reports the exact value of the first cell that passed the limit.
  *
- * Compile-time constants (-D): PACKED, USE_PTX, LOCAL_MODE, S (a multiple of 8 when PACKED,
- * else of 4), BITS (2, 3, 4, 5 or 8), CHUNK (work-items per chunk, 32).
+ * Global mode can run in the strip's "shifted frame" instead (SHIFTED=1, papara.cl's trick):
+ * column k of a strip is stored plus (k + 1)(o + e), the vertical gap plus another o + e, so
+ * that both gap opens fold into the frame and a cell takes four add-max steps:
+ *     E~ = max(E~_left + o, H~_left)   P~ = max(P~_up - e, H~_up)
+ *     H~ = max(P~ - o - e, max(H~_diag + s', E~))
+ * (the boundary column between strips stays unshifted). In local mode the zero floor would
+ * differ per column, so local mode keeps the G frame; BEST3=1 takes the running best of two
+ * cells with one three-input max.
+ *
+ * Compile-time constants (-D): PACKED, USE_PTX, LOCAL_MODE, SHIFTED, BEST3, S (a multiple of
+ * 8 when PACKED, else of 4), BITS (2, 3, 4, 5 or 8), CHUNK (work-items per chunk, 32).
  */
 
 #define P_CHUNK0 0     /* first chunk of this launch */
@@ -77,6 +88,15 @@
 #endif
 #ifndef CHUNK
 #define CHUNK 32
+#endif
+#ifndef SHIFTED
+#define SHIFTED 0
+#endif
+#ifndef BEST3
+#define BEST3 0
+#endif
+#if SHIFTED && LOCAL_MODE
+#error "the shifted frame is for global mode"
 #endif
 #define PER_WORD (32 / BITS)
 #define RMASK ((1u << BITS) - 1u)
@@ -206,6 +226,9 @@ __kernel void search_strip(__global const uint *db,        /* per chunk: [words]
     const int virt1 = rows - lengths[lane0 + 1];
 #endif
     const cell_t NE = SPLAT(-e), NOE = SPLAT(-(o + e)), OE = SPLAT(o + e);
+#if SHIFTED
+    const cell_t O = SPLAT(o), NSOE = SPLAT(-S * (o + e));
+#endif
     const int first = P[P_FIRST], last = P[P_LAST];
 
     cell_t lastrow, lastcol, corner, best;
@@ -235,10 +258,11 @@ __kernel void search_strip(__global const uint *db,        /* per chunk: [words]
         cell_t gup[S], fup[S];
 #pragma unroll
         for (int k = 0; k < S; k++) {
-            gup[k] = SPLAT(top_border(pc0 + k, P) - (o + e));
+            /* row 0 in the strip's frame (SHIFTED: + (k + 1)(o + e); G frame: - (o + e)) */
+            gup[k] = SPLAT(top_border(pc0 + k, P) + (SHIFTED ? (k + 1) * (o + e) : -(o + e)));
             fup[k] = NEG_CELL;
         }
-        cell_t gdiag = SPLAT(top_border(pc0 - 1, P) - (o + e));
+        cell_t gdiag = SPLAT(top_border(pc0 - 1, P) - (SHIFTED ? 0 : o + e));
         cell_t colmax = NEG_CELL;
         carry_t cnext = init ? (carry_t)(0, 0) : cr[0];
         int r = 0; /* kernel row - 1 */
@@ -247,11 +271,12 @@ __kernel void search_strip(__global const uint *db,        /* per chunk: [words]
             for (int t = 0; t < PER_WORD; t++, r++) {
                 carry_t c = cnext;
                 if (init) {
+                    const int shift = SHIFTED ? 0 : o + e;
 #if PACKED
-                    c.x = (uint)(left_border(r + 1, virt0, P) - (o + e)) & 0xFFFFu;
-                    c.x |= (uint)(left_border(r + 1, virt1, P) - (o + e)) << 16;
+                    c.x = (uint)(left_border(r + 1, virt0, P) - shift) & 0xFFFFu;
+                    c.x |= (uint)(left_border(r + 1, virt1, P) - shift) << 16;
 #else
-                    c.x = left_border(r + 1, virt0, P) - (o + e);
+                    c.x = left_border(r + 1, virt0, P) - shift;
 #endif
                     c.y = NEG_CELL;
                 } else if (r + 1 < rows) {
@@ -284,38 +309,56 @@ __kernel void search_strip(__global const uint *db,        /* per chunk: [words]
                     sc[2] = a.z;
                     sc[3] = a.w;
 #endif
+#if LOCAL_MODE && BEST3
+                    cell_t hprev = 0;
+#endif
 #pragma unroll
                     for (int u = 0; u < PV; u++) {
                         const int k = q * PV + u;
+#if SHIFTED
+                        el = p_addmax(el, O, gl);              /* E~ = max(E~ + o, H~_left) */
+                        fup[k] = p_addmax(fup[k], NE, gup[k]); /* P~ = max(P~ - e, H~_up) */
+                        cell_t g = p_addmax(fup[k], NOE, p_addmax(gd, sc[u], el));
+#else
                         el = p_addmax(el, NE, gl);
                         fup[k] = p_addmax(fup[k], NE, gup[k]);
                         cell_t h = p_max(p_addmax(gd, sc[u], el), fup[k]);
-#if LOCAL_MODE
+#if LOCAL_MODE && BEST3
+                        if (u & 1) best = p_max3(best, hprev, h);
+                        else hprev = h;
+#elif LOCAL_MODE
                         best = p_max(best, h);
+#endif
+#if LOCAL_MODE
                         cell_t g = p_addmax(h, NOE, NOE);
 #else
                         cell_t g = p_add(h, NOE);
+#endif
 #endif
                         gd = gup[k];
                         gup[k] = g;
                         gl = g;
                     }
                 }
-                cr[(size_t)r * CHUNK] = (carry_t)(gl, el);
-#if !LOCAL_MODE
+#if SHIFTED
+                gl = p_add(gl, NSOE); /* back to the strip's left frame for the carry */
+                el = p_add(el, NSOE);
                 colmax = p_max(colmax, gl);
+#elif !LOCAL_MODE
+                colmax = p_max(colmax, p_add(gl, OE));
 #endif
+                cr[(size_t)r * CHUNK] = (carry_t)(gl, el);
             }
         }
 #if !LOCAL_MODE
-        /* the strip's last row and last column, back from the G frame */
+        /* the strip's last row (back to H) and last column */
 #pragma unroll
-        for (int k = 0; k < S; k++) lastrow = p_max(lastrow, p_add(gup[k], OE));
-        colmax = p_add(colmax, OE);
+        for (int k = 0; k < S; k++)
+            lastrow = p_max(lastrow, p_add(gup[k], SPLAT(SHIFTED ? -(k + 1) * (o + e) : o + e)));
         best = p_max(best, colmax);
         if (last && s == nstrips - 1) {
             lastcol = colmax;
-            corner = p_add(gup[S - 1], OE);
+            corner = p_add(gup[S - 1], SPLAT(SHIFTED ? -S * (o + e) : o + e));
         }
 #endif
     }

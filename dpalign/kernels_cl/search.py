@@ -60,6 +60,10 @@ CPU_STRIP = 8
 #: Work-items per work-group (the query profile is copied once per group).
 GPU_GROUP = 256
 CPU_GROUP = 64
+#: Default kernel options (measured on the H100, BENCHMARKS.md): global mode in the shifted
+#: frame, local mode's running best by three-input max.
+SHIFTED = True
+BEST3 = True
 #: Local memory the query profile may take; longer queries run in several segments.
 PROFILE_LOCAL_MAX = 40 * 1024
 #: Cells per launch on CPU devices (progress granularity); GPUs are limited by memory only.
@@ -160,18 +164,21 @@ class SearchTask:
             lo = -(2 * sc.gap_open + sc.gap_extend * (m + np.asarray(n, np.int64))) + smin
         return lo - 2 * self.oe - 64 > neg
 
-    def high_limit(self) -> int:
-        """B0: a value the first cell above it cannot pass by more than the best score."""
-        return 2**15 - 1 - max(int(self.scoring.matrix.max(initial=0)), 0) - 64
+    def high_limit(self, strip: int, shifted: bool) -> int:
+        """B0: while every H is at most B0, no stored value wraps (the shifted frame stores
+        up to (S + 1)(o + e) above H; a diagonal step adds at most the largest score)."""
+        frame = (strip + 1) * self.oe if shifted else 0
+        return 2**15 - 1 - max(int(self.scoring.matrix.max(initial=0)), 0) - frame - 64
 
-    def flagged(self, best: np.ndarray, strip: int) -> np.ndarray:
-        """Packed results that may have wrapped (``best``: the kernel's 4th result)."""
-        b0 = self.high_limit()
+    def flagged(self, best: np.ndarray, strip: int, shifted: bool = False) -> np.ndarray:
+        """Packed results that may have wrapped (``best``: the kernel's 4th result): the
+        first cell past B0 is exact and lies within o + e (S - 1) of its strip's last column
+        (global mode), or is the best score itself (local mode)."""
+        b0 = self.high_limit(strip, shifted)
         if self.local:
             return best > b0
         sc = self.scoring
-        # global: the G-frame maximum over the strips' last columns (H - o - e)
-        return best + self.oe >= b0 - sc.gap_open - sc.gap_extend * (strip - 1)
+        return best >= b0 - sc.gap_open - sc.gap_extend * (strip - 1)
 
 
 def scores_from(task: SearchTask, m: int, n: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -299,6 +306,10 @@ class SearchRunner:
         Work-items per work-group (a multiple of :data:`CHUNK`).
     ptx : bool, optional
         Packed kernel through inline PTX (default: where the device has it).
+    shifted : bool, optional
+        Global mode in the shifted frame (four add-max steps a cell; default True).
+    best3 : bool, optional
+        Local mode: one three-input max for the running best of two cells (default True).
     """
 
     def __init__(
@@ -308,8 +319,12 @@ class SearchRunner:
         strip: int | None = None,
         group: int | None = None,
         ptx: bool | None = None,
+        shifted: bool | None = None,
+        best3: bool | None = None,
     ) -> None:
         self.dctx = dctx
+        self.shifted = SHIFTED if shifted is None else bool(shifted)
+        self.best3 = BEST3 if best3 is None else bool(best3)
         self.codes = [np.ascontiguousarray(t, dtype=np.uint8) for t in targets]
         self.lengths = np.fromiter((len(t) for t in self.codes), np.int64, len(self.codes))
         top = max((int(t.max()) for t in self.codes if len(t)), default=0)
@@ -339,6 +354,8 @@ class SearchRunner:
             "PACKED": int(packed),
             "USE_PTX": int(packed and self.ptx),
             "LOCAL_MODE": int(local),
+            "SHIFTED": int(self.shifted and not local),
+            "BEST3": int(self.best3 and local),
             "S": self.strip,
             "BITS": self.bits,
             "CHUNK": CHUNK,
@@ -478,7 +495,8 @@ class SearchRunner:
                 layout = self._layout(2, self.by_length, ("packed", 2))
                 out, s, k = self._run(layout, 16, task, query, progress)
                 seconds, launches = seconds + s, launches + k
-                good = low & ~task.flagged(out[: len(todo), 3], self.strip)
+                shifted = self.shifted and not task.local
+                good = low & ~task.flagged(out[: len(todo), 3], self.strip, shifted)
                 picked = todo[good]
                 scores[picked] = scores_from(task, m, self.lengths[picked], out[: len(todo)][good])
                 widths[picked] = 16
