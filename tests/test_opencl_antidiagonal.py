@@ -64,7 +64,9 @@ def test_alignments_equal_the_oracle(cl_device, data):
     n = data.draw(st.integers(1, 70), label="n")
     a, b = _pair(rng, m, n, letters, data.draw(st.booleans(), label="similar"))
     mode = data.draw(st.sampled_from(["local", "global", "semiglobal"]), label="mode")
-    free = data.draw(st.tuples(*[st.booleans()] * 4), label="free_ends") if mode == "global" else None
+    free = (
+        data.draw(st.tuples(*[st.booleans()] * 4), label="free_ends") if mode == "global" else None
+    )
     # a few compile-time shapes (each is a PoCL build), any run-time row count
     items, per_item = data.draw(st.sampled_from([(1, 1), (2, 2), (4, 1), (3, 4)]), label="cols")
     tile = (data.draw(st.integers(1, 9), label="tile rows"), items, per_item)
@@ -72,10 +74,20 @@ def test_alignments_equal_the_oracle(cl_device, data):
     ends = free_ends_tuple(mode, free)
     stats = RunStats()
     got = align_long(
-        a, b, scoring, mode, free, traceback=traceback, tiling=_tiny(tile),
-        backend="opencl", device=cl_device, stats=stats,
-    )  # fmt: skip
-    want = reference.pairwise_align(a, b, scoring.matrix, scoring.gap_open, scoring.gap_extend, mode, ends)
+        a,
+        b,
+        scoring,
+        mode,
+        free,
+        traceback=traceback,
+        tiling=_tiny(tile),
+        backend="opencl",
+        device=cl_device,
+        stats=stats,
+    )
+    want = reference.pairwise_align(
+        a, b, scoring.matrix, scoring.gap_open, scoring.gap_extend, mode, ends
+    )
     if traceback:
         assert got == want
     else:
@@ -89,15 +101,30 @@ def test_alignments_equal_the_oracle(cl_device, data):
 def _cpu_fill(a, b, scoring, local, lanes, top, left, th, tw, row_slot, col_slot):
     params = np.zeros(K.N_PARAMS, np.int64)
     params[[K.P_OPEN, K.P_EXTEND, K.P_LOCAL, K.P_TILE_ROWS, K.P_TILE_COLS]] = (
-        scoring.gap_open, scoring.gap_extend, local, th, tw,
-    )  # fmt: skip
+        scoring.gap_open,
+        scoring.gap_extend,
+        local,
+        th,
+        tw,
+    )
     params[[K.P_NEG, K.P_LANES, K.P_LANE_MAX, K.P_NEG_STORE, K.P_RELATIVE]] = (
-        lanes.neg, 16, np.iinfo(np.int32).max, lanes.neg_store, 0,
-    )  # fmt: skip
+        lanes.neg,
+        16,
+        np.iinfo(np.int32).max,
+        lanes.neg_store,
+        0,
+    )
     return K.fill_region(
-        a, b, scoring.matrix.astype(np.int32), params, np.ascontiguousarray(top),
-        np.ascontiguousarray(left), np.asarray(row_slot), np.asarray(col_slot), 1,
-    )  # fmt: skip
+        a,
+        b,
+        scoring.matrix.astype(np.int32),
+        params,
+        np.ascontiguousarray(top),
+        np.ascontiguousarray(left),
+        np.asarray(row_slot),
+        np.asarray(col_slot),
+        1,
+    )
 
 
 @pytest.mark.parametrize("mode", ["local", "global"])
@@ -125,12 +152,19 @@ def test_device_fill_leaves_the_cpu_checkpoints(cl_device, mode, tile):
     col_slot[-1] = 0
     if n_tc > 1:
         col_slot[0] = 1
-    want = _cpu_fill(a[20:], b[9:], scoring, local, lanes, top, left, th, shape.cols,
-                     row_slot, col_slot)  # fmt: skip
+    want = _cpu_fill(
+        a[20:], b[9:], scoring, local, lanes, top, left, th, shape.cols, row_slot, col_slot
+    )
     pair = PairOnDevice(
-        device_context(cl_device), a, b, scoring.matrix, scoring.gap_open, scoring.gap_extend,
-        local, shape,
-    )  # fmt: skip
+        device_context(cl_device),
+        a,
+        b,
+        scoring.matrix,
+        scoring.gap_open,
+        scoring.gap_extend,
+        local,
+        shape,
+    )
     got = pair.fill_region(20, 9, top, left, row_slot, col_slot, th, lanes.neg_store)
     np.testing.assert_array_equal(got.last_row, want.last_row)
     np.testing.assert_array_equal(got.row_store, want.row_store)
@@ -159,8 +193,16 @@ def test_pairs_beyond_32_bits_stay_on_the_cpu(cl_device):
     scoring = Scoring((10**9, -1), 1)
     a = np.zeros(5, np.uint8)
     stats = RunStats()
-    got = align_long(a, a, scoring, "local", tiling=_tiny((2, 2, 2)), backend="opencl",
-                     device=cl_device, stats=stats)  # fmt: skip
+    got = align_long(
+        a,
+        a,
+        scoring,
+        "local",
+        tiling=_tiny((2, 2, 2)),
+        backend="opencl",
+        device=cl_device,
+        stats=stats,
+    )
     assert got.score == 5 * 10**9 and not stats.workers
 
 
@@ -180,8 +222,9 @@ def test_longer_pair_with_default_device_tiles(cl_device, mode):
     tiling = Tiling(device_cells=1 << 16)
     want = align_long(a, b, scoring, mode, tiling=tiling)
     stats = RunStats()
-    got = align_long(a, b, scoring, mode, tiling=tiling, backend="opencl", device=cl_device,
-                     stats=stats)  # fmt: skip
+    got = align_long(
+        a, b, scoring, mode, tiling=tiling, backend="opencl", device=cl_device, stats=stats
+    )
     assert got == want and stats.workers
 
 

@@ -77,7 +77,9 @@ def test_search_equals_the_oracle(cl_device, options, width, data):
     scoring = Scoring(sub, gap)
     kind = data.draw(st.sampled_from(["acgt", "iupac", "all"]), label="codes")
     mode = data.draw(st.sampled_from(["local", "global", "semiglobal"]), label="mode")
-    free = data.draw(st.tuples(*[st.booleans()] * 4), label="free_ends") if mode == "global" else None
+    free = (
+        data.draw(st.tuples(*[st.booleans()] * 4), label="free_ends") if mode == "global" else None
+    )
     ends = free_ends_tuple(mode, free)
     targets = [
         _codes(rng, int(rng.integers(0, 30)), kind, scoring)
@@ -111,7 +113,11 @@ def test_empty_query_and_empty_targets(cl_device):
     scoring = Scoring((2, -1), (3, 1))
     targets = [np.zeros(0, np.uint8), np.array([1, 2, 3], np.uint8), np.zeros(0, np.uint8)]
     for query in (np.zeros(0, np.uint8), np.array([1, 2], np.uint8)):
-        for mode, free in (("local", None), ("global", None), ("global", (True, False, True, True))):
+        for mode, free in (
+            ("local", None),
+            ("global", None),
+            ("global", (True, False, True, True)),
+        ):
             ends = free_ends_tuple(mode, free)
             got = SearchRunner(dctx, targets).score(query, scoring, mode, ends)
             np.testing.assert_array_equal(got.scores, _oracle(query, targets, scoring, mode, ends))
@@ -201,7 +207,9 @@ def test_packing_round_trips(lpw, virtual):
     rng = np.random.default_rng(virtual)
     bits = residue_bits(virtual)
     per = 32 // bits
-    codes = [rng.integers(0, virtual, int(rng.integers(0, 50))).astype(np.uint8) for _ in range(150)]
+    codes = [
+        rng.integers(0, virtual, int(rng.integers(0, 50))).astype(np.uint8) for _ in range(150)
+    ]
     lengths = np.array([len(c) for c in codes])
     order = np.argsort(-lengths, kind="stable")
     words, meta, lens, rows = pack_targets(codes, lengths, order, lpw, bits, virtual)
@@ -231,9 +239,16 @@ def test_residue_bits_and_names():
 def test_task_maps_free_ends_to_kernel_borders():
     scoring = Scoring((1, -1), (3, 2))
     task = SearchTask.of(scoring, "global", (True, False, False, True))
-    assert (task.left_zero, task.top_zero, task.last_col, task.last_row) == (True, False, False, True)
+    assert (task.left_zero, task.top_zero, task.last_col, task.last_row) == (
+        True,
+        False,
+        False,
+        True,
+    )
     assert task.top(0) == 0 and task.top(2) == -7
-    np.testing.assert_array_equal(SearchTask.of(scoring, "local", (False,) * 4).left([0, 3]), [0, 0])
+    np.testing.assert_array_equal(
+        SearchTask.of(scoring, "local", (False,) * 4).left([0, 3]), [0, 0]
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -62,35 +62,45 @@ inline int shfl_up1(int v) {
 }
 #endif
 
-/* One row of a work-item's CPT columns. PARTIAL: the tile's last columns lie beyond the
-   region (mask the local maximum, take the right column from the work-item that owns it). */
+/* One cell of a work-item's row, column k (a constant: the row is unrolled by hand, so the
+   register arrays gup/dup are only ever indexed by constants). */
+#define CELL(k, PARTIAL)                                                                    \
+    if ((k) < CPT) {                                                                        \
+        el = max(el - e, gl);                                                               \
+        dup[(k) % CPT] = max(dup[(k) % CPT] - e, gup[(k) % CPT]);                           \
+        int h = max(max(gd + pr[(k) % CPT], el), dup[(k) % CPT]);                           \
+        if (LOCAL_MODE && (!(PARTIAL) || (k) < kvalid) && h > bv) {                         \
+            bv = h;                                                                         \
+            bi = row;                                                                       \
+            bj = col1 + (k);                                                                \
+        }                                                                                   \
+        int g = LOCAL_MODE ? max(h - oe, -oe) : h - oe;                                     \
+        if ((PARTIAL) && (k) == kown) {                                                     \
+            own_g = g;                                                                      \
+            own_e = el;                                                                     \
+        }                                                                                   \
+        gd = gup[(k) % CPT];                                                                \
+        gup[(k) % CPT] = g;                                                                 \
+        gl = g;                                                                             \
+    }
+
+/* One row of a work-item's CPT (at most 16) columns. PARTIAL: the tile's last columns lie
+   beyond the region (mask the local maximum, take the right column from its owner). */
 #define ROW_BODY(PARTIAL)                                                                   \
     do {                                                                                    \
         int gl = in_g, el = in_e, gd = diag_g;                                              \
         __global const int *pr = prof + (size_t)code * P[P_PSTRIDE] + pcol;                 \
-        int sc[CPT];                                                                        \
-        _Pragma("unroll") for (int k = 0; k < CPT; k++) sc[k] = pr[k];                     \
-        _Pragma("unroll") for (int k = 0; k < CPT; k++) {                                   \
-            el = max(el - e, gl);                                                           \
-            dup[k] = max(dup[k] - e, gup[k]);                                               \
-            int h = max(max(gd + sc[k], el), dup[k]);                                       \
-            if (LOCAL_MODE && (!PARTIAL || k < kvalid) && h > bv) {                         \
-                bv = h;                                                                     \
-                bi = row;                                                                   \
-                bj = col1 + k;                                                              \
-            }                                                                               \
-            int g = LOCAL_MODE ? max(h - oe, -oe) : h - oe;                                 \
-            if (PARTIAL && k == kown) {                                                     \
-                own_g = g;                                                                  \
-                own_e = el;                                                                 \
-            }                                                                               \
-            gd = gup[k];                                                                    \
-            gup[k] = g;                                                                     \
-            gl = g;                                                                         \
-        }                                                                                   \
+        CELL(0, PARTIAL) CELL(1, PARTIAL) CELL(2, PARTIAL) CELL(3, PARTIAL)                 \
+        CELL(4, PARTIAL) CELL(5, PARTIAL) CELL(6, PARTIAL) CELL(7, PARTIAL)                 \
+        CELL(8, PARTIAL) CELL(9, PARTIAL) CELL(10, PARTIAL) CELL(11, PARTIAL)               \
+        CELL(12, PARTIAL) CELL(13, PARTIAL) CELL(14, PARTIAL) CELL(15, PARTIAL)             \
         out_g = gl;                                                                         \
         out_e = el;                                                                         \
     } while (0)
+
+#if CPT > 16
+#error "at most 16 columns per work-item"
+#endif
 
 __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence */
                        __global const int *prof,   /* [letters][PSTRIDE]: s + o + e */

@@ -22,9 +22,7 @@ from ..errors import OptionError
 from .context import DeviceContext, driver_errors, wait
 from .programs import build
 
-KERNELS = {
-    f"{family}_fill_opencl_antidiagonal_i32": family for family in ("nw", "sw")
-}
+KERNELS = {f"{family}_fill_opencl_antidiagonal_i32": family for family in ("nw", "sw")}
 
 
 @dataclass(frozen=True)
@@ -175,9 +173,7 @@ class PairOnDevice:
             data = data if data.size else np.zeros(1, i32)
             return cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data)
 
-        params = np.array(
-            [h, w, tr, n_tc, self.o, self.e, r0, c0, self.stride], dtype=i32
-        )
+        params = np.array([h, w, tr, n_tc, self.o, self.e, r0, c0, self.stride], dtype=i32)
         with driver_errors(dctx.caps, f"allocating {self.name} buffers"):
             bufs = [
                 self.a_buf,

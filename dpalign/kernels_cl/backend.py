@@ -145,7 +145,9 @@ class OpenCLBackend(Backend):
         out, lane = [], 0
         for block in blocks:
             out.append(
-                BlockScores(scores[:, lane : lane + block.width], widths[:, lane : lane + block.width])
+                BlockScores(
+                    scores[:, lane : lane + block.width], widths[:, lane : lane + block.width]
+                )
             )
             lane += block.width
         return out

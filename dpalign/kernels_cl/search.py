@@ -41,6 +41,7 @@ elsewhere). Its arithmetic wraps, so a result is never trusted blindly:
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -230,7 +231,11 @@ class _Layout:
 
 
 def pack_targets(
-    codes: list[np.ndarray], lengths: np.ndarray, order: np.ndarray, lpw: int, bits: int,
+    codes: list[np.ndarray],
+    lengths: np.ndarray,
+    order: np.ndarray,
+    lpw: int,
+    bits: int,
     virtual: int,
 ):
     """Lay the targets ``order`` (longest first) out in chunks; return (words, meta, lens, rows).
@@ -323,27 +328,43 @@ class SearchRunner:
         best3: bool | None = None,
     ) -> None:
         self.dctx = dctx
-        self.shifted = SHIFTED if shifted is None else bool(shifted)
-        self.best3 = BEST3 if best3 is None else bool(best3)
         self.codes = [np.ascontiguousarray(t, dtype=np.uint8) for t in targets]
         self.lengths = np.fromiter((len(t) for t in self.codes), np.int64, len(self.codes))
         top = max((int(t.max()) for t in self.codes if len(t)), default=0)
         self.virtual = top + 1
         self.bits = residue_bits(self.virtual)
-        cpu = dctx.caps.is_cpu
-        self.strip = strip or (CPU_STRIP if cpu else GPU_STRIP)
-        if self.strip % 8 or self.strip < 8:
-            raise OptionError(f"the strip width must be a multiple of 8, not {self.strip}")
-        self.group = group or (CPU_GROUP if cpu else GPU_GROUP)
-        if self.group % CHUNK:
-            raise OptionError(f"the work-group size must be a multiple of {CHUNK}")
-        self.ptx = dctx.caps.ptx_s16x2 if ptx is None else bool(ptx) and dctx.caps.ptx_s16x2
+        self._options(strip, group, ptx, shifted, best3)
         self.real = np.flatnonzero(self.lengths > 0)
         self.by_length = self.real[np.argsort(-self.lengths[self.real], kind="stable")]
         self._layouts: dict = {}
         self._kernels: dict = {}
         self._carry = None
         self._carry_bytes = 0
+
+    def _options(self, strip, group, ptx, shifted, best3) -> None:
+        cpu = self.dctx.caps.is_cpu
+        self.strip = strip or (CPU_STRIP if cpu else GPU_STRIP)
+        if self.strip % 8 or self.strip < 8:
+            raise OptionError(f"the strip width must be a multiple of 8, not {self.strip}")
+        self.group = group or (CPU_GROUP if cpu else GPU_GROUP)
+        if self.group % CHUNK:
+            raise OptionError(f"the work-group size must be a multiple of {CHUNK}")
+        caps = self.dctx.caps
+        self.ptx = caps.ptx_s16x2 if ptx is None else bool(ptx) and caps.ptx_s16x2
+        self.shifted = SHIFTED if shifted is None else bool(shifted)
+        self.best3 = BEST3 if best3 is None else bool(best3)
+
+    def with_options(self, **options) -> SearchRunner:
+        """The same targets, their uploaded layouts included, with other kernel options
+        (``strip``, ``group``, ``ptx``, ``shifted``, ``best3``: benchmarks compare them)."""
+        clone = copy.copy(self)
+        chosen = {"strip": None, "group": None, "ptx": None, "shifted": None, "best3": None}
+        unknown = set(options) - set(chosen)
+        if unknown:
+            raise OptionError(f"unknown search kernel options: {', '.join(sorted(unknown))}")
+        clone._options(**{**chosen, **options})
+        clone._kernels = {}
+        return clone
 
     # -- device objects ---------------------------------------------------------------------
 
@@ -367,7 +388,8 @@ class SearchRunner:
             import pyopencl as cl
 
             program, _ = build(self.dctx, "search.cl", self.defines(width, local))
-            with driver_errors(self.dctx.caps, f"preparing {kernel_name('local' if local else 'global', width)}"):
+            name = kernel_name("local" if local else "global", width)
+            with driver_errors(self.dctx.caps, f"preparing {name}"):
                 kernel = cl.Kernel(program, "search_strip")
                 limit = kernel.get_work_group_info(
                     cl.kernel_work_group_info.WORK_GROUP_SIZE, self.dctx.device
@@ -622,4 +644,3 @@ class SearchRunner:
             out = np.empty((n_lanes, 4), dtype=np.int32)
             cl.enqueue_copy(dctx.queue, out, out_buf)
         return out, seconds, launches
-
