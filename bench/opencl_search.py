@@ -422,11 +422,10 @@ def longpair(args):
     mismatches = 0
     align_long(a[:2000], b[:2000], scoring, "local")  # Numba builds outside the timings
     align_long(a[:2000], b[:2000], scoring, "global")
-    shapes = [None]
+    sweep = [{}]  # PairOnDevice options: the default first
     if args.sweep:
-        shapes += [TileShape(r, 32, c) for r in (128, 512) for c in (4, 8)] + [
-            TileShape(256, 32, 4)
-        ]
+        sweep += [{"shape": TileShape(r, 32, c)} for r in (128, 512) for c in (4, 8)]
+        sweep += [{"shape": TileShape(256, 32, 4)}, {"shuffle": False}]
     for mode in ("global", "local"):
         for traceback in (False, True):
             start = time.perf_counter()
@@ -448,8 +447,8 @@ def longpair(args):
                     "score": want.score,
                 },
             )
-            for shape in shapes if not traceback else [None]:
-                options = {} if shape is None else {"shape": shape}
+            for options in sweep if not traceback else [{}]:
+                shape = options.get("shape")
                 for _ in range(2):  # the first run builds the kernel
                     stats = RunStats()
                     start = time.perf_counter()
@@ -555,7 +554,7 @@ def summary(args):
             kernel = f"kernel {r['gcups']:8.1f} GCUPS" if "gcups" in r else " " * 21
             print(
                 f"longpair {r['engine']:14} {r['mode']:7} tb={r['traceback']!s:5} "
-                f"tile={r.get('tile')} {kernel} wall {r['wall_s']:.3f} s "
+                f"tile={r.get('tile')} shfl={r.get('shuffle')} {kernel} wall {r['wall_s']:.3f} s "
                 f"({r['gcups_wall']:.1f} GCUPS) same={r.get('same_as_cpu')}"
             )
         elif r.get("bench") in ("protein-cold", "protein-engine", "protein-oracle-sample"):
