@@ -9,6 +9,7 @@ Cells = query length x total target length (search), m x n (long pairs).
     python bench/opencl_search.py dna      [--out DIR] [--targets N]
     python bench/opencl_search.py longpair [--out DIR] [--sweep] [--length N]
     python bench/opencl_search.py all      [--out DIR] [--sweep]  # all four, well under 4 min
+    python bench/opencl_search.py probe --variant NAME          # one kernel family (child)
     python bench/opencl_search.py summary DIR/*.jsonl
 
 (a) protein: a 375-residue query against 200,000 UniProt-like sequences, BLOSUM62, gaps
@@ -58,6 +59,101 @@ SWEEP = {
 }
 
 
+#: Kernel families probed one by one, each in its own process, before anything else runs: a
+#: kernel that faults on a device loses the process's OpenCL context, so the measurements
+#: use only the families that ran. Safest first (int32, profile read from global memory).
+PROBES = {
+    "int32-globalprofile": ({"profile": "global"}, 32),
+    "int32": ({}, 32),
+    "portable-i16": ({"ptx": False}, None),
+    "globalprofile": ({"profile": "global"}, None),
+    "default": ({}, None),
+}
+#: The base kernel of the benchmarks: the first of these that the probes passed.
+BASE_ORDER = ["default", "globalprofile", "portable-i16", "int32", "int32-globalprofile"]
+
+
+def family(options, width):
+    """The probe family a kernel variant belongs to."""
+    on_global = options.get("profile") == "global"
+    if width == 32:
+        return "int32-globalprofile" if on_global else "int32"
+    if options.get("ptx") is False:
+        return "portable-i16"
+    return "globalprofile" if on_global else "default"
+
+
+def probe(args):
+    """One kernel family on small cases against the oracle (run in a child process)."""
+    options, width = PROBES[args.variant]
+    dctx = device_context(args.device)
+    rng = np.random.default_rng(5)
+    ok, error = True, None
+    try:
+        for scoring, letters, mode in (
+            (Scoring("BLOSUM62", (11, 1)), 20, "local"),
+            (Scoring("NUC.4.4", (10, 1)), 4, "global"),
+            (Scoring("BLOSUM62", 4), 24, "semiglobal"),
+        ):
+            ends = free_ends_tuple(mode)
+            targets = [
+                rng.integers(0, letters, int(rng.integers(0, 60))).astype(np.uint8)
+                for _ in range(100)
+            ]
+            query = rng.integers(0, letters, 45).astype(np.uint8)
+            runner = SearchRunner(dctx, targets, **options)
+            got = runner.score(query, scoring, mode, ends, width=width)
+            ok &= bool(
+                np.array_equal(got.scores, oracle_scores(query, targets, scoring, mode, ends))
+            )
+    except Exception as exc:
+        ok, error = False, f"{type(exc).__name__}: {str(exc)[:400]}"
+    print(json.dumps({"probe": args.variant, "ok": ok, "error": error}), flush=True)
+    return 0 if ok else 1
+
+
+def probe_all(args) -> dict:
+    """Every family in its own process; results to DIR/probe.jsonl; returns name -> ok."""
+    results = {}
+    for name in PROBES:
+        command = [sys.executable, __file__, "probe", "--variant", name]
+        if args.device:
+            command += ["--device", args.device]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=90)
+            line = [x for x in done.stdout.splitlines() if x.startswith('{"probe"')]
+            record = (
+                json.loads(line[-1])
+                if line
+                else {"probe": name, "ok": False, "error": (done.stderr or done.stdout)[-400:]}
+            )
+        except subprocess.TimeoutExpired:
+            record = {"probe": name, "ok": False, "error": "timed out"}
+        results[name] = bool(record["ok"])
+        emit(args.out, "probe", record)
+    return results
+
+
+def usable(args) -> dict:
+    """Probe results of this output folder (probing now when there are none)."""
+    if args.out and (Path(args.out) / "probe.jsonl").exists():
+        found = {}
+        for line in (Path(args.out) / "probe.jsonl").read_text().splitlines():
+            record = json.loads(line)
+            found[record["probe"]] = bool(record["ok"])
+        if set(found) >= set(PROBES):
+            return found
+    return probe_all(args)
+
+
+def base_options(ok: dict):
+    """Options and width of the first usable base kernel (None: no family ran)."""
+    for name in BASE_ORDER:
+        if ok.get(name):
+            return name, PROBES[name]
+    return None, None
+
+
 def emit(out, name, record):
     print(json.dumps(record), flush=True)
     if out:
@@ -91,10 +187,16 @@ def oracle_scores(query, targets, scoring, mode, ends):
 
 
 def check(args):
+    families = usable(args)
+    failures = sum(not v for v in families.values())
+    base_name, base = base_options(families)
+    if base_name is None:
+        print("check: no search kernel family ran on this device", flush=True)
+        return failures
+    base_opts = base[0]
     dctx = device_context(args.device)
     print(dctx.describe(), flush=True)
     rng = np.random.default_rng(11)
-    failures = 0
     cases = [
         (Scoring("BLOSUM62", (11, 1)), 24, "local", None),
         (Scoring("BLOSUM62", (11, 1)), 20, "global", None),
@@ -112,9 +214,12 @@ def check(args):
         ]
         query = rng.integers(0, letters, int(rng.integers(1, 60))).astype(np.uint8)
         want = oracle_scores(query, targets, scoring, mode, ends)
-        base = SearchRunner(dctx, targets)
+        base_runner = SearchRunner(dctx, targets)
         for name, (options, width) in VARIANTS.items():
-            runner = base.with_options(**options)
+            if not families.get(family(options, width)):
+                print(f"check search {name}: skipped (its probe failed)", flush=True)
+                continue
+            runner = base_runner.with_options(**options)
             try:
                 got = runner.score(query, scoring, mode, ends, width=width)
                 ok = bool(np.array_equal(got.scores, want))
@@ -141,9 +246,9 @@ def check(args):
         ends = free_ends_tuple(mode)
         want = oracle_scores(query, targets, scoring, mode, ends)
         for name, options in (
-            ("default", {}),
-            ("gframe", VARIANTS["gframe"][0]),
-            ("s64", {"strip": 64}),
+            (base_name, base_opts),
+            ("gframe", {**base_opts, **VARIANTS["gframe"][0]}),
+            ("s64", {**base_opts, "strip": 64}),
         ):
             got = SearchRunner(dctx, targets, **options).score(query, scoring, mode, ends)
             ok = bool(np.array_equal(got.scores, want)) and 32 in got.width and 16 in got.width
@@ -270,6 +375,12 @@ def search_record(label, runner, result, wall, scoring, mode, query, name, width
 
 
 def protein(args):
+    ok = usable(args)
+    base_name, base_kernel = base_options(ok)
+    if base_name is None:
+        emit(args.out, "protein", {"bench": "protein", "error": "no search kernel ran"})
+        return 1
+    base_opts, base_width = base_kernel
     dctx = device_context(args.device)
     print(dctx.describe(), flush=True)
     scoring = Scoring("BLOSUM62", (11, 1))
@@ -279,13 +390,8 @@ def protein(args):
     query = encode_all(scoring, [workloads.protein_query(375)])[0]
     prepared = time.perf_counter() - start
     start = time.perf_counter()
-    base = SearchRunner(dctx, targets)
-    try:
-        first = base.score(query, scoring, "local", free_ends_tuple("local"))
-    except Exception as exc:  # e.g. inline PTX refused: measure the portable kernel instead
-        emit(args.out, "protein", {"bench": "protein", "variant": "default", "error": str(exc)})
-        base = base.with_options(ptx=False)
-        first = base.score(query, scoring, "local", free_ends_tuple("local"))
+    base = SearchRunner(dctx, targets, **base_opts)
+    first = base.score(query, scoring, "local", free_ends_tuple("local"), width=base_width)
     cold = time.perf_counter() - start
     emit(
         args.out,
@@ -298,6 +404,7 @@ def protein(args):
             "first_search_s": cold,
             "kernel_s": first.kernel_seconds,
             "note": "first search: packing, upload, kernel build, one query",
+            "base_kernel": base_name,
         },
     )
     reference_scores = first.scores
@@ -307,6 +414,10 @@ def protein(args):
         variants.update(SWEEP)
     mismatches = 0
     for name, (options, width) in variants.items():
+        options = {**base_opts, **options}
+        if not ok.get(family(options, width)):
+            emit(args.out, "protein", {"bench": "protein", "variant": name, "skipped": True})
+            continue
         try:
             runner = base.with_options(**options)
             result, wall = measure_search(
@@ -329,8 +440,8 @@ def protein(args):
         ends = free_ends_tuple(mode)
         check32 = base.score(query, scoring, mode, ends, width=32)
         for name in ("default", "gframe") if mode == "global" or args.sweep else ("default",):
-            runner = base.with_options(**VARIANTS[name][0])
-            result, wall = measure_search(runner, query, scoring, mode, ends)
+            runner = base.with_options(**{**base_opts, **VARIANTS[name][0]})
+            result, wall = measure_search(runner, query, scoring, mode, ends, base_width)
             record = search_record(
                 "protein", runner, result, wall, scoring, mode, query, name, None
             )
@@ -341,13 +452,17 @@ def protein(args):
     rng = np.random.default_rng(0)
     sample = rng.choice(len(targets), 100, replace=False)
     for mode in ("local", "global"):
-        scores = base.score(query, scoring, mode, free_ends_tuple(mode)).scores
+        scores = base.score(query, scoring, mode, free_ends_tuple(mode), width=base_width).scores
         want = [align_long(query, targets[k], scoring, mode, traceback=False).score for k in sample]
         same = bool(np.array_equal(scores[sample], want))
         mismatches += not same
         emit(args.out, "protein", {"bench": "protein-oracle-sample", "mode": mode, "same": same})
     # through the engine contract (blocks of 32 lanes, as dpalign.search hands them over)
     from dpalign.engine import Task, get_backend, query_batch, reference_blocks
+
+    if not ok.get("default"):  # the backend runs the default kernel
+        print(f"protein: {mismatches} mismatches", flush=True)
+        return mismatches
 
     order = np.argsort(-base.lengths, kind="stable")
     start = time.perf_counter()
@@ -389,18 +504,27 @@ def dna_targets(n, seed=300):
 
 
 def dna(args):
+    ok = usable(args)
+    base_name, base_kernel = base_options(ok)
+    if base_name is None:
+        emit(args.out, "dna", {"bench": "dna", "error": "no search kernel ran"})
+        return 1
+    base_opts, base_width = base_kernel
     dctx = device_context(args.device)
     scoring = Scoring("NUC.4.4", (10, 1))
     targets = dna_targets(args.dna_targets)
     rng = np.random.default_rng(1)
     query = targets[7][100:350].copy()
     query[rng.random(len(query)) < 0.1] = rng.integers(0, 4, 1)
-    base = SearchRunner(dctx, targets)
+    base = SearchRunner(dctx, targets, **base_opts)
     mismatches = 0
     for mode in ("local", "semiglobal", "global"):
         ends = free_ends_tuple(mode)
         for name in ("default", "int32") if mode == "local" else ("default", "gframe", "int32"):
             options, width = VARIANTS[name]
+            options, width = {**base_opts, **options}, width or base_width
+            if not ok.get(family(options, width)):
+                continue
             runner = base.with_options(**options)
             result, wall = measure_search(runner, query, scoring, mode, ends, width)
             record = search_record("dna", runner, result, wall, scoring, mode, query, name, width)
@@ -568,15 +692,20 @@ def summary(args):
                 f"tile={r.get('tile')} shfl={r.get('shuffle')} {kernel} wall {r['wall_s']:.3f} s "
                 f"({r['gcups_wall']:.1f} GCUPS) same={r.get('same_as_cpu')}"
             )
-        elif r.get("bench") in ("protein-cold", "protein-engine", "protein-oracle-sample"):
+        elif "probe" in r or r.get("bench") in (
+            "protein-cold",
+            "protein-engine",
+            "protein-oracle-sample",
+        ):
             print(json.dumps(r))
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "command", choices=["check", "protein", "dna", "longpair", "all", "summary"]
+        "command", choices=["check", "protein", "dna", "longpair", "all", "summary", "probe"]
     )
+    parser.add_argument("--variant", choices=list(PROBES), help="probe: the kernel family")
     parser.add_argument("files", nargs="*")
     parser.add_argument("--out", default=None)
     parser.add_argument("--device", default=None)
@@ -585,26 +714,44 @@ def main(argv=None):
     parser.add_argument("--dna-targets", type=int, default=100_000)
     parser.add_argument("--length", type=int, default=100_000, help="long pair length")
     parser.add_argument("--sass", action="store_true", help="ptxas/SASS summary (NVIDIA)")
+    parser.add_argument("--quiet", action="store_true", help="no summary table at the end")
     args = parser.parse_args(argv)
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
     if args.command == "summary":
         summary(args)
         return 0
+    if args.command == "probe":
+        return probe(args)
     failures = 0
     started = time.perf_counter()
-    steps = {"check": [check], "protein": [protein], "dna": [dna], "longpair": [longpair]}
-    steps["all"] = [check, protein, dna, longpair]
-    for step in steps[args.command]:
+    if args.command == "all":  # each step in its own process: a faulting kernel stops only it
+        probe_all(args)
+        flags = [
+            f"--{k.replace('_', '-')}={v}"
+            for k, v in vars(args).items()
+            if k in ("out", "device", "targets", "dna_targets", "length") and v is not None
+        ]
+        flags += [f"--{k}" for k in ("sweep", "sass") if getattr(args, k)]
+        for step in ("check", "protein", "dna", "longpair"):
+            t0 = time.perf_counter()
+            done = subprocess.run([sys.executable, __file__, step, "--quiet", *flags])
+            failures += done.returncode != 0
+            print(
+                f"== {step} took {time.perf_counter() - t0:.1f} s (exit {done.returncode})",
+                flush=True,
+            )
+    else:
+        step = {"check": check, "protein": protein, "dna": dna, "longpair": longpair}
         t0 = time.perf_counter()
-        failures += step(args)
-        print(f"== {step.__name__} took {time.perf_counter() - t0:.1f} s", flush=True)
+        failures += step[args.command](args)
+        print(f"== {args.command} took {time.perf_counter() - t0:.1f} s", flush=True)
     if args.sass:
         try:
             dump_sass(args)
         except Exception as exc:  # diagnostics only
             print(f"sass dump failed: {exc}", flush=True)
-    if args.out:
+    if args.out and not args.quiet:
         files = sorted(str(p) for p in Path(args.out).glob("*.jsonl") if p.stem != "check")
         summary(argparse.Namespace(files=files))
     print(f"total {time.perf_counter() - started:.1f} s, {failures} failures", flush=True)

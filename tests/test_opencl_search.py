@@ -63,7 +63,7 @@ def _codes(rng, size, kind, scoring):
 VARIANTS = [
     pytest.param({}, id="default"),
     pytest.param({"shifted": False, "best3": False}, id="gframe"),
-    pytest.param({"strip": 16, "group": 32}, id="s16"),
+    pytest.param({"strip": 16, "group": 32, "profile": "global"}, id="s16-globalprofile"),
 ]
 
 

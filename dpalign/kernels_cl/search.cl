@@ -95,6 +95,9 @@
 #ifndef BEST3
 #define BEST3 0
 #endif
+#ifndef PROFILE_GLOBAL
+#define PROFILE_GLOBAL 0
+#endif
 #if SHIFTED && LOCAL_MODE
 #error "the shifted frame is for global mode"
 #endif
@@ -137,25 +140,15 @@ inline uint p_max3(uint a, uint b, uint c) {
         : "=r"(r) : "r"(a), "r"(b), "r"(c));
     return r;
 }
-/* The low (sel 0x5410) or high (0x7632) 16-bit halves of a and b, as one pair. */
-inline uint pair_lo(uint a, uint b) {
-    uint r;
-    asm("prmt.b32 %0, %1, %2, 0x5410;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-inline uint pair_hi(uint a, uint b) {
-    uint r;
-    asm("prmt.b32 %0, %1, %2, 0x7632;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
 #else
 inline uint p_add(uint a, uint b) { return as_uint(as_short2(a) + as_short2(b)); }
 inline uint p_max(uint a, uint b) { return as_uint(max(as_short2(a), as_short2(b))); }
 inline uint p_addmax(uint a, uint b, uint c) { return p_max(p_add(a, b), c); }
 inline uint p_max3(uint a, uint b, uint c) { return p_max(p_max(a, b), c); }
+#endif
+/* The low or high 16-bit halves of a and b, as one pair (one PRMT on NVIDIA). */
 inline uint pair_lo(uint a, uint b) { return (a & 0xFFFFu) | (b << 16); }
 inline uint pair_hi(uint a, uint b) { return (a >> 16) | (b & 0xFFFF0000u); }
-#endif
 
 #else /* int32, one lane per work-item */
 typedef int cell_t;
@@ -193,9 +186,17 @@ inline int left_border(int r, int virt, __constant const int *P) {
 #define RESIDUE(w, t, lane) (((w) >> (BITS * (t))) & RMASK)
 #endif
 
-__kernel void search_strip(__global const uint *db,        /* per chunk: [words][CHUNK*LPW] */
-                           __global const int4 *meta,      /* per chunk: (word row, rows,
-                                                              carry row, 0) */
+/* Where the query profile is read from: local memory (a copy per work-group) or, with
+   PROFILE_GLOBAL=1, straight from global memory (through the caches). */
+#if PROFILE_GLOBAL
+#define PROF_AS __global
+#else
+#define PROF_AS __local
+#endif
+
+__kernel void search_strip(__global const word_t *db,     /* per chunk: [words][CHUNK] */
+                           __global const int *meta,       /* per chunk: word row, rows, carry
+                                                              row, 0 */
                            __global const int *lengths,    /* per lane: target length */
                            __global const prof_t *profile, /* [letters][MPAD] */
                            __global carry_t *carry,        /* per chunk: [rows][CHUNK] */
@@ -203,170 +204,178 @@ __kernel void search_strip(__global const uint *db,        /* per chunk: [words]
                            __constant const int *P,
                            __local prof_t *lprof)          /* [letters][LSTRIDE] */
 {
+    const int nstrips = P[P_SEG_STRIPS], seg_c0 = P[P_SEG_C0];
+#if PROFILE_GLOBAL
+    const int lstride = P[P_MPAD];
+    __global const prof_t *prof = profile + seg_c0;
+#else
     const int lid = get_local_id(0), lsize = get_local_size(0);
-    const int nstrips = P[P_SEG_STRIPS], lstride = P[P_LSTRIDE], seg_c0 = P[P_SEG_C0];
+    const int lstride = P[P_LSTRIDE];
     const int seg_cols = nstrips * S;
     for (int row = 0; row < P[P_LETTERS]; row++) {
         __global const prof_t *src = profile + (size_t)row * P[P_MPAD] + seg_c0;
         for (int col = lid; col < seg_cols; col += lsize) lprof[row * lstride + col] = src[col];
     }
     barrier(CLK_LOCAL_MEM_FENCE);
+    __local const prof_t *prof = lprof;
+#endif
 
     const int gid = get_global_id(0);
     const int chunk = P[P_CHUNK0] + gid / CHUNK, x = gid % CHUNK;
-    if (chunk >= P[P_CHUNK_END]) return;
-    const int4 mt = meta[chunk];
-    const int rows = mt.y, words = rows / PER_WORD;
-    __global const word_t *wp = (__global const word_t *)(db + (size_t)mt.x * (CHUNK * LPW)) + x;
-    __global carry_t *cr = carry + (size_t)(mt.z - P[P_CARRY0]) * CHUNK + x;
-    const size_t lane0 = (size_t)chunk * (CHUNK * LPW) + x * LPW;
-    const int o = P[P_O], e = P[P_E];
-    const int virt0 = rows - lengths[lane0];
+    if (chunk < P[P_CHUNK_END]) {
+        const int word0 = meta[4 * chunk], rows = meta[4 * chunk + 1];
+        const int carry0 = meta[4 * chunk + 2];
+        const int words = rows / PER_WORD;
+        __global const word_t *wp = db + (size_t)word0 * CHUNK + x;
+        __global carry_t *cr = carry + (size_t)(carry0 - P[P_CARRY0]) * CHUNK + x;
+        const size_t lane0 = (size_t)chunk * (CHUNK * LPW) + x * LPW;
+        const int o = P[P_O], e = P[P_E];
+        const int virt0 = rows - lengths[lane0];
 #if PACKED
-    const int virt1 = rows - lengths[lane0 + 1];
+        const int virt1 = rows - lengths[lane0 + 1];
 #endif
-    const cell_t NE = SPLAT(-e), NOE = SPLAT(-(o + e)), OE = SPLAT(o + e);
+        const cell_t NE = SPLAT(-e), NOE = SPLAT(-(o + e)), OE = SPLAT(o + e);
 #if SHIFTED
-    const cell_t O = SPLAT(o), NSOE = SPLAT(-S * (o + e));
+        const cell_t O = SPLAT(o), NSOE = SPLAT(-S * (o + e));
 #endif
-    const int first = P[P_FIRST], last = P[P_LAST];
+        const int first = P[P_FIRST], last = P[P_LAST];
 
-    cell_t lastrow, lastcol, corner, best;
-    if (first) {
-        lastrow = lastcol = corner = NEG_CELL;
-        best = LOCAL_MODE ? 0 : NEG_CELL;
-    } else {
+        cell_t lastrow, lastcol, corner, best;
+        if (first) {
+            lastrow = lastcol = corner = NEG_CELL;
+            best = LOCAL_MODE ? 0 : NEG_CELL;
+        } else {
 #if PACKED
-        int4 r0 = out[lane0], r1 = out[lane0 + 1];
-        lastrow = (uint)(r0.x & 0xFFFF) | ((uint)r1.x << 16);
-        lastcol = (uint)(r0.y & 0xFFFF) | ((uint)r1.y << 16);
-        corner = (uint)(r0.z & 0xFFFF) | ((uint)r1.z << 16);
-        best = (uint)(r0.w & 0xFFFF) | ((uint)r1.w << 16);
+            int4 r0 = out[lane0], r1 = out[lane0 + 1];
+            lastrow = (uint)(r0.x & 0xFFFF) | ((uint)r1.x << 16);
+            lastcol = (uint)(r0.y & 0xFFFF) | ((uint)r1.y << 16);
+            corner = (uint)(r0.z & 0xFFFF) | ((uint)r1.z << 16);
+            best = (uint)(r0.w & 0xFFFF) | ((uint)r1.w << 16);
 #else
-        int4 r0 = out[lane0];
-        lastrow = r0.x;
-        lastcol = r0.y;
-        corner = r0.z;
-        best = r0.w;
+            int4 r0 = out[lane0];
+            lastrow = r0.x;
+            lastcol = r0.y;
+            corner = r0.z;
+            best = r0.w;
 #endif
-    }
-
-    for (int s = 0; s < nstrips; s++) {
-        const int pc0 = seg_c0 + s * S;
-        __local const prof_t *sp = lprof + s * S;
-        const int init = first && s == 0;
-        cell_t gup[S], fup[S];
-#pragma unroll
-        for (int k = 0; k < S; k++) {
-            /* row 0 in the strip's frame (SHIFTED: + (k + 1)(o + e); G frame: - (o + e)) */
-            gup[k] = SPLAT(top_border(pc0 + k, P) + (SHIFTED ? (k + 1) * (o + e) : -(o + e)));
-            fup[k] = NEG_CELL;
         }
-        cell_t gdiag = SPLAT(top_border(pc0 - 1, P) - (SHIFTED ? 0 : o + e));
-        cell_t colmax = NEG_CELL;
-        carry_t cnext = init ? (carry_t)(0, 0) : cr[0];
-        int r = 0; /* kernel row - 1 */
-        for (int w = 0; w < words; w++) {
-            const word_t wd = wp[(size_t)w * CHUNK];
-            for (int t = 0; t < PER_WORD; t++, r++) {
-                carry_t c = cnext;
-                if (init) {
-                    const int shift = SHIFTED ? 0 : o + e;
+
+        for (int s = 0; s < nstrips; s++) {
+            const int pc0 = seg_c0 + s * S;
+            PROF_AS const prof_t *sp = prof + s * S;
+            const int init = first && s == 0;
+            cell_t gup[S], fup[S];
+#pragma unroll
+            for (int k = 0; k < S; k++) {
+                /* row 0 in the strip's frame (SHIFTED: + (k + 1)(o + e); G frame: - (o + e)) */
+                gup[k] = SPLAT(top_border(pc0 + k, P) + (SHIFTED ? (k + 1) * (o + e) : -(o + e)));
+                fup[k] = NEG_CELL;
+            }
+            cell_t gdiag = SPLAT(top_border(pc0 - 1, P) - (SHIFTED ? 0 : o + e));
+            cell_t colmax = NEG_CELL;
+            carry_t cnext = init ? (carry_t)(0, 0) : cr[0];
+            int r = 0; /* kernel row - 1 */
+            for (int w = 0; w < words; w++) {
+                const word_t wd = wp[(size_t)w * CHUNK];
+                for (int t = 0; t < PER_WORD; t++, r++) {
+                    carry_t c = cnext;
+                    if (init) {
+                        const int shift = SHIFTED ? 0 : o + e;
 #if PACKED
-                    c.x = (uint)(left_border(r + 1, virt0, P) - shift) & 0xFFFFu;
-                    c.x |= (uint)(left_border(r + 1, virt1, P) - shift) << 16;
+                        c.x = (uint)(left_border(r + 1, virt0, P) - shift) & 0xFFFFu;
+                        c.x |= (uint)(left_border(r + 1, virt1, P) - shift) << 16;
 #else
-                    c.x = left_border(r + 1, virt0, P) - shift;
+                        c.x = left_border(r + 1, virt0, P) - shift;
 #endif
-                    c.y = NEG_CELL;
-                } else if (r + 1 < rows) {
-                    cnext = cr[(size_t)(r + 1) * CHUNK];
-                }
-                cell_t gl = c.x, el = c.y, gd = gdiag;
-                gdiag = gl;
-                __local const prof_t *p0 = sp + RESIDUE(wd, t, 0) * lstride;
-#if PACKED
-                __local const prof_t *p1 = sp + RESIDUE(wd, t, 1) * lstride;
+                        c.y = NEG_CELL;
+                    } else if (r + 1 < rows) {
+                        cnext = cr[(size_t)(r + 1) * CHUNK];
+                    }
+                    cell_t gl = c.x, el = c.y, gd = gdiag;
+                    gdiag = gl;
+#if PACKED /* two profile values per 32-bit word (rows and strips start on even columns) */
+                    PROF_AS const uint *p0 =
+                        (PROF_AS const uint *)(sp + RESIDUE(wd, t, 0) * lstride);
+                    PROF_AS const uint *p1 =
+                        (PROF_AS const uint *)(sp + RESIDUE(wd, t, 1) * lstride);
+#else
+                    PROF_AS const prof_t *p0 = sp + RESIDUE(wd, t, 0) * lstride;
 #endif
 #pragma unroll
-                for (int q = 0; q < S / PV; q++) {
-                    cell_t sc[PV];
+                    for (int q = 0; q < S / PV; q++) {
+                        cell_t sc[PV];
 #if PACKED
-                    uint4 a = vload4(q, (__local const uint *)p0);
-                    uint4 b = vload4(q, (__local const uint *)p1);
-                    sc[0] = pair_lo(a.x, b.x);
-                    sc[1] = pair_hi(a.x, b.x);
-                    sc[2] = pair_lo(a.y, b.y);
-                    sc[3] = pair_hi(a.y, b.y);
-                    sc[4] = pair_lo(a.z, b.z);
-                    sc[5] = pair_hi(a.z, b.z);
-                    sc[6] = pair_lo(a.w, b.w);
-                    sc[7] = pair_hi(a.w, b.w);
+#pragma unroll
+                        for (int u = 0; u < PV / 2; u++) {
+                            const uint a = p0[q * (PV / 2) + u], b = p1[q * (PV / 2) + u];
+                            sc[2 * u] = pair_lo(a, b);
+                            sc[2 * u + 1] = pair_hi(a, b);
+                        }
 #else
-                    int4 a = vload4(q, p0);
-                    sc[0] = a.x;
-                    sc[1] = a.y;
-                    sc[2] = a.z;
-                    sc[3] = a.w;
+#pragma unroll
+                        for (int u = 0; u < PV; u++) sc[u] = p0[q * PV + u];
 #endif
 #if LOCAL_MODE && BEST3
-                    cell_t hprev = 0;
+                        cell_t hprev = 0;
 #endif
 #pragma unroll
-                    for (int u = 0; u < PV; u++) {
-                        const int k = q * PV + u;
+                        for (int u = 0; u < PV; u++) {
+                            const int k = q * PV + u;
 #if SHIFTED
-                        el = p_addmax(el, O, gl);              /* E~ = max(E~ + o, H~_left) */
-                        fup[k] = p_addmax(fup[k], NE, gup[k]); /* P~ = max(P~ - e, H~_up) */
-                        cell_t g = p_addmax(fup[k], NOE, p_addmax(gd, sc[u], el));
+                            el = p_addmax(el, O, gl);              /* E~ = max(E~ + o, H~_left) */
+                            fup[k] = p_addmax(fup[k], NE, gup[k]); /* P~ = max(P~ - e, H~_up) */
+                            cell_t g = p_addmax(fup[k], NOE, p_addmax(gd, sc[u], el));
 #else
-                        el = p_addmax(el, NE, gl);
-                        fup[k] = p_addmax(fup[k], NE, gup[k]);
-                        cell_t h = p_max(p_addmax(gd, sc[u], el), fup[k]);
+                            el = p_addmax(el, NE, gl);
+                            fup[k] = p_addmax(fup[k], NE, gup[k]);
+                            cell_t h = p_max(p_addmax(gd, sc[u], el), fup[k]);
 #if LOCAL_MODE && BEST3
-                        if (u & 1) best = p_max3(best, hprev, h);
-                        else hprev = h;
+                            if (u & 1) best = p_max3(best, hprev, h);
+                            else hprev = h;
 #elif LOCAL_MODE
-                        best = p_max(best, h);
+                            best = p_max(best, h);
 #endif
 #if LOCAL_MODE
-                        cell_t g = p_addmax(h, NOE, NOE);
+                            cell_t g = p_addmax(h, NOE, NOE);
 #else
-                        cell_t g = p_add(h, NOE);
+                            cell_t g = p_add(h, NOE);
 #endif
 #endif
-                        gd = gup[k];
-                        gup[k] = g;
-                        gl = g;
+                            gd = gup[k];
+                            gup[k] = g;
+                            gl = g;
+                        }
                     }
-                }
 #if SHIFTED
-                gl = p_add(gl, NSOE); /* back to the strip's left frame for the carry */
-                el = p_add(el, NSOE);
-                colmax = p_max(colmax, gl);
+                    gl = p_add(gl, NSOE); /* back to the strip's left frame for the carry */
+                    el = p_add(el, NSOE);
+                    colmax = p_max(colmax, gl);
 #elif !LOCAL_MODE
-                colmax = p_max(colmax, p_add(gl, OE));
+                    colmax = p_max(colmax, p_add(gl, OE));
 #endif
-                cr[(size_t)r * CHUNK] = (carry_t)(gl, el);
+                    cr[(size_t)r * CHUNK] = (carry_t)(gl, el);
+                }
             }
-        }
 #if !LOCAL_MODE
-        /* the strip's last row (back to H) and last column */
+            /* the strip's last row (back to H) and last column */
 #pragma unroll
-        for (int k = 0; k < S; k++)
-            lastrow = p_max(lastrow, p_add(gup[k], SPLAT(SHIFTED ? -(k + 1) * (o + e) : o + e)));
-        best = p_max(best, colmax);
-        if (last && s == nstrips - 1) {
-            lastcol = colmax;
-            corner = p_add(gup[S - 1], SPLAT(SHIFTED ? -S * (o + e) : o + e));
-        }
+            for (int k = 0; k < S; k++) {
+                const int back = SHIFTED ? -(k + 1) * (o + e) : o + e;
+                lastrow = p_max(lastrow, p_add(gup[k], SPLAT(back)));
+            }
+            best = p_max(best, colmax);
+            if (last && s == nstrips - 1) {
+                lastcol = colmax;
+                corner = p_add(gup[S - 1], SPLAT(SHIFTED ? -S * (o + e) : o + e));
+            }
 #endif
-    }
+        }
 
 #if PACKED
-    out[lane0] = (int4)(LO16(lastrow), LO16(lastcol), LO16(corner), LO16(best));
-    out[lane0 + 1] = (int4)(HI16(lastrow), HI16(lastcol), HI16(corner), HI16(best));
+        out[lane0] = (int4)(LO16(lastrow), LO16(lastcol), LO16(corner), LO16(best));
+        out[lane0 + 1] = (int4)(HI16(lastrow), HI16(lastcol), HI16(corner), HI16(best));
 #else
-    out[lane0] = (int4)(lastrow, lastcol, corner, best);
+        out[lane0] = (int4)(lastrow, lastcol, corner, best);
 #endif
+    } /* chunk < P[P_CHUNK_END] */
 }

@@ -315,6 +315,9 @@ class SearchRunner:
         Global mode in the shifted frame (four add-max steps a cell; default True).
     best3 : bool, optional
         Local mode: one three-input max for the running best of two cells (default True).
+    profile : {"local", "global"}, optional
+        Where the kernel reads the query profile: a copy in local memory per work-group
+        (default) or global memory through the caches.
     """
 
     def __init__(
@@ -326,6 +329,7 @@ class SearchRunner:
         ptx: bool | None = None,
         shifted: bool | None = None,
         best3: bool | None = None,
+        profile: str | None = None,
     ) -> None:
         self.dctx = dctx
         self.codes = [np.ascontiguousarray(t, dtype=np.uint8) for t in targets]
@@ -333,7 +337,7 @@ class SearchRunner:
         top = max((int(t.max()) for t in self.codes if len(t)), default=0)
         self.virtual = top + 1
         self.bits = residue_bits(self.virtual)
-        self._options(strip, group, ptx, shifted, best3)
+        self._options(strip, group, ptx, shifted, best3, profile)
         self.real = np.flatnonzero(self.lengths > 0)
         self.by_length = self.real[np.argsort(-self.lengths[self.real], kind="stable")]
         self._layouts: dict = {}
@@ -341,7 +345,7 @@ class SearchRunner:
         self._carry = None
         self._carry_bytes = 0
 
-    def _options(self, strip, group, ptx, shifted, best3) -> None:
+    def _options(self, strip, group, ptx, shifted, best3, profile=None) -> None:
         cpu = self.dctx.caps.is_cpu
         self.strip = strip or (CPU_STRIP if cpu else GPU_STRIP)
         if self.strip % 8 or self.strip < 8:
@@ -353,12 +357,15 @@ class SearchRunner:
         self.ptx = caps.ptx_s16x2 if ptx is None else bool(ptx) and caps.ptx_s16x2
         self.shifted = SHIFTED if shifted is None else bool(shifted)
         self.best3 = BEST3 if best3 is None else bool(best3)
+        self.profile = profile or "local"
+        if self.profile not in ("local", "global"):
+            raise OptionError(f"profile must be 'local' or 'global', not {profile!r}")
 
     def with_options(self, **options) -> SearchRunner:
         """The same targets, their uploaded layouts included, with other kernel options
         (``strip``, ``group``, ``ptx``, ``shifted``, ``best3``: benchmarks compare them)."""
         clone = copy.copy(self)
-        chosen = {"strip": None, "group": None, "ptx": None, "shifted": None, "best3": None}
+        chosen = dict.fromkeys(("strip", "group", "ptx", "shifted", "best3", "profile"))
         unknown = set(options) - set(chosen)
         if unknown:
             raise OptionError(f"unknown search kernel options: {', '.join(sorted(unknown))}")
@@ -377,6 +384,7 @@ class SearchRunner:
             "LOCAL_MODE": int(local),
             "SHIFTED": int(self.shifted and not local),
             "BEST3": int(self.best3 and local),
+            "PROFILE_GLOBAL": int(self.profile == "global"),
             "S": self.strip,
             "BITS": self.bits,
             "CHUNK": CHUNK,
@@ -580,6 +588,8 @@ class SearchRunner:
         per_strip = letters * self.strip * itemsize
         local_cap = min(PROFILE_LOCAL_MAX, caps.local_mem - 1024)
         seg_strips = max(1, min(strips, local_cap // per_strip))
+        if self.profile == "global":
+            seg_strips = strips  # one segment; the kernel reads rows of the whole profile
         segments = [(s, min(seg_strips, strips - s)) for s in range(0, strips, seg_strips)]
         lstride = seg_strips * self.strip
         if (lstride * itemsize) % 128 == 0 and not caps.is_cpu:
@@ -593,7 +603,7 @@ class SearchRunner:
             prof_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=prof)
             out_buf = cl.Buffer(ctx, mf.READ_WRITE, n_lanes * 16)
             carry = self._carry_buffer(max(used for _, _, used in batches))
-        local = cl.LocalMemory(letters * lstride * itemsize)
+        local = cl.LocalMemory(letters * lstride * itemsize if self.profile == "local" else 16)
         o, e = task.scoring.gap_open, task.scoring.gap_extend
         seconds, launches = 0.0, 0
         name = kernel_name(task.mode, width)
