@@ -559,8 +559,13 @@ def longpair(args):
         sweep = [{"shuffle": False}]
     if args.sweep:
         base = dict(sweep[0])
-        sweep += [{**base, "shape": TileShape(r, 32, c)} for r in (128, 512) for c in (4, 8)]
-        sweep += [{**base, "shape": TileShape(256, 32, 4)}, {"shuffle": False}]
+        sweep += [{**base, "shape": TileShape(r, 32, 8)} for r in (64, 256, 512)]
+        sweep += [{**base, "shape": TileShape(128, 32, c)} for c in (4, 16)]
+        sweep += [
+            {**base, "prefetch": False},
+            {**base, "prefetch": False, "shape": TileShape(256, 32, 8)},
+        ]
+        sweep += [{"shuffle": False}]
     for mode in ("global", "local"):
         for traceback in (False, True):
             start = time.perf_counter()
@@ -616,6 +621,8 @@ def longpair(args):
                         "tile": None
                         if shape is None
                         else [shape.rows, shape.items, shape.per_item],
+                        "shuffle": options.get("shuffle", True),
+                        "prefetch": options.get("prefetch", True),
                         "device_cells": worker.cells,
                         "kernel_s": worker.seconds,
                         "gcups": worker.cells / worker.seconds / 1e9 if worker.seconds else 0.0,
@@ -689,7 +696,8 @@ def summary(args):
             kernel = f"kernel {r['gcups']:8.1f} GCUPS" if "gcups" in r else " " * 21
             print(
                 f"longpair {r['engine']:14} {r['mode']:7} tb={r['traceback']!s:5} "
-                f"tile={r.get('tile')} shfl={r.get('shuffle')} {kernel} wall {r['wall_s']:.3f} s "
+                f"tile={r.get('tile')} shfl={r.get('shuffle')} pf={r.get('prefetch')} "
+                f"{kernel} wall {r['wall_s']:.3f} s "
                 f"({r['gcups_wall']:.1f} GCUPS) same={r.get('same_as_cpu')}"
             )
         elif "probe" in r or r.get("bench") in (

@@ -14,7 +14,7 @@ from dpalign.benchmarks import workloads
 from dpalign.gcups import RunStats
 from dpalign.kernels_cl.context import device_context, list_devices
 from dpalign.kernels_cl.search import SearchRunner
-from dpalign.longpair import align_long
+from dpalign.longpair import Tiling, align_long
 from dpalign.scoring import Scoring, free_ends_tuple
 
 pytestmark = pytest.mark.skipif(not list_devices(), reason="no OpenCL device")
@@ -59,7 +59,10 @@ def test_long_pair(benchmark, traceback):
     stats = RunStats()
 
     def run():
-        return align_long(a, b, scoring, traceback=traceback, backend="opencl", stats=stats)
+        tiling = Tiling(device_cells=1 << 20)
+        return align_long(
+            a, b, scoring, traceback=traceback, tiling=tiling, backend="opencl", stats=stats
+        )
 
     run()
     result = benchmark.pedantic(run, rounds=2)

@@ -66,7 +66,10 @@ class Tiling:
         Force 16-, 32- or 64-bit lanes (tests); by default the narrowest that cannot overflow
         (see :func:`plan_lanes`).
     device_cells : int
-        With ``backend="opencl"``: regions with fewer cells stay on the CPU.
+        With ``backend="opencl"``: regions with fewer cells stay on the CPU (default 2^28, a
+        16k x 16k block: smaller regions have too few tiles per tile diagonal to fill a GPU;
+        on the H100 host, recomputing 100 kb traceback blocks of 6k x 6k on the GPU made the
+        traceback 1.3x slower than on its 16 cores, BENCHMARKS.md).
     device_tile : (rows, items, per_item), optional
         With ``backend="opencl"``: the device's tile shape (tests force tiny ones; default
         :data:`dpalign.kernels_cl.antidiagonal.GPU_TILE` / ``CPU_TILE``).
@@ -79,7 +82,7 @@ class Tiling:
     leaf_cols: int = 128
     parallel_cells: int = 1 << 20
     lane_bits: int | None = None
-    device_cells: int = 1 << 22
+    device_cells: int = 1 << 28
     device_tile: tuple[int, int, int] | None = None
 
     def __post_init__(self) -> None:

@@ -127,9 +127,10 @@ def _cpu_fill(a, b, scoring, local, lanes, top, left, th, tw, row_slot, col_slot
     )
 
 
+@pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "plain"])
 @pytest.mark.parametrize("mode", ["local", "global"])
 @pytest.mark.parametrize("tile", [(5, 3, 2), (1, 1, 1), (16, 8, 4)])
-def test_device_fill_leaves_the_cpu_checkpoints(cl_device, mode, tile):
+def test_device_fill_leaves_the_cpu_checkpoints(cl_device, mode, tile, prefetch):
     """A region inside the matrix (boundaries from a CPU fill): same rows, columns, best."""
     rng = np.random.default_rng(sum(tile))
     scoring = Scoring((2, -3), (5, 2))
@@ -164,6 +165,7 @@ def test_device_fill_leaves_the_cpu_checkpoints(cl_device, mode, tile):
         scoring.gap_extend,
         local,
         shape,
+        prefetch=prefetch,
     )
     got = pair.fill_region(20, 9, top, left, row_slot, col_slot, th, lanes.neg_store)
     np.testing.assert_array_equal(got.last_row, want.last_row)

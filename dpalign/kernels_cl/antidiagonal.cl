@@ -27,7 +27,8 @@
  *     maximum in row-major order (H, i, j).
  *
  * Compile-time constants (-D): TW (work-items per tile), CPT (columns per work-item),
- * LOCAL_MODE, USE_SHFL (1: PTX shuffles; needs TW == 32 and NVIDIA).
+ * LOCAL_MODE, USE_SHFL (1: PTX shuffles; needs TW == 32 and NVIDIA), PREFETCH (1: global
+ * loads a step or two ahead of their use).
  */
 
 #define P_H 0        /* region rows */
@@ -52,6 +53,9 @@
 #ifndef USE_SHFL
 #define USE_SHFL 0
 #endif
+#ifndef PREFETCH
+#define PREFETCH 1
+#endif
 #define TC (TW * CPT)
 
 #if USE_SHFL
@@ -68,7 +72,7 @@ inline int shfl_up1(int v) {
     if ((k) < CPT) {                                                                        \
         el = max(el - e, gl);                                                               \
         dup[(k) % CPT] = max(dup[(k) % CPT] - e, gup[(k) % CPT]);                           \
-        int h = max(max(gd + pr[(k) % CPT], el), dup[(k) % CPT]);                           \
+        int h = max(max(gd + sc[(k) % CPT], el), dup[(k) % CPT]);                           \
         if (LOCAL_MODE && (!(PARTIAL) || (k) < kvalid) && h > bv) {                         \
             bv = h;                                                                         \
             bi = row;                                                                       \
@@ -89,7 +93,6 @@ inline int shfl_up1(int v) {
 #define ROW_BODY(PARTIAL)                                                                   \
     do {                                                                                    \
         int gl = in_g, el = in_e, gd = diag_g;                                              \
-        __global const int *pr = prof + (size_t)code * P[P_PSTRIDE] + pcol;                 \
         CELL(0, PARTIAL) CELL(1, PARTIAL) CELL(2, PARTIAL) CELL(3, PARTIAL)                 \
         CELL(4, PARTIAL) CELL(5, PARTIAL) CELL(6, PARTIAL) CELL(7, PARTIAL)                 \
         CELL(8, PARTIAL) CELL(9, PARTIAL) CELL(10, PARTIAL) CELL(11, PARTIAL)               \
@@ -101,6 +104,14 @@ inline int shfl_up1(int v) {
 #if CPT > 16
 #error "at most 16 columns per work-item"
 #endif
+
+/* H and I entering DP row `row` of a tile from the left: the region's left column (first
+   tile column) or the previous tile's right column. */
+inline int2 left_input(__global const int *left, __global const int2 *vcol, int tj, int h,
+                       int row) {
+    if (tj == 0) return (int2)(left[row], left[h + 1 + row]);
+    return vcol[row];
+}
 
 __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence */
                        __global const int *prof,   /* [letters][PSTRIDE]: s + o + e */
@@ -163,7 +174,25 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
     int in_g = 0, in_e = 0, out_g = 0, out_e = 0, own_g = 0, own_e = 0;
     /* the next row's residue and its profile column, fetched a step ahead */
     const int pcol = P[P_COL0] + col1 - 1;
-    int code = t == 0 && th > 0 ? a[P[P_ROW0] + r0] : 0;
+    const size_t pstride = P[P_PSTRIDE];
+    __global const uchar *arow = a + P[P_ROW0] + r0; /* the tile's residues of `a` */
+    /* The row computed at a step: its profile values `sc` and (work-item 0) its left input
+       were fetched the step before (PREFETCH), the residue of the row after it two steps
+       before, so a step waits on no global load. */
+    int sc[CPT], nsc[CPT];
+    int code1 = th > 1 ? arow[1] : 0; /* the residue of the row after the current one */
+    {
+        const int code0 = arow[0];
+#pragma unroll
+        for (int k = 0; k < CPT; k++) sc[k] = prof[code0 * pstride + pcol + k];
+    }
+#if PREFETCH
+    int2 left_cur = (int2)(0, 0), left_next = (int2)(0, 0);
+    if (t == 0) {
+        left_cur = left_input(left, vcol, tj, h, r0 + 1);
+        if (th > 1) left_next = left_input(left, vcol, tj, h, r0 + 2);
+    }
+#endif
     const int steps = th + TW - 1;
     for (int s = 0; s < steps; s++) {
         const int r = s - t;
@@ -181,18 +210,27 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
         }
 #endif
         if (active) {
-            if (t == 0) {
-                int hv, iv;
-                if (tj == 0) {
-                    hv = left[row];
-                    iv = left[h + 1 + row];
-                } else {
-                    int2 v = vcol[row];
-                    hv = v.x;
-                    iv = v.y;
+#if PREFETCH
+            /* the next row's profile values and residue, the left input two rows on */
+            int code2 = 0;
+            int2 left_n2 = (int2)(0, 0);
+            if (r + 1 < th) {
+#pragma unroll
+                for (int k = 0; k < CPT; k++) nsc[k] = prof[code1 * pstride + pcol + k];
+                if (r + 2 < th) {
+                    code2 = arow[r + 2];
+                    if (t == 0) left_n2 = left_input(left, vcol, tj, h, row + 2);
                 }
-                in_g = hv - oe;
-                in_e = iv;
+            }
+#endif
+            if (t == 0) {
+#if PREFETCH
+                const int2 v = left_cur;
+#else
+                const int2 v = left_input(left, vcol, tj, h, row);
+#endif
+                in_g = v.x - oe;
+                in_e = v.y;
             } else {
                 in_g = recv_g;
                 in_e = recv_e;
@@ -225,10 +263,19 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
                     }
                 }
             }
-            /* the next row's residue (a step ahead, while the others catch up) */
-            if (r + 1 < th) code = a[P[P_ROW0] + row];
-        } else if (r == -1) {
-            code = a[P[P_ROW0] + r0]; /* row 0 of the tile, next step */
+#if PREFETCH
+#pragma unroll
+            for (int k = 0; k < CPT; k++) sc[k] = nsc[k];
+            code1 = code2;
+            left_cur = left_next;
+            left_next = left_n2;
+#else
+            if (r + 1 < th) {
+#pragma unroll
+                for (int k = 0; k < CPT; k++) sc[k] = prof[code1 * pstride + pcol + k];
+                code1 = r + 2 < th ? arow[r + 2] : 0;
+            }
+#endif
         }
 #if !USE_SHFL
         xch[s & 1][t] = (int2)(out_g, out_e);

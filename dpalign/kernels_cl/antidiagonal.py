@@ -42,8 +42,9 @@ class TileShape:
             raise OptionError(f"tile sizes must be positive: {self}")
 
 
-#: GPUs: one warp per tile (shuffles, no barrier), 8 columns per work-item.
-GPU_TILE = TileShape(rows=256, items=32, per_item=8)
+#: GPUs: one warp per tile (shuffles, no barrier), 8 columns per work-item, 128 rows (the
+#: fastest on the H100: 104.5 GCUPS at 100 kb against 92.7 with 256 rows, BENCHMARKS.md).
+GPU_TILE = TileShape(rows=128, items=32, per_item=8)
 #: CPU devices (PoCL): small tiles compile and run quickly.
 CPU_TILE = TileShape(rows=64, items=8, per_item=4)
 
@@ -79,6 +80,8 @@ class PairOnDevice:
     shuffle : bool, optional
         Pass the row state between work-items by PTX warp shuffles (default: on NVIDIA GPUs
         when a tile is one warp); otherwise through local memory with a barrier per step.
+    prefetch : bool
+        Load each row's profile values and left input a step ahead of their use.
     """
 
     def __init__(
@@ -92,6 +95,7 @@ class PairOnDevice:
         local: bool,
         shape: TileShape | None = None,
         shuffle: bool | None = None,
+        prefetch: bool = True,
     ) -> None:
         import pyopencl as cl
 
@@ -118,6 +122,7 @@ class PairOnDevice:
             "CPT": self.shape.per_item,
             "LOCAL_MODE": int(self.local),
             "USE_SHFL": int(self.shuffle),
+            "PREFETCH": int(prefetch),
         }
         self.defines = defines
         program, _ = build(dctx, "antidiagonal.cl", defines)
