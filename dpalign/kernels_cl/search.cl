@@ -58,7 +58,7 @@
 #define P_CHUNK0 0     /* first chunk of this launch */
 #define P_CHUNK_END 1  /* one past the last chunk */
 #define P_CARRY0 2     /* first carry row of this launch's first chunk */
-#define P_MPAD 3       /* padded query columns (row stride of the global profile) */
+#define P_MPAD 3       /* padded query columns (the global profile's row: MPAD / VPW words) */
 #define P_SEG_C0 4     /* first padded column of this segment (a multiple of S) */
 #define P_SEG_STRIPS 5 /* strips in this segment */
 #define P_LSTRIDE 6    /* row stride of the local profile (elements) */
@@ -107,7 +107,7 @@
 #if PACKED
 typedef uint cell_t;
 typedef uint2 carry_t;  /* (G pair, E pair) */
-typedef short prof_t;
+#define VPW 2           /* profile values per 32-bit word (two int16) */
 typedef uint2 word_t;   /* the two lanes' residue words */
 #define LPW 2
 #define PV 8            /* profile values per vector load (8 shorts) */
@@ -153,7 +153,7 @@ inline uint pair_hi(uint a, uint b) { return (a >> 16) | (b & 0xFFFF0000u); }
 #else /* int32, one lane per work-item */
 typedef int cell_t;
 typedef int2 carry_t;
-typedef int prof_t;
+#define VPW 1           /* profile values per 32-bit word */
 typedef uint word_t;
 #define LPW 1
 #define PV 4
@@ -198,26 +198,27 @@ __kernel void search_strip(__global const word_t *db,     /* per chunk: [words][
                            __global const int *meta,       /* per chunk: word row, rows, carry
                                                               row, 0 */
                            __global const int *lengths,    /* per lane: target length */
-                           __global const prof_t *profile, /* [letters][MPAD] */
+                           __global const uint *profile,   /* [letters][MPAD / VPW] */
                            __global carry_t *carry,        /* per chunk: [rows][CHUNK] */
                            __global int4 *out,             /* per lane */
                            __constant const int *P,
-                           __local prof_t *lprof)          /* [letters][LSTRIDE] */
+                           __local uint *lprof)            /* [letters][LSTRIDE] words */
 {
     const int nstrips = P[P_SEG_STRIPS], seg_c0 = P[P_SEG_C0];
+    /* The profile in 32-bit words (VPW values each; every row and strip starts on a word). */
 #if PROFILE_GLOBAL
-    const int lstride = P[P_MPAD];
-    __global const prof_t *prof = profile + seg_c0;
+    const int lstride = P[P_MPAD] / VPW;
+    __global const uint *prof = profile + seg_c0 / VPW;
 #else
     const int lid = get_local_id(0), lsize = get_local_size(0);
     const int lstride = P[P_LSTRIDE];
-    const int seg_cols = nstrips * S;
+    const int seg_words = nstrips * S / VPW;
     for (int row = 0; row < P[P_LETTERS]; row++) {
-        __global const prof_t *src = profile + (size_t)row * P[P_MPAD] + seg_c0;
-        for (int col = lid; col < seg_cols; col += lsize) lprof[row * lstride + col] = src[col];
+        __global const uint *src = profile + (size_t)row * (P[P_MPAD] / VPW) + seg_c0 / VPW;
+        for (int col = lid; col < seg_words; col += lsize) lprof[row * lstride + col] = src[col];
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    __local const prof_t *prof = lprof;
+    __local const uint *prof = lprof;
 #endif
 
     const int gid = get_global_id(0);
@@ -262,7 +263,7 @@ __kernel void search_strip(__global const word_t *db,     /* per chunk: [words][
 
         for (int s = 0; s < nstrips; s++) {
             const int pc0 = seg_c0 + s * S;
-            PROF_AS const prof_t *sp = prof + s * S;
+            PROF_AS const uint *sp = prof + s * (S / VPW);
             const int init = first && s == 0;
             cell_t gup[S], fup[S];
 #pragma unroll
@@ -293,13 +294,9 @@ __kernel void search_strip(__global const word_t *db,     /* per chunk: [words][
                     }
                     cell_t gl = c.x, el = c.y, gd = gdiag;
                     gdiag = gl;
-#if PACKED /* two profile values per 32-bit word (rows and strips start on even columns) */
-                    PROF_AS const uint *p0 =
-                        (PROF_AS const uint *)(sp + RESIDUE(wd, t, 0) * lstride);
-                    PROF_AS const uint *p1 =
-                        (PROF_AS const uint *)(sp + RESIDUE(wd, t, 1) * lstride);
-#else
-                    PROF_AS const prof_t *p0 = sp + RESIDUE(wd, t, 0) * lstride;
+                    PROF_AS const uint *p0 = sp + RESIDUE(wd, t, 0) * lstride;
+#if PACKED
+                    PROF_AS const uint *p1 = sp + RESIDUE(wd, t, 1) * lstride;
 #endif
 #pragma unroll
                     for (int q = 0; q < S / PV; q++) {
@@ -313,7 +310,7 @@ __kernel void search_strip(__global const word_t *db,     /* per chunk: [words][
                         }
 #else
 #pragma unroll
-                        for (int u = 0; u < PV; u++) sc[u] = p0[q * PV + u];
+                        for (int u = 0; u < PV; u++) sc[u] = (int)p0[q * PV + u];
 #endif
 #if LOCAL_MODE && BEST3
                         cell_t hprev = 0;

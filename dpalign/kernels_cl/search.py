@@ -584,26 +584,27 @@ class SearchRunner:
         dtype = np.int16 if width == 16 else np.int32
         prof = query_profile(task, query, self.virtual, pad, dtype)
         letters = prof.shape[0]
-        itemsize = prof.itemsize
-        per_strip = letters * self.strip * itemsize
+        words = np.ascontiguousarray(prof).view(np.uint32)  # the kernel reads 32-bit words
+        vpw = 4 // prof.itemsize  # values per word
+        per_strip = letters * self.strip * prof.itemsize
         local_cap = min(PROFILE_LOCAL_MAX, caps.local_mem - 1024)
         seg_strips = max(1, min(strips, local_cap // per_strip))
         if self.profile == "global":
             seg_strips = strips  # one segment; the kernel reads rows of the whole profile
         segments = [(s, min(seg_strips, strips - s)) for s in range(0, strips, seg_strips)]
-        lstride = seg_strips * self.strip
-        if (lstride * itemsize) % 128 == 0 and not caps.is_cpu:
-            lstride += 16 // itemsize  # rows start in different banks
+        lstride = seg_strips * self.strip // vpw  # in words
+        if (lstride * 4) % 128 == 0 and not caps.is_cpu:
+            lstride += 4  # rows start in different banks (16 bytes on)
         lpc = CHUNK * layout.lpw
         n_lanes = len(layout.rows) * lpc
         mf = cl.mem_flags
         ctx = dctx.context
         batches = self._batches(layout, m)
         with driver_errors(caps, "allocating search buffers"):
-            prof_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=prof)
+            prof_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=words)
             out_buf = cl.Buffer(ctx, mf.READ_WRITE, n_lanes * 16)
             carry = self._carry_buffer(max(used for _, _, used in batches))
-        local = cl.LocalMemory(letters * lstride * itemsize if self.profile == "local" else 16)
+        local = cl.LocalMemory(letters * lstride * 4 if self.profile == "local" else 16)
         o, e = task.scoring.gap_open, task.scoring.gap_extend
         seconds, launches = 0.0, 0
         name = kernel_name(task.mode, width)
