@@ -113,21 +113,27 @@ def probe(args):
 
 
 def probe_all(args) -> dict:
-    """Every family in its own process; results to DIR/probe.jsonl; returns name -> ok."""
-    results = {}
+    """Every family in its own process, all at once (a kernel fault loses only its own
+    context); results to DIR/probe.jsonl; returns name -> ok."""
+    children = {}
     for name in PROBES:
         command = [sys.executable, __file__, "probe", "--variant", name]
         if args.device:
             command += ["--device", args.device]
+        children[name] = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+    results = {}
+    for name, child in children.items():
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=90)
-            line = [x for x in done.stdout.splitlines() if x.startswith('{"probe"')]
-            record = (
-                json.loads(line[-1])
-                if line
-                else {"probe": name, "ok": False, "error": (done.stderr or done.stdout)[-400:]}
-            )
+            stdout, stderr = child.communicate(timeout=120)
+            lines = [x for x in stdout.splitlines() if x.startswith('{"probe"')]
+            if lines:
+                record = json.loads(lines[-1])
+            else:
+                record = {"probe": name, "ok": False, "error": (stderr or stdout)[-400:]}
         except subprocess.TimeoutExpired:
+            child.kill()
             record = {"probe": name, "ok": False, "error": "timed out"}
         results[name] = bool(record["ok"])
         emit(args.out, "probe", record)
