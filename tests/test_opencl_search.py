@@ -163,6 +163,11 @@ def test_pairs_too_low_for_16_bits_go_to_int32(cl_device):
     lowest = [scoring.bounds(len(query), len(t), "global")[0] for t in targets]
     assert min(lowest) < -30_720 < max(lowest)
     assert got.width.tolist() == [32, 16, 16, 32]
+    # constants too large for the packed kernel: int32 throughout
+    scoring = Scoring((1, -1), (3000, 1))
+    got = SearchRunner(device_context(cl_device), targets).score(query, scoring, "local", ends)
+    np.testing.assert_array_equal(got.scores, _oracle(query, targets, scoring, "local", ends))
+    assert got.width.tolist() == [32] * 4
 
 
 def test_long_queries_run_in_segments(cl_device, monkeypatch):

@@ -15,7 +15,7 @@
  *     H  = max(X, F)                        local: best = max(best, H)
  *     G  = H - o - e                        local: G = max(H - o - e, -o - e)  (H >= 0)
  * Five add/max steps per cell (each one DPX instruction for two cells when packed on sm_90),
- * six in local mode, plus one PRMT that pairs the two targets' profile scores.
+ * six in local mode, plus the bit operations (one PRMT) that pair the two targets' scores.
  *
  * Data layout (host: kernels_cl/search.py):
  *   - Targets are sorted by length and dealt to chunks of CHUNK work-items (CHUNK * LPW
@@ -33,8 +33,11 @@
  *   - The boundary column between strips (G and E per row, per work-item) lives in global
  *     memory ("carry", [row][CHUNK] per chunk, coalesced), loaded one row ahead.
  *   - The segment's query profile (letters x columns of the strips this launch covers)
- *     is copied to local memory once per work-group; long queries run in several segments
- *     (launches), the carry passing between them.
+ *     is copied to local memory once per work-group (PROFILE_GLOBAL=1: read from global
+ *     memory instead); long queries run in several segments (launches), the carry passing
+ *     between them. The profile is handled as 32-bit words (two int16 values when packed)
+ *     from the host buffer to the local copy: no pointer is ever cast to a wider type, since
+ *     NVIDIA's OpenCL faults on a misaligned access that PoCL lets pass.
  *
  * Results per lane (int4): last-row maximum, last-column maximum, the corner H[n][m], and
  * the best H (local) or the maximum over every strip's last column (global: every cell's H is
@@ -51,8 +54,8 @@
  * differ per column, so local mode keeps the G frame; BEST3=1 takes the running best of two
  * cells with one three-input max.
  *
- * Compile-time constants (-D): PACKED, USE_PTX, LOCAL_MODE, SHIFTED, BEST3, S (a multiple of
- * 8 when PACKED, else of 4), BITS (2, 3, 4, 5 or 8), CHUNK (work-items per chunk, 32).
+ * Compile-time constants (-D): PACKED, USE_PTX, LOCAL_MODE, SHIFTED, BEST3, PROFILE_GLOBAL,
+ * S (a multiple of 8), BITS (2, 3, 4, 5 or 8), CHUNK (work-items per chunk, 32).
  */
 
 #define P_CHUNK0 0     /* first chunk of this launch */
@@ -61,7 +64,7 @@
 #define P_MPAD 3       /* padded query columns (the global profile's row: MPAD / VPW words) */
 #define P_SEG_C0 4     /* first padded column of this segment (a multiple of S) */
 #define P_SEG_STRIPS 5 /* strips in this segment */
-#define P_LSTRIDE 6    /* row stride of the local profile (elements) */
+#define P_LSTRIDE 6    /* row stride of the local profile (32-bit words) */
 #define P_LETTERS 7    /* profile rows, the virtual residue included */
 #define P_FIRST 8      /* this segment holds the first strip: initialise carry and results */
 #define P_LAST 9       /* this segment holds the last strip: write the last column, corner */
