@@ -113,7 +113,7 @@ typedef uint2 carry_t;  /* (G pair, E pair) */
 #define VPW 2           /* profile values per 32-bit word (two int16) */
 typedef uint2 word_t;   /* the two lanes' residue words */
 #define LPW 2
-#define PV 8            /* profile values per vector load (8 shorts) */
+#define PV 8            /* cells per group of the unrolled strip loop */
 #define NEG_CELL 0x88008800u /* -30720 in both halves */
 #define SPLAT(x) (((uint)(x) & 0xFFFFu) * 0x10001u)
 #define LO16(x) ((int)(short)((x) & 0xFFFFu))
