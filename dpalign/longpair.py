@@ -18,6 +18,13 @@ O((m + n) * blocks) per level and O(log(m n)) levels; the recomputation costs ab
 ``2 / blocks`` of the forward pass (two 100 kb sequences: ~30 MB of checkpoints, ~11 % more
 CPU time than the score alone).
 
+On an OpenCL device
+-------------------
+``backend="opencl"`` runs every region of at least ``Tiling.device_cells`` cells (the forward
+pass, the larger recomputations of the traceback) with the anti-diagonal tile kernel of
+:mod:`dpalign.kernels_cl.antidiagonal`, which fills a region from the same boundaries and keeps
+the same checkpoints; smaller blocks and the leaves stay on the CPU. Results are identical.
+
 >>> from dpalign.scoring import Scoring
 >>> s = Scoring((1, -1), 2)
 >>> r = align_long(s.encode("ACGT"), s.encode("AGT"), s)
@@ -58,6 +65,14 @@ class Tiling:
     lane_bits : int, optional
         Force 16-, 32- or 64-bit lanes (tests); by default the narrowest that cannot overflow
         (see :func:`plan_lanes`).
+    device_cells : int
+        With ``backend="opencl"``: regions with fewer cells stay on the CPU (default 2^28, a
+        16k x 16k block: smaller regions have too few tiles per tile diagonal to fill a GPU;
+        on the H100 host, recomputing 100 kb traceback blocks of 6k x 6k on the GPU made the
+        traceback 1.3x slower than on its 16 cores, BENCHMARKS.md).
+    device_tile : (rows, items, per_item), optional
+        With ``backend="opencl"``: the device's tile shape (tests force tiny ones; default
+        :data:`dpalign.kernels_cl.antidiagonal.GPU_TILE` / ``CPU_TILE``).
     """
 
     tile_rows: int = 1024
@@ -67,6 +82,8 @@ class Tiling:
     leaf_cols: int = 128
     parallel_cells: int = 1 << 20
     lane_bits: int | None = None
+    device_cells: int = 1 << 28
+    device_tile: tuple[int, int, int] | None = None
 
     def __post_init__(self) -> None:
         if self.lane_bits not in (None, 16, 32, 64):
@@ -163,8 +180,9 @@ def plan_lanes(scoring: Scoring, m: int, n: int, mode: str, tiling: Tiling | Non
 class _Aligner:
     """One pair: encoded sequences, scoring in the lane dtype, the tiling and the ops buffer."""
 
-    def __init__(self, a, b, scoring, mode, ends, tiling, threads, lanes: Lanes):
+    def __init__(self, a, b, scoring, mode, ends, tiling, threads, lanes: Lanes, device=None):
         self.a, self.b = a, b
+        self.device = device  # a kernels_cl.antidiagonal.PairOnDevice, or None
         self.o, self.e = scoring.gap_open, scoring.gap_extend
         self.local = mode == "local"
         self.ends = ends
@@ -199,7 +217,13 @@ class _Aligner:
             bw = max(t.leaf_cols, -(-w // t.blocks))
         else:
             bh, bw = h, w
-        th, tw = min(t.tile_rows, bh), min(t.tile_cols, bw)
+        device = self.device
+        if device is not None and (h * w < t.device_cells or bw < device.shape.cols):
+            device = None
+        if device is not None:  # the device's tiles: any number of rows, fixed columns
+            th, tw = min(device.shape.rows, bh), device.shape.cols
+        else:
+            th, tw = min(t.tile_rows, bh), min(t.tile_cols, bw)
         kr, kc = bh // th, bw // tw  # blocks never wider than bh x bw: each level shrinks
         n_rows, n_cols = -(-h // th), -(-w // tw)
         row_slot = np.full(n_rows, -1, np.int64)
@@ -210,6 +234,20 @@ class _Aligner:
         col_slot[kept_cols] = np.arange(len(kept_cols))
         if final_col:
             col_slot[n_cols - 1] = len(kept_cols)
+        row_cuts = [0] + [(ti + 1) * th for ti in kept_rows] + [h]
+        col_cuts = [0] + [(tj + 1) * tw for tj in kept_cols] + [w]
+        if device is not None:
+            fill = device.fill_region(
+                region.r0,
+                region.c0,
+                region.top,
+                region.left,
+                row_slot,
+                col_slot,
+                th,
+                self.lanes.neg_store,
+            )
+            return _Checkpoints(row_cuts, col_cuts, fill)
         lanes = self.lanes
         params = np.zeros(K.N_PARAMS, np.int64)
         params[[K.P_OPEN, K.P_EXTEND, K.P_LOCAL, K.P_TILE_ROWS, K.P_TILE_COLS]] = (
@@ -238,8 +276,6 @@ class _Aligner:
             col_slot,
             threads,
         )
-        row_cuts = [0] + [(ti + 1) * th for ti in kept_rows] + [h]
-        col_cuts = [0] + [(tj + 1) * tw for tj in kept_cols] + [w]
         return _Checkpoints(row_cuts, col_cuts, fill)
 
     def end_cell(self, points: _Checkpoints) -> tuple[int, int, int]:
@@ -358,8 +394,12 @@ def align_long(
     traceback: bool = True,
     threads: int | None = None,
     tiling: Tiling | None = None,
+    backend: str = "cpu",
+    device: str | None = None,
+    stats=None,
 ) -> PairwiseResult:
-    """Align one long pair on all CPU cores; identical to :func:`reference.pairwise_align`.
+    """Align one long pair on all CPU cores (or an OpenCL device); identical to
+    :func:`reference.pairwise_align`.
 
     Parameters
     ----------
@@ -377,6 +417,14 @@ def align_long(
         Worker threads (default: ``config.cpu_threads()``).
     tiling : Tiling, optional
         Tile and checkpoint sizes (tests force tiny ones).
+    backend : {"cpu", "opencl"}
+        ``"opencl"``: the forward pass and the large recomputations on an OpenCL device
+        (anti-diagonal tiles), the rest on the CPU; pairs whose scores need more than 32 bits
+        stay on the CPU.
+    device : str, optional
+        OpenCL device spec (see :func:`dpalign.kernels_cl.context.choose_device`).
+    stats : dpalign.gcups.RunStats, optional
+        Receives the device's cells and kernel seconds.
 
     Returns
     -------
@@ -384,20 +432,47 @@ def align_long(
         Score, 0-based half-open coordinates and ops, with the reference's tie rules.
     """
     a, b, ends = _validate(a_codes, b_codes, scoring, mode, free_ends)
+    if backend not in ("cpu", "opencl"):
+        raise OptionError(f"backend must be 'cpu' or 'opencl', not {backend!r}")
     threads = config.cpu_threads(threads)
     tiling = tiling or Tiling()
     m, n = len(a), len(b)
     if m == 0 or n == 0:
         return _gaps_only(a, b, scoring, mode, ends, traceback)
-    job = _Aligner(
-        a, b, scoring, mode, ends, tiling, threads, plan_lanes(scoring, m, n, mode, tiling)
-    )
+    lanes = plan_lanes(scoring, m, n, mode, tiling)
+    pair = None
+    if backend == "opencl" and lanes.store is np.int32:
+        pair = _pair_on_device(a, b, scoring, mode, tiling, device)
+    job = _Aligner(a, b, scoring, mode, ends, tiling, threads, lanes, pair)
     region = job.global_region()
     points = job.fill(region, keep=traceback, final_col=not job.local)
     score, a_end, b_end = job.end_cell(points)
     if not traceback:
-        return PairwiseResult(score, a_end, a_end, b_end, b_end)
-    return job.finish(score, a_end, b_end, job.walk(region, points, a_end, b_end, K.STATE_H))
+        result = PairwiseResult(score, a_end, a_end, b_end, b_end)
+    else:
+        stop = job.walk(region, points, a_end, b_end, K.STATE_H)
+        result = job.finish(score, a_end, b_end, stop)
+    if pair is not None and stats is not None:
+        stats.record(f"opencl {pair.dctx.caps.name}", pair.cells, pair.kernel_seconds)
+    return result
+
+
+def _pair_on_device(a, b, scoring: Scoring, mode: str, tiling: Tiling, device: str | None):
+    """The pair uploaded for the anti-diagonal tile kernel."""
+    from .kernels_cl.antidiagonal import PairOnDevice, TileShape
+    from .kernels_cl.context import device_context
+
+    shape = TileShape(*tiling.device_tile) if tiling.device_tile else None
+    return PairOnDevice(
+        device_context(device),
+        a,
+        b,
+        scoring.matrix,
+        scoring.gap_open,
+        scoring.gap_extend,
+        mode == "local",
+        shape,
+    )
 
 
 def align_full(a_codes, b_codes, scoring: Scoring, mode: str = "global", free_ends=None):

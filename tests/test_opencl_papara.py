@@ -250,15 +250,6 @@ def test_backend_with_no_blocks_or_no_reads(cl_device):
     assert result.scores.shape == (0, 32)
 
 
-def test_backend_refuses_pairwise_clearly(cl_device):
-    from dpalign.errors import BackendUnavailable
-    from dpalign.scoring import Scoring
-
-    backend = get_backend("opencl", device=cl_device)
-    with pytest.raises(BackendUnavailable, match="PaPaRa kernel only"):
-        backend.score(Task("pairwise", Scoring()), query_batch([]), [])
-
-
 # --------------------------------------------------------------------------------------------
 # Golden cases: byte-identical output with --backend opencl
 # --------------------------------------------------------------------------------------------

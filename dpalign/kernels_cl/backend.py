@@ -4,6 +4,10 @@ It keeps the engine's batch/block contract: the blocks' lanes are concatenated i
 inter-reference array, cut into work-groups of up to a few hundred profiles (the seed's
 R_padded), and read batches are sized from the device memory and the reads' lengths. Results
 come back as one :class:`~dpalign.engine.BlockScores` per block. Traceback stays on the CPU.
+
+``Task(kernel="pairwise")`` runs the inter-sequence search kernel
+(:mod:`dpalign.kernels_cl.search`): the blocks' lanes become the targets (uploaded once and
+kept for the next call with the same blocks), each query is searched against all of them.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from ..engine import Backend, BlockScores, register
 from ..errors import BackendUnavailable, OptionError
 from .context import device_context, list_devices
 from .papara import PaparaRunner
+from .search import SearchRunner
 
 
 def concatenate(blocks) -> tuple[np.ndarray, np.ndarray]:
@@ -45,7 +50,8 @@ def concatenate(blocks) -> tuple[np.ndarray, np.ndarray]:
 @register
 @dataclass
 class OpenCLBackend(Backend):
-    """PaPaRa scoring with the OpenCL kernels of :mod:`dpalign.kernels_cl.papara`.
+    """PaPaRa scoring (:mod:`dpalign.kernels_cl.papara`) and pairwise scores of queries
+    against targets (:mod:`dpalign.kernels_cl.search`) on one OpenCL device.
 
     Parameters
     ----------
@@ -55,8 +61,9 @@ class OpenCLBackend(Backend):
     design : {"strip", "blocked"}, optional
         Kernel design (default :data:`dpalign.config.OPENCL_DESIGN`).
     width : {None, 32}, optional
-        None: 16-bit packed kernels wherever they cannot overflow, else 32-bit; 32: always
-        the int32 kernels.
+        None: 16-bit packed kernels wherever they cannot overflow (PaPaRa) or did not come
+        near overflowing (pairwise; those pairs are recomputed), else 32-bit; 32: always the
+        int32 kernels.
     """
 
     device: str | None = None
@@ -101,12 +108,51 @@ class OpenCLBackend(Backend):
         self._cached = (key, runner, blocks)  # holding the blocks keeps their ids unique
         return runner
 
-    def score(self, task, queries, blocks, progress=None):
-        if task.kernel != "papara":
-            raise BackendUnavailable(
-                "the opencl backend runs the PaPaRa kernel only; use --backend numba for "
-                "pairwise alignment"
+    def _search_runner(self, blocks) -> SearchRunner:
+        """The blocks' lanes as search targets on the device; the last set is kept (a search
+        runs query chunk after query chunk against the same database blocks)."""
+        key = tuple(id(b) for b in blocks)
+        cached = getattr(self, "_search_cached", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        targets = [
+            block.codes[: int(block.lengths[lane]), lane]
+            for block in blocks
+            for lane in range(block.width)
+        ]
+        runner = SearchRunner(device_context(self.device), targets)
+        self._search_cached = (key, runner, blocks)  # holding the blocks keeps their ids unique
+        return runner
+
+    def _score_pairwise(self, task, queries, blocks, progress):
+        runner = self._search_runner(blocks)
+        total = sum(b.width for b in blocks)
+        scores = np.zeros((len(queries), total), dtype=np.int64)
+        widths = np.zeros((len(queries), total), dtype=np.uint8)
+        name = f"opencl {runner.dctx.caps.name}"
+        for q in range(len(queries)):
+            m = int(queries.lengths[q])
+            result = runner.score(
+                queries.codes[q, :m],
+                task.scoring,
+                task.mode,
+                task.free_ends,
+                width=self.width,
+                progress=progress,
             )
+            scores[q], widths[q] = result.scores, result.width
+            self.stats.record(name, result.cells, result.kernel_seconds, blocks=len(blocks))
+        out, lane = [], 0
+        for block in blocks:
+            out.append(
+                BlockScores(
+                    scores[:, lane : lane + block.width], widths[:, lane : lane + block.width]
+                )
+            )
+            lane += block.width
+        return out
+
+    def score(self, task, queries, blocks, progress=None):
         if not blocks:
             return []
         if len(queries) == 0:
@@ -116,6 +162,8 @@ class OpenCLBackend(Backend):
             ]
         if self.width not in (None, 16, 32):
             raise OptionError(f"the opencl backend computes in 16 or 32 bits, not {self.width}")
+        if task.kernel == "pairwise":
+            return self._score_pairwise(task, queries, blocks, progress)
         codes = queries.codes
         runner = self._runner(task, blocks, int(codes.max(initial=0)))
         dctx = runner.dctx

@@ -1,0 +1,300 @@
+/* One long pair in blocked tiles (spec PAIRWISE.md, shape 2; seed 002): a region of the DP
+ * matrix of `a` (rows) against `b` (columns) is cut into tiles of TR x TC cells, and every
+ * launch computes the tiles of one tile anti-diagonal, one work-group per tile.
+ *
+ * Inside a tile, work-item t of TW owns CPT consecutive columns (TC = TW * CPT) and keeps
+ * their state (H and the vertical gap D of the row above) in registers. The work-items run a
+ * skewed wavefront: at step s, work-item t computes row s - t of its columns, so the cells of
+ * one anti-diagonal band are computed in parallel; the horizontal state (H, I) of a row's
+ * last column passes to the next work-item once per step: by a warp shuffle (inline PTX
+ * shfl.sync, NVIDIA, TW = 32: no barrier at all) or through local memory and a barrier
+ * (portable). A tile takes TR + TW - 1 steps.
+ *
+ * Recurrence (dpalign/reference.py), in the "G frame" (H stored as G = H - o - e, so that a
+ * gap open needs no add of its own; the profile holds s + o + e):
+ *     I  = max(I_left - e, G_left)     D = max(D_up - e, G_up)
+ *     H  = max(max(G_diag + s', I), D) local: H >= 0, i.e. G = max(H - o - e, -o - e)
+ *
+ * Boundaries (all absolute int32, the host's store type):
+ *   - the region's top row (H, D) and left column (H, I) come from the host (`top`, `left`);
+ *   - a tile's bottom row goes to `hrow`, a ring of three rows indexed by tile row (the
+ *     tile below reads it one launch later; the tile below-left reads its corner in the same
+ *     launch as the next row of that slot is written, so two slots would race);
+ *   - a tile's right column goes to `vcol`, one column for the whole region: the next tile of
+ *     the row reads each entry before its own last work-item overwrites it;
+ *   - checkpoint rows / columns (`row_slot[ti] >= 0`, `col_slot[tj] >= 0`) are copied to
+ *     `rstore` / `cstore` in dpalign.longpair's layout; local mode writes each tile's first
+ *     maximum in row-major order (H, i, j).
+ *
+ * Compile-time constants (-D): TW (work-items per tile), CPT (columns per work-item),
+ * LOCAL_MODE, USE_SHFL (1: PTX shuffles; needs TW == 32 and NVIDIA), PREFETCH (1: global
+ * loads a step or two ahead of their use).
+ */
+
+#define P_H 0        /* region rows */
+#define P_W 1        /* region columns */
+#define P_TR 2       /* tile rows */
+#define P_NTC 3      /* tile columns */
+#define P_O 4
+#define P_E 5
+#define P_ROW0 6     /* the region's first row in `a` */
+#define P_COL0 7     /* the region's first column in `b` (profile column) */
+#define P_PSTRIDE 8  /* profile row stride */
+
+#ifndef TW
+#define TW 32
+#endif
+#ifndef CPT
+#define CPT 8
+#endif
+#ifndef LOCAL_MODE
+#define LOCAL_MODE 0
+#endif
+#ifndef USE_SHFL
+#define USE_SHFL 0
+#endif
+#ifndef PREFETCH
+#define PREFETCH 1
+#endif
+#define TC (TW * CPT)
+
+#if USE_SHFL
+inline int shfl_up1(int v) {
+    int r;
+    asm volatile("shfl.sync.up.b32 %0, %1, 1, 0, 0xffffffff;" : "=r"(r) : "r"(v));
+    return r;
+}
+#endif
+
+/* One cell of a work-item's row, column k (a constant: the row is unrolled by hand, so the
+   register arrays gup/dup are only ever indexed by constants). */
+#define CELL(k, PARTIAL)                                                                    \
+    if ((k) < CPT) {                                                                        \
+        el = max(el - e, gl);                                                               \
+        dup[(k) % CPT] = max(dup[(k) % CPT] - e, gup[(k) % CPT]);                           \
+        int h = max(max(gd + sc[(k) % CPT], el), dup[(k) % CPT]);                           \
+        if (LOCAL_MODE && (!(PARTIAL) || (k) < kvalid) && h > bv) {                         \
+            bv = h;                                                                         \
+            bi = row;                                                                       \
+            bj = col1 + (k);                                                                \
+        }                                                                                   \
+        int g = LOCAL_MODE ? max(h - oe, -oe) : h - oe;                                     \
+        if ((PARTIAL) && (k) == kown) {                                                     \
+            own_g = g;                                                                      \
+            own_e = el;                                                                     \
+        }                                                                                   \
+        gd = gup[(k) % CPT];                                                                \
+        gup[(k) % CPT] = g;                                                                 \
+        gl = g;                                                                             \
+    }
+
+/* One row of a work-item's CPT (at most 16) columns. PARTIAL: the tile's last columns lie
+   beyond the region (mask the local maximum, take the right column from its owner). */
+#define ROW_BODY(PARTIAL)                                                                   \
+    do {                                                                                    \
+        int gl = in_g, el = in_e, gd = diag_g;                                              \
+        CELL(0, PARTIAL) CELL(1, PARTIAL) CELL(2, PARTIAL) CELL(3, PARTIAL)                 \
+        CELL(4, PARTIAL) CELL(5, PARTIAL) CELL(6, PARTIAL) CELL(7, PARTIAL)                 \
+        CELL(8, PARTIAL) CELL(9, PARTIAL) CELL(10, PARTIAL) CELL(11, PARTIAL)               \
+        CELL(12, PARTIAL) CELL(13, PARTIAL) CELL(14, PARTIAL) CELL(15, PARTIAL)             \
+        out_g = gl;                                                                         \
+        out_e = el;                                                                         \
+    } while (0)
+
+#if CPT > 16
+#error "at most 16 columns per work-item"
+#endif
+
+/* H and I entering DP row `row` of a tile from the left: the region's left column (first
+   tile column) or the previous tile's right column. */
+inline int2 left_input(__global const int *left, __global const int2 *vcol, int tj, int h,
+                       int row) {
+    if (tj == 0) return (int2)(left[row], left[h + 1 + row]);
+    return vcol[row];
+}
+
+__kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence */
+                       __global const int *prof,   /* [letters][PSTRIDE]: s + o + e */
+                       __global const int *top,    /* [2][W + 1]: H, D of the region's row 0 */
+                       __global const int *left,   /* [2][H + 1]: H, I of its column 0 */
+                       __global int2 *hrow,        /* [3][W + 1]: (H, D) bottom rows */
+                       __global int2 *vcol,        /* [H + 1]: (H, I) right column */
+                       __global const int *row_slot, __global const int *col_slot,
+                       __global int *rstore,       /* [R][2][W + 1] */
+                       __global int *cstore,       /* [C][2][H + 1] */
+                       __global int4 *best,        /* per tile (local mode) */
+                       __constant const int *P,
+                       const int diagonal,         /* this launch's tile anti-diagonal */
+                       const int ti0)              /* its first tile row */
+{
+    const int t = get_local_id(0);
+    const int ti = ti0 + get_group_id(0), tj = diagonal - ti;
+    const int h = P[P_H], w = P[P_W], tr = P[P_TR];
+    const int o = P[P_O], e = P[P_E], oe = o + e;
+    const int r0 = ti * tr, c0 = tj * TC;
+    const int th = min(tr, h - r0);
+    const int wp1 = w + 1;
+    const int col1 = c0 + t * CPT + 1; /* DP column of this work-item's first column */
+    const int kvalid = clamp(w - (col1 - 1), 0, CPT);
+    const int partial = c0 + TC > w;
+    const int kown = (w - 1 - c0) % CPT, town = (w - 1 - c0) / CPT; /* owner of column w */
+    const int rs = row_slot[ti], cs = col_slot[tj];
+
+    /* The top row: H (as G) and D of this work-item's columns, and its first diagonal. */
+    __global const int2 *up = hrow + (size_t)((ti + 2) % 3) * wp1;
+    int gup[CPT], dup[CPT];
+#pragma unroll
+    for (int k = 0; k < CPT; k++) {
+        int c = col1 + k;
+        int hv = 0, dv = 0;
+        if (c <= w) {
+            if (ti == 0) {
+                hv = top[c];
+                dv = top[wp1 + c];
+            } else {
+                int2 v = up[c];
+                hv = v.x;
+                dv = v.y;
+            }
+        }
+        gup[k] = hv - oe;
+        dup[k] = dv;
+    }
+    int corner;
+    if (col1 - 1 > w) corner = 0;
+    else if (t == 0 && tj == 0) corner = left[r0];
+    else if (ti == 0) corner = top[col1 - 1];
+    else corner = up[col1 - 1].x;
+    int diag_g = corner - oe;
+
+    int bv = 0, bi = 0, bj = 0; /* local mode: this work-item's first maximum */
+#if !USE_SHFL
+    __local int2 xch[2][TW];
+#endif
+    int in_g = 0, in_e = 0, out_g = 0, out_e = 0, own_g = 0, own_e = 0;
+    /* the next row's residue and its profile column, fetched a step ahead */
+    const int pcol = P[P_COL0] + col1 - 1;
+    const size_t pstride = P[P_PSTRIDE];
+    __global const uchar *arow = a + P[P_ROW0] + r0; /* the tile's residues of `a` */
+    /* The row computed at a step: its profile values `sc` and (work-item 0) its left input
+       were fetched the step before (PREFETCH), the residue of the row after it two steps
+       before, so a step waits on no global load. */
+    int sc[CPT], nsc[CPT];
+    int code1 = th > 1 ? arow[1] : 0; /* the residue of the row after the current one */
+    {
+        const int code0 = arow[0];
+#pragma unroll
+        for (int k = 0; k < CPT; k++) sc[k] = prof[code0 * pstride + pcol + k];
+    }
+#if PREFETCH
+    int2 left_cur = (int2)(0, 0), left_next = (int2)(0, 0);
+    if (t == 0) {
+        left_cur = left_input(left, vcol, tj, h, r0 + 1);
+        if (th > 1) left_next = left_input(left, vcol, tj, h, r0 + 2);
+    }
+#endif
+    const int steps = th + TW - 1;
+    for (int s = 0; s < steps; s++) {
+        const int r = s - t;
+        const int row = r0 + 1 + r; /* DP row */
+        const int active = r >= 0 && r < th;
+        /* this row's left input: from the previous work-item, or the tile's left column */
+#if USE_SHFL
+        int recv_g = shfl_up1(out_g), recv_e = shfl_up1(out_e);
+#else
+        int recv_g = 0, recv_e = 0;
+        if (t > 0 && s > 0) {
+            int2 v = xch[(s - 1) & 1][t - 1];
+            recv_g = v.x;
+            recv_e = v.y;
+        }
+#endif
+        if (active) {
+#if PREFETCH
+            /* the next row's profile values and residue, the left input two rows on */
+            int code2 = 0;
+            int2 left_n2 = (int2)(0, 0);
+            if (r + 1 < th) {
+#pragma unroll
+                for (int k = 0; k < CPT; k++) nsc[k] = prof[code1 * pstride + pcol + k];
+                if (r + 2 < th) {
+                    code2 = arow[r + 2];
+                    if (t == 0) left_n2 = left_input(left, vcol, tj, h, row + 2);
+                }
+            }
+#endif
+            if (t == 0) {
+#if PREFETCH
+                const int2 v = left_cur;
+#else
+                const int2 v = left_input(left, vcol, tj, h, row);
+#endif
+                in_g = v.x - oe;
+                in_e = v.y;
+            } else {
+                in_g = recv_g;
+                in_e = recv_e;
+            }
+            if (partial) ROW_BODY(1);
+            else ROW_BODY(0);
+            diag_g = in_g;
+            /* the right column (H, I): the last work-item, or the owner of column w */
+            const int owner = partial ? t == town : t == TW - 1;
+            if (owner) {
+                int hv = (partial ? own_g : out_g) + oe, iv = partial ? own_e : out_e;
+                vcol[row] = (int2)(hv, iv);
+                if (cs >= 0) {
+                    cstore[((size_t)cs * 2) * (h + 1) + row] = hv;
+                    cstore[((size_t)cs * 2 + 1) * (h + 1) + row] = iv;
+                }
+            }
+            if (r == th - 1) { /* the tile's bottom row */
+                __global int2 *down = hrow + (size_t)(ti % 3) * wp1;
+#pragma unroll
+                for (int k = 0; k < CPT; k++) {
+                    int c = col1 + k;
+                    if (c <= w) {
+                        int hv = gup[k] + oe;
+                        down[c] = (int2)(hv, dup[k]);
+                        if (rs >= 0) {
+                            rstore[((size_t)rs * 2) * wp1 + c] = hv;
+                            rstore[((size_t)rs * 2 + 1) * wp1 + c] = dup[k];
+                        }
+                    }
+                }
+            }
+#if PREFETCH
+#pragma unroll
+            for (int k = 0; k < CPT; k++) sc[k] = nsc[k];
+            code1 = code2;
+            left_cur = left_next;
+            left_next = left_n2;
+#else
+            if (r + 1 < th) {
+#pragma unroll
+                for (int k = 0; k < CPT; k++) sc[k] = prof[code1 * pstride + pcol + k];
+                code1 = r + 2 < th ? arow[r + 2] : 0;
+            }
+#endif
+        }
+#if !USE_SHFL
+        xch[s & 1][t] = (int2)(out_g, out_e);
+        barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+    }
+
+#if LOCAL_MODE
+    /* the tile's first maximum in row-major order */
+    __local int4 red[TW];
+    red[t] = (int4)(bv, bi, bj, 0);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (t == 0) {
+        int4 b = red[0];
+        for (int k = 1; k < TW; k++) {
+            int4 c = red[k];
+            if (c.x > b.x || (c.x == b.x && (c.y < b.y || (c.y == b.y && c.z < b.z)))) b = c;
+        }
+        best[(size_t)ti * P[P_NTC] + tj] = b;
+    }
+#endif
+}

@@ -1,0 +1,243 @@
+"""Host side of the anti-diagonal tile kernel (``antidiagonal.cl``): one long pair on a device.
+
+A :class:`PairOnDevice` holds one pair's sequences on the device (``a``'s codes and ``b``'s
+profile: ``s + o + e`` per residue of ``a``'s alphabet and column of ``b``) and fills any
+rectangular region of its DP matrix from the region's boundaries, exactly like
+:func:`dpalign.simd.antidiagonal.fill_region` (same inputs, same checkpoint layout), so
+``dpalign.longpair`` runs its forward pass and the larger recomputations of its traceback
+here and keeps the small blocks and leaves on the CPU.
+
+The region is cut into tiles of ``rows x cols`` cells (``cols = items * per_item``: work-items
+per tile times columns per work-item, compile-time); each launch runs every tile of one tile
+anti-diagonal, one work-group per tile. Kernel names: ``{nw,sw}_fill_opencl_antidiagonal_i32``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import OptionError
+from .context import DeviceContext, driver_errors, wait
+from .programs import build
+
+KERNELS = {f"{family}_fill_opencl_antidiagonal_i32": family for family in ("nw", "sw")}
+
+
+@dataclass(frozen=True)
+class TileShape:
+    """A tile: ``rows`` (run time) x ``items * per_item`` columns (compile time)."""
+
+    rows: int
+    items: int
+    per_item: int
+
+    @property
+    def cols(self) -> int:
+        return self.items * self.per_item
+
+    def __post_init__(self) -> None:
+        if self.rows < 1 or self.items < 1 or self.per_item < 1:
+            raise OptionError(f"tile sizes must be positive: {self}")
+
+
+#: GPUs: one warp per tile (shuffles, no barrier), 8 columns per work-item, 128 rows (the
+#: fastest on the H100: 104.5 GCUPS at 100 kb against 92.7 with 256 rows, BENCHMARKS.md).
+GPU_TILE = TileShape(rows=128, items=32, per_item=8)
+#: CPU devices (PoCL): small tiles compile and run quickly.
+CPU_TILE = TileShape(rows=64, items=8, per_item=4)
+
+
+@dataclass
+class DeviceFill:
+    """What :meth:`PairOnDevice.fill_region` leaves behind (the fields of
+    :class:`dpalign.simd.antidiagonal.RegionFill`)."""
+
+    last_row: np.ndarray
+    row_store: np.ndarray
+    col_store: np.ndarray
+    best: tuple[int, int, int]
+    kernel_seconds: float = 0.0
+    launches: int = 0
+
+
+class PairOnDevice:
+    """One long pair on one OpenCL device.
+
+    Parameters
+    ----------
+    dctx : DeviceContext
+    a, b : ndarray uint8
+        Residue codes (``a`` down the rows, ``b`` across).
+    matrix : ndarray (K, K)
+        Substitution scores.
+    gap_open, gap_extend : int
+    local : bool
+        Smith-Waterman (H >= 0, the first maximum is tracked).
+    shape : TileShape, optional
+        Default :data:`GPU_TILE` / :data:`CPU_TILE`.
+    shuffle : bool, optional
+        Pass the row state between work-items by PTX warp shuffles (default: on NVIDIA GPUs
+        when a tile is one warp); otherwise through local memory with a barrier per step.
+    prefetch : bool
+        Load each row's profile values and left input a step ahead of their use.
+    """
+
+    def __init__(
+        self,
+        dctx: DeviceContext,
+        a: np.ndarray,
+        b: np.ndarray,
+        matrix: np.ndarray,
+        gap_open: int,
+        gap_extend: int,
+        local: bool,
+        shape: TileShape | None = None,
+        shuffle: bool | None = None,
+        prefetch: bool = True,
+    ) -> None:
+        import pyopencl as cl
+
+        self.dctx = dctx
+        self.shape = shape or (CPU_TILE if dctx.caps.is_cpu else GPU_TILE)
+        can_shuffle = dctx.caps.nvidia and self.shape.items == 32
+        self.shuffle = can_shuffle if shuffle is None else bool(shuffle) and can_shuffle
+        self.o, self.e, self.local = int(gap_open), int(gap_extend), bool(local)
+        self.m, self.n = len(a), len(b)
+        oe = self.o + self.e
+        letters = int(a.max(initial=0)) + 1
+        self.stride = self.n + self.shape.cols
+        prof = np.zeros((letters, self.stride), dtype=np.int32)
+        prof[:, : self.n] = np.asarray(matrix, np.int64)[:letters][:, b] + oe
+        mf = cl.mem_flags
+        ctx = dctx.context
+        with driver_errors(dctx.caps, "uploading a long pair"):
+            self.a_buf = cl.Buffer(
+                ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.append(a, 0).astype(np.uint8)
+            )
+            self.prof_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=prof)
+        defines = {
+            "TW": self.shape.items,
+            "CPT": self.shape.per_item,
+            "LOCAL_MODE": int(self.local),
+            "USE_SHFL": int(self.shuffle),
+            "PREFETCH": int(prefetch),
+        }
+        self.defines = defines
+        program, _ = build(dctx, "antidiagonal.cl", defines)
+        with driver_errors(dctx.caps, "preparing the anti-diagonal kernel"):
+            self.kernel = cl.Kernel(program, "ad_tiles")
+        self.kernel_seconds = 0.0
+        self.launches = 0
+        self.cells = 0
+
+    @property
+    def name(self) -> str:
+        return f"{'sw' if self.local else 'nw'}_fill_opencl_antidiagonal_i32"
+
+    def fill_region(
+        self,
+        r0: int,
+        c0: int,
+        top: np.ndarray,
+        left: np.ndarray,
+        row_slot: np.ndarray,
+        col_slot: np.ndarray,
+        tile_rows: int,
+        neg_store: int,
+    ) -> DeviceFill:
+        """Fill rows ``r0 .. r0+h`` and columns ``c0 .. c0+w`` (h, w from the boundaries).
+
+        Parameters
+        ----------
+        top, left : ndarray int32, shapes (2, w+1), (2, h+1)
+            H and D of the region's row 0; H and I of its column 0.
+        row_slot, col_slot : ndarray
+            Per tile row (of ``tile_rows``) / tile column (of ``shape.cols``): the
+            checkpoint slot to keep its bottom row / right column in, or -1.
+        neg_store : int
+            "-inf" of the store type, for the checkpoints' first entries.
+        """
+        import pyopencl as cl
+
+        h, w = left.shape[1] - 1, top.shape[1] - 1
+        tr, tc = int(tile_rows), self.shape.cols
+        n_tr, n_tc = -(-h // tr), -(-w // tc)
+        if len(row_slot) != n_tr or len(col_slot) != n_tc:
+            raise OptionError("one checkpoint slot per tile row and tile column is needed")
+        n_rows = max(int(np.max(row_slot, initial=-1)) + 1, 0)
+        n_cols = max(int(np.max(col_slot, initial=-1)) + 1, 0)
+        dctx = self.dctx
+        mf = cl.mem_flags
+        ctx = dctx.context
+        i32 = np.int32
+
+        def upload(array):
+            data = np.ascontiguousarray(array, dtype=i32)
+            data = data if data.size else np.zeros(1, i32)
+            return cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data)
+
+        params = np.array([h, w, tr, n_tc, self.o, self.e, r0, c0, self.stride], dtype=i32)
+        with driver_errors(dctx.caps, f"allocating {self.name} buffers"):
+            bufs = [
+                self.a_buf,
+                self.prof_buf,
+                upload(top),
+                upload(left),
+                cl.Buffer(ctx, mf.READ_WRITE, 3 * (w + 1) * 8),
+                cl.Buffer(ctx, mf.READ_WRITE, (h + 1) * 8),
+                upload(row_slot),
+                upload(col_slot),
+                cl.Buffer(ctx, mf.READ_WRITE, max(n_rows * 2 * (w + 1) * 4, 4)),
+                cl.Buffer(ctx, mf.READ_WRITE, max(n_cols * 2 * (h + 1) * 4, 4)),
+                cl.Buffer(ctx, mf.READ_WRITE, max(n_tr * n_tc * 16, 16) if self.local else 16),
+                upload(params),
+            ]
+        kernel = self.kernel
+        for index, buf in enumerate(bufs):
+            kernel.set_arg(index, buf)
+        events = []
+        items = self.shape.items
+        with driver_errors(dctx.caps, f"running {self.name}"):
+            for d in range(n_tr + n_tc - 1):
+                ti0, ti1 = max(0, d - n_tc + 1), min(d, n_tr - 1)
+                kernel.set_arg(12, i32(d))
+                kernel.set_arg(13, i32(ti0))
+                groups = ti1 - ti0 + 1
+                events.append(
+                    cl.enqueue_nd_range_kernel(dctx.queue, kernel, (groups * items,), (items,))
+                )
+            dctx.queue.flush()
+            wait(events[-1])
+            seconds = sum((ev.profile.end - ev.profile.start) * 1e-9 for ev in events)
+            last = np.empty((w + 1, 2), i32)
+            cl.enqueue_copy(dctx.queue, last, bufs[4], src_offset=((n_tr - 1) % 3) * (w + 1) * 8)
+            row_store = np.empty((n_rows, 2, w + 1), i32)
+            col_store = np.empty((n_cols, 2, h + 1), i32)
+            if n_rows:
+                cl.enqueue_copy(dctx.queue, row_store, bufs[8])
+            if n_cols:
+                cl.enqueue_copy(dctx.queue, col_store, bufs[9])
+            tiles = np.empty((n_tr * n_tc, 4), i32) if self.local else None
+            if tiles is not None:
+                cl.enqueue_copy(dctx.queue, tiles, bufs[10])
+        self.kernel_seconds += seconds
+        self.launches += len(events)
+        self.cells += h * w
+        last_row = np.ascontiguousarray(last.T)
+        last_row[0, 0], last_row[1, 0] = left[0, h], neg_store
+        for ti in np.flatnonzero(np.asarray(row_slot) >= 0):
+            rs = row_slot[ti]
+            row_store[rs, 0, 0] = left[0, min((ti + 1) * tr, h)]
+            row_store[rs, 1, 0] = neg_store
+        for tj in np.flatnonzero(np.asarray(col_slot) >= 0):
+            cs = col_slot[tj]
+            col_store[cs, 0, 0] = top[0, min((tj + 1) * tc, w)]
+            col_store[cs, 1, 0] = neg_store
+        best = (0, 0, 0)
+        if tiles is not None:
+            order = np.lexsort((tiles[:, 2], tiles[:, 1], -tiles[:, 0].astype(np.int64)))
+            v, i, j = (int(x) for x in tiles[order[0], :3])
+            best = (v, i, j) if v > 0 else (0, 0, 0)
+        return DeviceFill(last_row, row_store, col_store, best, seconds, len(events))

@@ -1,0 +1,242 @@
+"""The OpenCL anti-diagonal tile kernel for long pairs, on every OpenCL device (PoCL in CI).
+
+``longpair.align_long(..., backend="opencl")`` must give exactly the oracle's alignment (tie
+rules included) with tiny tiles, and the device's region fill must leave the same checkpoints
+as the CPU's (:func:`dpalign.simd.antidiagonal.fill_region`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dpalign import reference
+from dpalign.errors import OptionError
+from dpalign.gcups import RunStats
+from dpalign.kernels_cl.antidiagonal import PairOnDevice, TileShape
+from dpalign.kernels_cl.context import device_context
+from dpalign.longpair import Tiling, _Aligner, align_long, plan_lanes
+from dpalign.scoring import Scoring, free_ends_tuple
+from dpalign.simd import antidiagonal as K
+
+SCORINGS = [
+    ((1, -1), 2),
+    ((2, -3), (5, 2)),
+    ((5, -4), (0, 3)),
+    ("NUC.4.4", (10, 1)),
+    ("BLOSUM62", (11, 1)),
+    ((1, 0), (1, 0)),
+]
+
+
+def _pair(rng, m, n, letters, similar):
+    a = rng.integers(0, letters, m).astype(np.uint8)
+    if similar:
+        b = np.resize(a, n).copy()
+        mutate = rng.random(n) < 0.2
+        b[mutate] = rng.integers(0, letters, int(mutate.sum()))
+    else:
+        b = rng.integers(0, letters, n).astype(np.uint8)
+    return a, b
+
+
+def _tiny(rng_tile, device_cells=1):
+    return Tiling(
+        tile_rows=6,
+        tile_cols=5,
+        blocks=3,
+        leaf_rows=4,
+        leaf_cols=4,
+        device_cells=device_cells,
+        device_tile=rng_tile,
+    )
+
+
+@given(data=st.data())
+def test_alignments_equal_the_oracle(cl_device, data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    sub, gap = data.draw(st.sampled_from(SCORINGS), label="scoring")
+    scoring = Scoring(sub, gap)
+    letters = 20 if sub == "BLOSUM62" else 4
+    m = data.draw(st.integers(1, 70), label="m")
+    n = data.draw(st.integers(1, 70), label="n")
+    a, b = _pair(rng, m, n, letters, data.draw(st.booleans(), label="similar"))
+    mode = data.draw(st.sampled_from(["local", "global", "semiglobal"]), label="mode")
+    free = (
+        data.draw(st.tuples(*[st.booleans()] * 4), label="free_ends") if mode == "global" else None
+    )
+    # a few compile-time shapes (each is a PoCL build), any run-time row count
+    items, per_item = data.draw(st.sampled_from([(1, 1), (2, 2), (4, 1), (3, 4)]), label="cols")
+    tile = (data.draw(st.integers(1, 9), label="tile rows"), items, per_item)
+    traceback = data.draw(st.booleans(), label="traceback")
+    ends = free_ends_tuple(mode, free)
+    stats = RunStats()
+    got = align_long(
+        a,
+        b,
+        scoring,
+        mode,
+        free,
+        traceback=traceback,
+        tiling=_tiny(tile),
+        backend="opencl",
+        device=cl_device,
+        stats=stats,
+    )
+    want = reference.pairwise_align(
+        a, b, scoring.matrix, scoring.gap_open, scoring.gap_extend, mode, ends
+    )
+    if traceback:
+        assert got == want
+    else:
+        assert (got.score, got.a_end, got.b_end) == (want.score, want.a_end, want.b_end)
+    forward_cols = max(4, -(-n // 3)) if traceback else n  # Tiling.blocks = 3, leaves 4
+    if forward_cols >= items * per_item:  # the forward pass ran on the device
+        (worker,) = stats.workers.values()
+        assert worker.cells >= m * n
+
+
+def _cpu_fill(a, b, scoring, local, lanes, top, left, th, tw, row_slot, col_slot):
+    params = np.zeros(K.N_PARAMS, np.int64)
+    params[[K.P_OPEN, K.P_EXTEND, K.P_LOCAL, K.P_TILE_ROWS, K.P_TILE_COLS]] = (
+        scoring.gap_open,
+        scoring.gap_extend,
+        local,
+        th,
+        tw,
+    )
+    params[[K.P_NEG, K.P_LANES, K.P_LANE_MAX, K.P_NEG_STORE, K.P_RELATIVE]] = (
+        lanes.neg,
+        16,
+        np.iinfo(np.int32).max,
+        lanes.neg_store,
+        0,
+    )
+    return K.fill_region(
+        a,
+        b,
+        scoring.matrix.astype(np.int32),
+        params,
+        np.ascontiguousarray(top),
+        np.ascontiguousarray(left),
+        np.asarray(row_slot),
+        np.asarray(col_slot),
+        1,
+    )
+
+
+@pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "plain"])
+@pytest.mark.parametrize("mode", ["local", "global"])
+@pytest.mark.parametrize("tile", [(5, 3, 2), (1, 1, 1), (16, 8, 4)])
+def test_device_fill_leaves_the_cpu_checkpoints(cl_device, mode, tile, prefetch):
+    """A region inside the matrix (boundaries from a CPU fill): same rows, columns, best."""
+    rng = np.random.default_rng(sum(tile))
+    scoring = Scoring((2, -3), (5, 2))
+    a, b = _pair(rng, 90, 77, 4, True)
+    shape = TileShape(*tile)
+    local = mode == "local"
+    lanes = plan_lanes(scoring, len(a), len(b), mode, Tiling(lane_bits=32))
+    job = _Aligner(a, b, scoring, mode, free_ends_tuple(mode), Tiling(), 1, lanes)
+    whole = job.global_region()
+    # the boundaries of the region rows 20.., columns 9.. from a CPU fill of the whole matrix
+    rows = np.full(-(-90 // 20), -1)
+    cols = np.full(-(-77 // 9), -1)
+    rows[0] = cols[0] = 0
+    cut = _cpu_fill(a, b, scoring, local, lanes, whole.top, whole.left, 20, 9, rows, cols)
+    top, left = cut.row_store[0, :, 9:], cut.col_store[0, :, 20:]
+    h, w, th = 70, 68, 7
+    n_tr, n_tc = -(-h // th), -(-w // shape.cols)
+    row_slot = np.where(np.arange(n_tr) % 2 == 1, np.arange(n_tr) // 2, -1)
+    col_slot = np.full(n_tc, -1)
+    col_slot[-1] = 0
+    if n_tc > 1:
+        col_slot[0] = 1
+    want = _cpu_fill(
+        a[20:], b[9:], scoring, local, lanes, top, left, th, shape.cols, row_slot, col_slot
+    )
+    pair = PairOnDevice(
+        device_context(cl_device),
+        a,
+        b,
+        scoring.matrix,
+        scoring.gap_open,
+        scoring.gap_extend,
+        local,
+        shape,
+        prefetch=prefetch,
+    )
+    got = pair.fill_region(20, 9, top, left, row_slot, col_slot, th, lanes.neg_store)
+    np.testing.assert_array_equal(got.last_row, want.last_row)
+    np.testing.assert_array_equal(got.row_store, want.row_store)
+    np.testing.assert_array_equal(got.col_store, want.col_store)
+    assert got.best == tuple(int(x) for x in want.best)
+    assert got.launches == n_tr + n_tc - 1 and pair.cells == h * w
+    if local:
+        assert got.best[0] > 0
+
+
+def test_length_one_and_narrow_pairs(cl_device):
+    scoring = Scoring((1, -1), (2, 1))
+    rng = np.random.default_rng(2)
+    for m, n in ((1, 1), (1, 40), (40, 1), (2, 33)):
+        a, b = _pair(rng, m, n, 4, False)
+        for mode in ("local", "global", "semiglobal"):
+            ends = free_ends_tuple(mode)
+            got = align_long(
+                a, b, scoring, mode, tiling=_tiny((3, 4, 2)), backend="opencl", device=cl_device
+            )
+            want = reference.pairwise_align(a, b, scoring.matrix, 2, 1, mode, ends)
+            assert got == want
+
+
+def test_pairs_beyond_32_bits_stay_on_the_cpu(cl_device):
+    scoring = Scoring((10**9, -1), 1)
+    a = np.zeros(5, np.uint8)
+    stats = RunStats()
+    got = align_long(
+        a,
+        a,
+        scoring,
+        "local",
+        tiling=_tiny((2, 2, 2)),
+        backend="opencl",
+        device=cl_device,
+        stats=stats,
+    )
+    assert got.score == 5 * 10**9 and not stats.workers
+
+
+def test_backend_option_is_checked():
+    with pytest.raises(OptionError, match="'cpu' or 'opencl'"):
+        align_long("ACGT", "ACGT", Scoring(), backend="gpu")
+    with pytest.raises(OptionError, match="positive"):
+        TileShape(0, 1, 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["local", "global", "semiglobal"])
+def test_longer_pair_with_default_device_tiles(cl_device, mode):
+    rng = np.random.default_rng(7)
+    scoring = Scoring("NUC.4.4", (10, 1))
+    a, b = _pair(rng, 3000, 2800, 4, True)
+    tiling = Tiling(device_cells=1 << 16)
+    want = align_long(a, b, scoring, mode, tiling=tiling)
+    stats = RunStats()
+    got = align_long(
+        a, b, scoring, mode, tiling=tiling, backend="opencl", device=cl_device, stats=stats
+    )
+    assert got == want and stats.workers
+
+
+@pytest.mark.gpu
+def test_gpu_shuffle_tiles_equal_the_cpu(cl_device):
+    rng = np.random.default_rng(8)
+    scoring = Scoring("NUC.4.4", (10, 1))
+    a, b = _pair(rng, 5000, 4700, 4, True)
+    tiling = Tiling(device_cells=1 << 16)
+    for mode in ("local", "global"):
+        want = align_long(a, b, scoring, mode, tiling=tiling)
+        got = align_long(a, b, scoring, mode, tiling=tiling, backend="opencl", device=cl_device)
+        assert got == want

@@ -1,0 +1,294 @@
+"""The OpenCL search kernel against the oracle, on every OpenCL device here (PoCL in CI).
+
+One query against many targets (``kernels_cl/search.py``): every mode, every ``free_ends``,
+linear and affine gaps, match/mismatch and matrices, DNA (2-bit-able, IUPAC) and protein
+codes, packed 16-bit and int32 kernels, must give exactly ``reference.pairwise_score``'s
+scores; pairs that come near the 16-bit limit must come back exact with width 32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dpalign import reference
+from dpalign.engine import ReferenceBackend, Task, get_backend, query_batch, reference_blocks
+from dpalign.errors import OptionError
+from dpalign.kernels_cl import search as search_module
+from dpalign.kernels_cl.context import device_context
+from dpalign.kernels_cl.search import (
+    SearchRunner,
+    SearchTask,
+    kernel_name,
+    pack_targets,
+    residue_bits,
+)
+from dpalign.scoring import Scoring, free_ends_tuple
+
+SCORINGS = [
+    ("BLOSUM62", (11, 1)),
+    ("BLOSUM62", 4),
+    ("NUC.4.4", (10, 1)),
+    ((1, -1), 2),
+    ((2, -3), (5, 2)),
+    ((5, -4), (0, 3)),
+    ((1, 0), (2, 0)),
+]
+
+
+def _oracle(query, targets, scoring, mode, ends):
+    return np.array(
+        [
+            reference.pairwise_score(
+                query, t, scoring.matrix, scoring.gap_open, scoring.gap_extend, mode, ends
+            ).score
+            for t in targets
+        ],
+        dtype=np.int64,
+    )
+
+
+def _codes(rng, size, kind, scoring):
+    if kind == "acgt":
+        high = 4
+    elif kind == "iupac":
+        high = min(16, scoring.matrix.shape[0])
+    else:
+        high = scoring.matrix.shape[0]
+    return rng.integers(0, high, size).astype(np.uint8)
+
+
+VARIANTS = [
+    pytest.param({}, id="default"),
+    pytest.param({"shifted": False, "best3": False}, id="gframe"),
+    pytest.param({"strip": 16, "group": 32, "profile": "global"}, id="s16-globalprofile"),
+]
+
+
+@pytest.mark.parametrize("options", VARIANTS)
+@pytest.mark.parametrize("width", [None, 32], ids=["auto", "i32"])
+@given(data=st.data())
+def test_search_equals_the_oracle(cl_device, options, width, data):
+    seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+    rng = np.random.default_rng(seed)
+    sub, gap = data.draw(st.sampled_from(SCORINGS), label="scoring")
+    scoring = Scoring(sub, gap)
+    kind = data.draw(st.sampled_from(["acgt", "iupac", "all"]), label="codes")
+    mode = data.draw(st.sampled_from(["local", "global", "semiglobal"]), label="mode")
+    free = (
+        data.draw(st.tuples(*[st.booleans()] * 4), label="free_ends") if mode == "global" else None
+    )
+    ends = free_ends_tuple(mode, free)
+    targets = [
+        _codes(rng, int(rng.integers(0, 30)), kind, scoring)
+        for _ in range(data.draw(st.integers(1, 40), label="targets"))
+    ]
+    query = _codes(rng, data.draw(st.integers(1, 25), label="m"), kind, scoring)
+    runner = SearchRunner(device_context(cl_device), targets, **options)
+    got = runner.score(query, scoring, mode, ends, width=width)
+    np.testing.assert_array_equal(got.scores, _oracle(query, targets, scoring, mode, ends))
+    empty = np.array([len(t) == 0 for t in targets])
+    assert set(got.width[empty].tolist()) <= {64}
+    assert set(got.width[~empty].tolist()) <= ({32} if width == 32 else {16})
+    assert got.cells == len(query) * sum(len(t) for t in targets)
+
+
+def test_length_one_everything(cl_device):
+    dctx = device_context(cl_device)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    targets = [np.array([k], np.uint8) for k in range(24)] + [np.array([], np.uint8)]
+    for query in (np.array([0], np.uint8), np.array([23], np.uint8), np.arange(5, dtype=np.uint8)):
+        for mode in ("local", "global", "semiglobal"):
+            ends = free_ends_tuple(mode)
+            for width in (None, 32):
+                got = SearchRunner(dctx, targets).score(query, scoring, mode, ends, width=width)
+                want = _oracle(query, targets, scoring, mode, ends)
+                np.testing.assert_array_equal(got.scores, want)
+
+
+def test_empty_query_and_empty_targets(cl_device):
+    dctx = device_context(cl_device)
+    scoring = Scoring((2, -1), (3, 1))
+    targets = [np.zeros(0, np.uint8), np.array([1, 2, 3], np.uint8), np.zeros(0, np.uint8)]
+    for query in (np.zeros(0, np.uint8), np.array([1, 2], np.uint8)):
+        for mode, free in (
+            ("local", None),
+            ("global", None),
+            ("global", (True, False, True, True)),
+        ):
+            ends = free_ends_tuple(mode, free)
+            got = SearchRunner(dctx, targets).score(query, scoring, mode, ends)
+            np.testing.assert_array_equal(got.scores, _oracle(query, targets, scoring, mode, ends))
+    got = SearchRunner(dctx, []).score(np.array([1], np.uint8), scoring, "local", (True,) * 4)
+    assert got.scores.shape == (0,) and got.launches == 0
+
+
+@pytest.mark.parametrize("shifted", [True, False], ids=["shifted", "gframe"])
+@pytest.mark.parametrize("mode", ["local", "global", "semiglobal"])
+def test_saturated_pairs_are_recomputed_in_int32(cl_device, mode, shifted):
+    """Long similar pairs pass 32,767 (width 32, exact); the rest stay 16-bit (exact)."""
+    rng = np.random.default_rng(3)
+    scoring = Scoring((100, -50), (20, 5))
+    base = rng.integers(0, 4, 400).astype(np.uint8)
+    targets = []
+    for size in (300, 320, 360, 400, 40, 10):
+        target = base[:size].copy()
+        mutate = rng.random(size) < 0.02
+        target[mutate] = rng.integers(0, 4, int(mutate.sum()))
+        targets.append(target)
+    targets += [rng.integers(0, 4, int(rng.integers(1, 50))).astype(np.uint8) for _ in range(40)]
+    query = base[:390].copy()
+    ends = free_ends_tuple(mode)
+    runner = SearchRunner(device_context(cl_device), targets, shifted=shifted, best3=shifted)
+    got = runner.score(query, scoring, mode, ends)
+    want = _oracle(query, targets, scoring, mode, ends)
+    np.testing.assert_array_equal(got.scores, want)
+    assert want[3] > 2**15 and want[0] < 31_000  # one beyond int16, one just below
+    assert got.width[3] == 32 and got.width[0] == 16 and got.recomputed >= 1
+    assert set(got.width[4:].tolist()) == {16}
+
+
+def test_pairs_too_low_for_16_bits_go_to_int32(cl_device):
+    """Pairs whose DP values may fall below the packed "-inf" (-30,720) go straight to int32."""
+    rng = np.random.default_rng(4)
+    scoring = Scoring((1, -1), (400, 300))
+    targets = [rng.integers(0, 4, size).astype(np.uint8) for size in (60, 1, 5, 90)]
+    query = rng.integers(0, 4, 70).astype(np.uint8)
+    ends = free_ends_tuple("global")
+    got = SearchRunner(device_context(cl_device), targets).score(query, scoring, "global", ends)
+    want = _oracle(query, targets, scoring, "global", ends)
+    np.testing.assert_array_equal(got.scores, want)
+    lowest = [scoring.bounds(len(query), len(t), "global")[0] for t in targets]
+    assert min(lowest) < -30_720 < max(lowest)
+    assert got.width.tolist() == [32, 16, 16, 32]
+    # constants too large for the packed kernel: int32 throughout
+    scoring = Scoring((1, -1), (3000, 1))
+    got = SearchRunner(device_context(cl_device), targets).score(query, scoring, "local", ends)
+    np.testing.assert_array_equal(got.scores, _oracle(query, targets, scoring, "local", ends))
+    assert got.width.tolist() == [32] * 4
+
+
+def test_long_queries_run_in_segments(cl_device, monkeypatch):
+    """A query profile larger than the local-memory budget runs in several launches."""
+    monkeypatch.setattr(search_module, "PROFILE_LOCAL_MAX", 8 * 2 * 26)  # one strip each
+    rng = np.random.default_rng(5)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    targets = [rng.integers(0, 20, int(rng.integers(1, 60))).astype(np.uint8) for _ in range(70)]
+    query = rng.integers(0, 20, 45).astype(np.uint8)
+    runner = SearchRunner(device_context(cl_device), targets, strip=8)
+    for mode, free in (("local", None), ("global", (True, True, False, True))):
+        ends = free_ends_tuple(mode, free)
+        for width in (None, 32):
+            got = runner.score(query, scoring, mode, ends, width=width)
+            np.testing.assert_array_equal(got.scores, _oracle(query, targets, scoring, mode, ends))
+            assert got.launches >= 6
+
+
+def test_options_are_checked(cl_device):
+    dctx = device_context(cl_device)
+    with pytest.raises(OptionError, match="multiple of 8"):
+        SearchRunner(dctx, [], strip=12)
+    with pytest.raises(OptionError, match="multiple of 32"):
+        SearchRunner(dctx, [], group=48)
+    runner = SearchRunner(dctx, [np.array([1], np.uint8)])
+    with pytest.raises(OptionError, match="16 or 32 bits"):
+        runner.score(np.array([1], np.uint8), Scoring(), "local", (True,) * 4, width=8)
+    with pytest.raises(OptionError, match="outside the scoring matrix"):
+        SearchRunner(dctx, [np.array([30], np.uint8)]).score(
+            np.array([1], np.uint8), Scoring("NUC.4.4", 2), "local", (True,) * 4
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Layout and helpers (host only)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lpw", [1, 2])
+@pytest.mark.parametrize("virtual", [4, 15, 24, 200])
+def test_packing_round_trips(lpw, virtual):
+    rng = np.random.default_rng(virtual)
+    bits = residue_bits(virtual)
+    per = 32 // bits
+    codes = [
+        rng.integers(0, virtual, int(rng.integers(0, 50))).astype(np.uint8) for _ in range(150)
+    ]
+    lengths = np.array([len(c) for c in codes])
+    order = np.argsort(-lengths, kind="stable")
+    words, meta, lens, rows = pack_targets(codes, lengths, order, lpw, bits, virtual)
+    lpc = 32 * lpw
+    assert words.shape[1] == lpc and len(meta) == -(-len(codes) // lpc)
+    for chunk, (word0, n_rows, _, _) in enumerate(meta):
+        block = words[word0 : word0 + n_rows // per]
+        grid = (block[:, None, :] >> (bits * np.arange(per))[None, :, None]) & ((1 << bits) - 1)
+        grid = grid.reshape(n_rows, lpc)
+        for lane in range(lpc):
+            k = chunk * lpc + lane
+            n = int(lens[k])
+            assert (grid[: n_rows - n, lane] == virtual).all()
+            if k < len(order):
+                np.testing.assert_array_equal(grid[n_rows - n :, lane], codes[order[k]])
+    assert {3: 10, 4: 8, 5: 6, 8: 4}[bits] == per
+
+
+def test_residue_bits_and_names():
+    assert [residue_bits(v) for v in (3, 4, 15, 16, 24, 31, 32, 255)] == [2, 3, 4, 5, 5, 5, 8, 8]
+    with pytest.raises(OptionError):
+        residue_bits(256)
+    assert kernel_name("local", 16) == "sw_score_opencl_search_i16"
+    assert kernel_name("semiglobal", 32) == "nw_score_opencl_search_i32"
+
+
+def test_task_maps_free_ends_to_kernel_borders():
+    scoring = Scoring((1, -1), (3, 2))
+    task = SearchTask.of(scoring, "global", (True, False, False, True))
+    assert (task.left_zero, task.top_zero, task.last_col, task.last_row) == (
+        True,
+        False,
+        False,
+        True,
+    )
+    assert task.top(0) == 0 and task.top(2) == -7
+    np.testing.assert_array_equal(
+        SearchTask.of(scoring, "local", (False,) * 4).left([0, 3]), [0, 0]
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The engine contract
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("width", [None, 32])
+def test_backend_scores_pairwise_blocks(cl_device, width):
+    rng = np.random.default_rng(8)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    targets = [rng.integers(0, 24, int(rng.integers(0, 40))).astype(np.uint8) for _ in range(75)]
+    order = np.argsort([-len(t) for t in targets], kind="stable")
+    blocks = reference_blocks(targets, order=order)
+    queries = query_batch([rng.integers(0, 24, m).astype(np.uint8) for m in (17, 1, 30)])
+    backend = get_backend("opencl", device=cl_device, width=width)
+    for mode in ("local", "semiglobal"):
+        task = Task("pairwise", scoring, mode, free_ends_tuple(mode))
+        got = backend.score(task, queries, blocks)
+        want = ReferenceBackend().score(task, queries, blocks)
+        assert len(got) == len(blocks)
+        for g, w, block in zip(got, want, blocks, strict=True):
+            lanes = block.lengths > 0
+            np.testing.assert_array_equal(g.scores[:, lanes], w.scores[:, lanes])
+            assert g.scores.shape == (3, block.width) and g.width.shape == (3, block.width)
+            assert set(g.width[:, lanes].ravel().tolist()) == {32 if width == 32 else 16}
+    assert backend._search_cached[1] is backend._search_runner(blocks)  # uploaded once
+    (worker,) = backend.stats.workers.values()
+    assert worker.cells == 2 * queries.residues * sum(len(t) for t in targets)
+
+
+def test_backend_pairwise_with_no_queries_or_blocks(cl_device):
+    backend = get_backend("opencl", device=cl_device)
+    task = Task("pairwise", Scoring(), "local", (True,) * 4)
+    assert backend.score(task, query_batch([np.array([1], np.uint8)]), []) == []
+    blocks = reference_blocks([np.array([1, 2], np.uint8)])
+    (result,) = backend.score(task, query_batch([]), blocks)
+    assert result.scores.shape == (0, 32)
