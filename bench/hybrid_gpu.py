@@ -194,7 +194,14 @@ def hybrid(out: Path, scale: float, cpu: int, gpus: list[str]) -> None:
         hyb.stats.workers.clear()
         scores, hyb_s = _timed(hyb, task, queries, blocks)
         report = hyb.stats.as_dict()
-        gpu_worker = next(w for w in report["workers"] if w["name"] == "gpu-0")
+        idle = {
+            "share": 0.0,
+            "thread_cpu_seconds": 0.0,
+            "kernel_seconds": 0.0,
+            "wait_seconds": 0.0,
+            "wait_cpu_seconds": 0.0,
+        }
+        gpu_worker = next((w for w in report["workers"] if w["name"] == "gpu-0"), idle)
         emit(
             out,
             {
@@ -207,6 +214,9 @@ def hybrid(out: Path, scale: float, cpu: int, gpus: list[str]) -> None:
                 "gpu_share": gpu_worker["share"],
                 "gpu_thread_cpu_fraction": gpu_worker["thread_cpu_seconds"]
                 / max(gpu_worker["kernel_seconds"], 1e-9),
+                "gpu_wait_seconds": gpu_worker["wait_seconds"],
+                "gpu_wait_cpu_fraction": gpu_worker["wait_cpu_seconds"]
+                / max(gpu_worker["wait_seconds"], 1e-9),
                 "workers": report["workers"] if workers == cpu else None,
             },
         )

@@ -14,9 +14,12 @@ THREADS: int | None = int(os.environ.get("DPALIGN_THREADS") or 0) or None
 #: OpenCL device choice, e.g. "0:1" (platform:device) or a name fragment such as "H100".
 OPENCL_DEVICE: str | None = os.environ.get("DPALIGN_OPENCL_DEVICE") or None
 
-#: Cells in one hybrid work unit (a chunk of reads against one block): small enough that a CPU
-#: core finishes one in ~15 ms, so the end of a run waits little for the slowest worker.
-HYBRID_UNIT_CELLS = 2e8
+#: Cells in one hybrid work unit (a chunk of reads against one block): ~0.1 s for a CPU core,
+#: so the end of a run waits little for the slowest worker, while each unit's fixed Python
+#: cost (which holds the GIL) stays a few percent. With 2e8 (~10 ms units) 16 workers queued
+#: on the GIL and starved the GPU thread (H100 host, 2026-11-21: hybrid 618 GCUPS against
+#: 257 CPU-only + 2,992 GPU-only).
+HYBRID_UNIT_CELLS = 2e9
 
 #: OpenCL PaPaRa kernel design: "strip" (register strips) or "blocked" (the seed paper's
 #: blocks). Override: DPALIGN_OPENCL_DESIGN.

@@ -22,6 +22,8 @@ class WorkerStats:
     cells: int = 0
     seconds: float = 0.0  # time spent inside kernels
     cpu_seconds: float = 0.0  # CPU time of the worker's own thread over the same spans
+    wait_seconds: float = 0.0  # a device worker's time waiting for its device
+    wait_cpu_seconds: float = 0.0  # CPU time its thread used while waiting (spinning shows)
     failures: int = 0
 
     @property
@@ -51,15 +53,23 @@ class RunStats:
                 self.phase_cells[name] = self.phase_cells.get(name, 0) + cells
 
     def record(
-        self, worker: str, cells: int, seconds: float, blocks: int = 1, cpu_seconds: float = 0.0
+        self,
+        worker: str,
+        cells: int,
+        seconds: float,
+        blocks: int = 1,
+        cpu_seconds: float = 0.0,
+        wait: tuple[float, float] = (0.0, 0.0),
     ) -> None:
-        """Add one finished piece of work to a worker's account."""
+        """Add one finished piece of work to a worker's account (``wait``: wall, CPU)."""
         with self._lock:
             stats = self.workers.setdefault(worker, WorkerStats(worker))
             stats.blocks += blocks
             stats.cells += cells
             stats.seconds += seconds
             stats.cpu_seconds += cpu_seconds
+            stats.wait_seconds += wait[0]
+            stats.wait_cpu_seconds += wait[1]
 
     def failed(self, worker: str, message: str) -> None:
         """Note a worker failure (its blocks went back to the queue)."""
@@ -89,6 +99,8 @@ class RunStats:
                     "cells": w.cells,
                     "kernel_seconds": w.seconds,
                     "thread_cpu_seconds": w.cpu_seconds,
+                    "wait_seconds": w.wait_seconds,
+                    "wait_cpu_seconds": w.wait_cpu_seconds,
                     "gcups": w.gcups,
                     "share": w.cells / total if total else 0.0,
                     "failures": w.failures,

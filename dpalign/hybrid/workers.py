@@ -119,6 +119,15 @@ class DeviceWorker(Worker):
         return out
 
 
+def _wait_totals() -> tuple[float, float]:
+    """This thread's time inside OpenCL waits (wall, CPU); zeros without OpenCL."""
+    try:
+        from ..kernels_cl.context import wait_totals
+    except ImportError:  # pragma: no cover - pyopencl is a dependency
+        return 0.0, 0.0
+    return wait_totals()
+
+
 def empty_results(queries: QueryBatch, blocks) -> list[BlockScores]:
     """Zeroed per-block results for every query (filled in as units finish)."""
     return [
@@ -157,6 +166,7 @@ def run_workers(
             if not units:
                 return
             start, cpu_start = time.perf_counter(), time.thread_time()
+            waited = _wait_totals()
             try:
                 done = worker.compute(task, queries, blocks, units)
             except Exception as exc:  # a lost device, out of resources, a kernel error
@@ -184,7 +194,15 @@ def run_workers(
                     int(queries.lengths[unit.start : unit.stop].sum()) * blocks[unit.block].residues
                 )
             worker.units_done += len(units)
-            stats.record(worker.name, cells, seconds, blocks=len(units), cpu_seconds=cpu_seconds)
+            now = _wait_totals()
+            stats.record(
+                worker.name,
+                cells,
+                seconds,
+                blocks=len(units),
+                cpu_seconds=cpu_seconds,
+                wait=(now[0] - waited[0], now[1] - waited[1]),
+            )
             with lock:
                 # Cells per second, smoothed over the worker's whole history.
                 w = stats.workers[worker.name]

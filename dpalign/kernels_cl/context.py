@@ -144,6 +144,14 @@ _HINTS = {
 }
 
 
+_waits = threading.local()
+
+
+def wait_totals() -> tuple[float, float]:
+    """``(wall, cpu)`` seconds this thread has spent inside :func:`wait` so far."""
+    return getattr(_waits, "wall", 0.0), getattr(_waits, "cpu", 0.0)
+
+
 def wait(event) -> None:
     """Wait for an OpenCL event without spinning a CPU core.
 
@@ -152,6 +160,15 @@ def wait(event) -> None:
     ``config.OPENCL_WAIT == "poll"`` (the default) the host sleeps between status checks, from
     0.1 ms doubling up to 2 ms, which adds at most ~2 ms to a launch that takes tens of ms.
     """
+    start, cpu_start = time.perf_counter(), time.thread_time()
+    try:
+        _wait(event)
+    finally:
+        _waits.wall = getattr(_waits, "wall", 0.0) + time.perf_counter() - start
+        _waits.cpu = getattr(_waits, "cpu", 0.0) + time.thread_time() - cpu_start
+
+
+def _wait(event) -> None:
     if config.OPENCL_WAIT != "poll":
         event.wait()
         return

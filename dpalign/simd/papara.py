@@ -31,6 +31,8 @@ same for many (read, edge) pairs, 32 pairs per vector.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -562,6 +564,37 @@ def _flat(table, bits):
     return np.ascontiguousarray(table, dtype=_DTYPES[bits]).ravel()
 
 
+#: Lane tables kept across calls (bytes): a worker scoring many read chunks against the same
+#: block (the hybrid queue's units) builds each block's tables once. Building them costs
+#: ~10 ms per block of 3,000 columns, mostly NumPy calls that hold the GIL, which many worker
+#: threads then queue on.
+TABLE_CACHE_BYTES = 256 << 20
+_table_cache: OrderedDict = OrderedDict()
+_table_lock = threading.Lock()
+_table_bytes = [0]
+
+
+def _cached_tables(block, start, n, plan, read_states, bits, sub):
+    """``(prof, dea, cs)`` and their flat ``bits``-wide copies for a lane group, cached."""
+    key = (id(block), start, n, plan, read_states.tobytes(), bits, sub)
+    with _table_lock:
+        entry = _table_cache.get(key)
+        if entry is not None:
+            _table_cache.move_to_end(key)
+            return entry[1]
+    raw = _lane_tables(block, start, n, plan, read_states, CHUNK, sub)
+    flat = tuple(_flat(t, bits) for t in raw)
+    value = (raw, flat)
+    size = sum(t.nbytes for t in raw) + sum(t.nbytes for t in flat)
+    with _table_lock:
+        _table_cache[key] = (block, value)  # holding the block keeps its id from being reused
+        _table_bytes[0] += size
+        while _table_bytes[0] > TABLE_CACHE_BYTES and len(_table_cache) > 1:
+            _, (_, (old_raw, old_flat)) = _table_cache.popitem(last=False)
+            _table_bytes[0] -= sum(t.nbytes for t in old_raw) + sum(t.nbytes for t in old_flat)
+    return value
+
+
 #: Packing several reads into one vector (see :func:`_pack_reads`) builds one profile per
 #: combination of their states; above this many combinations it packs fewer reads.
 MAX_COMBOS = 64
@@ -670,10 +703,10 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
                 packed = _pack_reads(select, lengths, index, len(read_states), k)
                 k = k if packed is not None else k // 2
             sub = LANES // k
-            prof, dea, cs = _lane_tables(block, start, n, plan, read_states, CHUNK, sub)
+            (prof, dea, cs), flat = _cached_tables(block, start, n, plan, read_states, bits, sub)
             if packed is None:
                 out = np.zeros((n_reads, LANES), dtype=np.int64)
-                tables = (_flat(prof, bits), _flat(dea, bits), _flat(cs, bits))
+                tables = flat
                 _score_reads(*tables, index, lengths, select, params, *work, out)
                 scores[np.ix_(select, lanes)] = out[np.ix_(select, lanes - start)]
             else:
