@@ -187,21 +187,20 @@ def hybrid(out: Path, scale: float, cpu: int, gpus: list[str]) -> None:
     )
     expected = cells / cpu_s / 1e9 + cells / gpu_s / 1e9
     for workers in (cpu, cpu - 1):
-        hyb = get_backend(
-            "hybrid", devices=[get_backend("opencl", device=gpus[0])], cpu_workers=workers
-        )
+        hyb = get_backend("hybrid", devices=[gpus[0]], cpu_workers=workers)
         _warm(hyb, task, queries, blocks)
         hyb.stats.workers.clear()
         scores, hyb_s = _timed(hyb, task, queries, blocks)
         report = hyb.stats.as_dict()
-        idle = {
-            "share": 0.0,
-            "thread_cpu_seconds": 0.0,
-            "kernel_seconds": 0.0,
-            "wait_seconds": 0.0,
-            "wait_cpu_seconds": 0.0,
-        }
-        gpu_worker = next((w for w in report["workers"] if w["name"] == "gpu-0"), idle)
+        fields = (
+            "share",
+            "thread_cpu_seconds",
+            "kernel_seconds",
+            "wait_seconds",
+            "wait_cpu_seconds",
+        )
+        gpu_threads = [w for w in report["workers"] if w["name"].startswith("gpu-0")]
+        gpu_worker = {f: sum(w[f] for w in gpu_threads) for f in fields}
         emit(
             out,
             {
@@ -230,9 +229,8 @@ def all_gpus(out: Path, scale: float, cpu: int, found: list[str]) -> None:
     _warm(one, task, queries, blocks)
     base, one_s = _timed(one, task, queries, blocks)
     emit(out, {"step": "one-gpu", "seconds": one_s, "gcups": cells / one_s / 1e9})
-    devices = [get_backend("opencl", device=sel) for sel in found]
     for workers in (0, cpu):
-        hyb = get_backend("hybrid", devices=devices, cpu_workers=workers)
+        hyb = get_backend("hybrid", devices=list(found), cpu_workers=workers)
         _warm(hyb, task, queries, blocks)
         hyb.stats.workers.clear()
         scores, secs = _timed(hyb, task, queries, blocks)

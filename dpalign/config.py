@@ -46,6 +46,10 @@ OPENCL_CACHE: bool = os.environ.get("DPALIGN_OPENCL_CACHE", "1") != "0"
 #: 500 x 500 and 4.6x at 1,000 x 1,000.
 LONG_PAIR_CELLS = 40_000
 
+#: Host threads feeding each OpenCL device in a hybrid run: with two, one thread packs reads
+#: and unpacks scores while the other's kernels run.
+HYBRID_STREAMS = 2
+
 #: Runs with fewer cells than this show no progress bar.
 PROGRESS_MIN_CELLS = 2_000_000_000
 

@@ -82,17 +82,21 @@ class HybridBackend(Backend):
         except Exception:  # pragma: no cover - a broken OpenCL installation
             return False
 
-    def _device_backends(self) -> list[Backend]:
+    def _device_backends(self) -> list[tuple[str, Backend]]:
+        """``(worker name, backend)`` per device worker: ``config.HYBRID_STREAMS`` host
+        threads per OpenCL device (``gpu-0``, ``gpu-0.1``...), each with queues of its own."""
         selectors = self.devices if self.devices is not None else gpu_selectors()
-        backends = []
-        for sel in selectors:
+        workers = []
+        for d, sel in enumerate(selectors):
             if isinstance(sel, Backend):
-                backends.append(sel)
-            else:
-                backends.append(get_backend("opencl", device=sel))
-        if not backends and self.devices is None:
+                workers.append((f"gpu-{d}", sel))
+                continue
+            for stream in range(config.HYBRID_STREAMS):
+                name = f"gpu-{d}" + (f".{stream}" if stream else "")
+                workers.append((name, get_backend("opencl", device=sel, stream=stream)))
+        if not workers and self.devices is None:
             raise BackendUnavailable("the hybrid backend found no OpenCL GPU")
-        return backends
+        return workers
 
     def describe(self) -> str:
         n_cpu = self._n_cpu()
@@ -114,8 +118,7 @@ class HybridBackend(Backend):
         workers = [
             CpuWorker(f"cpu-{k}", module, failures.get(f"cpu-{k}")) for k in range(self._n_cpu())
         ]
-        for k, backend in enumerate(self._device_backends()):
-            name = f"gpu-{k}"
+        for name, backend in self._device_backends():
             workers.append(DeviceWorker(name, backend, len(blocks), failures.get(name)))
         if not workers:
             raise OptionError("the hybrid backend needs at least one worker")

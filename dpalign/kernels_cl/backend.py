@@ -69,6 +69,7 @@ class OpenCLBackend(Backend):
     device: str | None = None
     design: str | None = None
     width: int | None = None
+    stream: int = 0  # queues of their own on the device (a second host thread per GPU)
     name = "opencl"
 
     @classmethod
@@ -82,7 +83,7 @@ class OpenCLBackend(Backend):
         from .. import config
 
         design = self.design or config.OPENCL_DESIGN
-        return f"opencl ({device_context(self.device).describe()}; {design} design)"
+        return f"opencl ({device_context(self.device, self.stream).describe()}; {design} design)"
 
     def _runner(self, task, blocks, max_read_state: int) -> PaparaRunner:
         """The profiles on the device; the last set is kept, since a hybrid run's device
@@ -97,7 +98,7 @@ class OpenCLBackend(Backend):
         protein = max(int(states.max(initial=0)), max_read_state) > 15
         profiles = int(sum((b.lengths > 0).sum() for b in blocks))
         runner = PaparaRunner(
-            device_context(self.device),
+            device_context(self.device, self.stream),
             task.scoring,
             states,
             flags,
@@ -120,7 +121,7 @@ class OpenCLBackend(Backend):
             for block in blocks
             for lane in range(block.width)
         ]
-        runner = SearchRunner(device_context(self.device), targets)
+        runner = SearchRunner(device_context(self.device, self.stream), targets)
         self._search_cached = (key, runner, blocks)  # holding the blocks keeps their ids unique
         return runner
 

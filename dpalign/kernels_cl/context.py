@@ -111,8 +111,13 @@ _CONTEXTS: dict[str, DeviceContext] = {}
 _CONTEXTS_LOCK = threading.Lock()
 
 
-def device_context(spec: str | None = None) -> DeviceContext:
-    """The (memoised) :class:`DeviceContext` of the device that ``spec`` chooses."""
+def device_context(spec: str | None = None, stream: int = 0) -> DeviceContext:
+    """The (memoised) :class:`DeviceContext` of the device that ``spec`` chooses.
+
+    ``stream`` > 0 gives the same context (programs, memory) with queues of its own, so two
+    host threads can keep one device busy: one prepares or unpacks a batch while the other's
+    kernels run.
+    """
     cl = _cl()
     ident, device = choose_device(spec)
     with _CONTEXTS_LOCK:
@@ -121,11 +126,24 @@ def device_context(spec: str | None = None) -> DeviceContext:
             caps = capabilities(device)
             with driver_errors(caps, "creating a context"):
                 context = cl.Context([device])
-                profiling = cl.command_queue_properties.PROFILING_ENABLE
-                queue = cl.CommandQueue(context, device, properties=profiling)
-                copy_queue = cl.CommandQueue(context, device)
+                queue, copy_queue = _queues(cl, context, device)
             ctx = _CONTEXTS[ident] = DeviceContext(ident, device, caps, context, queue, copy_queue)
-        return ctx
+        if stream == 0:
+            return ctx
+        key = f"{ident}#{stream}"
+        other = _CONTEXTS.get(key)
+        if other is None:
+            with driver_errors(ctx.caps, "creating queues"):
+                queue, copy_queue = _queues(cl, ctx.context, device)
+            other = _CONTEXTS[key] = DeviceContext(
+                ident, device, ctx.caps, ctx.context, queue, copy_queue, ctx.programs, ctx.lock
+            )
+        return other
+
+
+def _queues(cl, context, device):
+    profiling = cl.command_queue_properties.PROFILING_ENABLE
+    return cl.CommandQueue(context, device, properties=profiling), cl.CommandQueue(context, device)
 
 
 # --------------------------------------------------------------------------------------------

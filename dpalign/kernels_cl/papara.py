@@ -535,6 +535,24 @@ class PaparaRunner:
         cells = int(lengths.sum()) * self.n * self.profiles
         return PaparaScores(scores, widths, seconds, launches, cells)
 
+    def _slots(self, count: int, mstride: int, lanes: int, read_dtype) -> list[_Slot]:
+        """Two batch slots big enough for this launch plan, kept for later calls: pinned
+        allocations cost milliseconds each, and a hybrid run calls this runner many times."""
+        kept = getattr(self, "_kept_slots", None)
+        if kept is not None:
+            dims, slots = kept
+            if (
+                dims[0] >= count
+                and dims[1] >= count * mstride
+                and dims[2] >= lanes
+                and dims[3] == np.dtype(read_dtype)
+            ):
+                return slots
+            count = max(count, dims[0])
+        slots = [_Slot(self.dctx, count, mstride, lanes, read_dtype) for _ in range(2)]
+        self._kept_slots = ((count, count * mstride, lanes, np.dtype(read_dtype)), slots)
+        return slots
+
     def _batches(self, variant: _Variant, lengths: np.ndarray, order: np.ndarray):
         """Split reads (longest first) into launches that fit the device memory budget.
 
@@ -588,7 +606,7 @@ class PaparaRunner:
                 rows = max(8, items * max_count * variant.square_rows * 8)
                 extra = [cl.Buffer(ctx, mf.READ_WRITE, rows)]
             params = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=variant.params)
-            slots = [_Slot(dctx, max_count, mstride, variant.lanes, read_dtype) for _ in range(2)]
+            slots = self._slots(max_count, mstride, variant.lanes, read_dtype)
         if variant.spec.design == "blocked":  # H and F rows of BW cells per work-item
             local = [cl.LocalMemory(2 * self.block * variant.group * 4)]
         else:  # the boundary column, when it lives in local memory
