@@ -418,6 +418,11 @@ class PaparaRunner:
         return cap
 
     def _variant(self, width: int, square: int, m_max: int) -> _Variant:
+        if self.design == "strip":
+            # Only the blocked design's layout depends on the square side; keying the strip
+            # design on it re-laid out and re-uploaded the profiles for every batch whose
+            # longest read differed (most calls of a hybrid run's device worker).
+            square = 0
         local_cap = self._local_carry_cap(m_max)
         key = (width, square, local_cap)
         if key in self._variants:
