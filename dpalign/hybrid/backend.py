@@ -16,7 +16,13 @@ from .. import config
 from ..engine import Backend, get_backend, register
 from ..errors import BackendUnavailable, OptionError
 from .queue import WorkQueue, make_units
-from .workers import CpuWorker, DeviceWorker, empty_results, run_workers
+from .workers import (
+    CpuWorker,
+    DeviceWorker,
+    ProcessDeviceWorker,
+    empty_results,
+    run_workers,
+)
 
 log = logging.getLogger("dpalign.hybrid")
 
@@ -66,12 +72,19 @@ class HybridBackend(Backend):
     inject_failures : dict, optional
         Worker name -> number of units after which it raises (fault-tolerance tests); also
         read from ``DPALIGN_INJECT_FAILURES``.
+    processes : bool, optional
+        Run each OpenCL device worker in a process of its own (default
+        ``config.HYBRID_DEVICE_PROCESSES``): no GIL shared with the CPU workers.
     """
 
     devices: list | None = None
     cpu_workers: int | None = None
     inject_failures: dict | None = None
+    processes: bool | None = None
     name = "hybrid"
+
+    def __post_init__(self) -> None:
+        self._children: dict[tuple[str, int], object] = {}
 
     @classmethod
     def available(cls, devices=None, **options) -> bool:
@@ -82,25 +95,53 @@ class HybridBackend(Backend):
         except Exception:  # pragma: no cover - a broken OpenCL installation
             return False
 
-    def _device_backends(self) -> list[tuple[str, Backend]]:
-        """``(worker name, backend)`` per device worker: ``config.HYBRID_STREAMS`` host
-        threads per OpenCL device (``gpu-0``, ``gpu-0.1``...), each with queues of its own."""
+    def _device_workers(self, n_blocks: int, failures: dict) -> list:
+        """The device workers: ``config.HYBRID_STREAMS`` per OpenCL device (``gpu-0``,
+        ``gpu-0.1``...), each with queues of its own, in a child process when ``processes``;
+        a ready Backend given in ``devices`` runs on a thread of its own."""
+        from .devproc import DeviceProcess
+
         selectors = self.devices if self.devices is not None else gpu_selectors()
+        if not selectors and self.devices is None:
+            raise BackendUnavailable("the hybrid backend found no OpenCL GPU")
+        processes = config.HYBRID_DEVICE_PROCESSES if self.processes is None else self.processes
         workers = []
         for d, sel in enumerate(selectors):
             if isinstance(sel, Backend):
-                workers.append((f"gpu-{d}", sel))
+                name = f"gpu-{d}"
+                workers.append(DeviceWorker(name, sel, n_blocks, failures.get(name)))
                 continue
             for stream in range(config.HYBRID_STREAMS):
                 name = f"gpu-{d}" + (f".{stream}" if stream else "")
-                workers.append((name, get_backend("opencl", device=sel, stream=stream)))
-        if not workers and self.devices is None:
-            raise BackendUnavailable("the hybrid backend found no OpenCL GPU")
+                if processes:
+                    key = (sel, stream)
+                    if key not in self._children:
+                        self._children[key] = DeviceProcess(sel, stream)
+                    worker = ProcessDeviceWorker(
+                        name, self._children[key], n_blocks, failures.get(name)
+                    )
+                else:
+                    backend = get_backend("opencl", device=sel, stream=stream)
+                    worker = DeviceWorker(name, backend, n_blocks, failures.get(name))
+                workers.append(worker)
         return workers
+
+    def close(self) -> None:
+        """Stop the device processes."""
+        for child in self._children.values():
+            child.close()
+        self._children.clear()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
 
     def describe(self) -> str:
         n_cpu = self._n_cpu()
-        return f"hybrid ({n_cpu} CPU workers + {len(self.devices or gpu_selectors())} devices)"
+        n_dev = len(self.devices or gpu_selectors())
+        return f"hybrid ({n_cpu} CPU workers + {n_dev} OpenCL devices)"
 
     def _n_cpu(self) -> int:
         if self.cpu_workers is not None:
@@ -115,15 +156,14 @@ class HybridBackend(Backend):
             **(self.inject_failures or {}),
         }
         module = kernel_module(task.kernel)
+        if not len(queries) or not blocks:
+            return empty_results(queries, blocks)
         workers = [
             CpuWorker(f"cpu-{k}", module, failures.get(f"cpu-{k}")) for k in range(self._n_cpu())
         ]
-        for name, backend in self._device_backends():
-            workers.append(DeviceWorker(name, backend, len(blocks), failures.get(name)))
+        workers += self._device_workers(len(blocks), failures)
         if not workers:
             raise OptionError("the hybrid backend needs at least one worker")
-        if not len(queries) or not blocks:
-            return empty_results(queries, blocks)
         units = make_units(len(queries), len(blocks), unit_reads(queries, blocks))
         log.info(
             "hybrid: %d units (%d reads x 1 block each) for %s",
@@ -131,7 +171,16 @@ class HybridBackend(Backend):
             units[0].stop - units[0].start,
             ", ".join(w.name for w in workers),
         )
-        return run_workers(workers, WorkQueue(units), task, queries, blocks, self.stats, progress)
+        children = [w.process for w in workers if isinstance(w, ProcessDeviceWorker)]
+        try:
+            for child in children:
+                child.setup(task, queries, blocks)
+            return run_workers(
+                workers, WorkQueue(units), task, queries, blocks, self.stats, progress
+            )
+        finally:
+            for child in children:
+                child.close_memory()
 
 
 def _registered() -> list[str]:

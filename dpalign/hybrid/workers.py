@@ -42,6 +42,10 @@ class Worker:
         """Return ``[(unit, BlockScores)]`` for the given units."""
         raise NotImplementedError
 
+    def device_wait(self) -> tuple[float, float]:
+        """(wall, CPU) seconds spent waiting for a device since the last call (0 here)."""
+        return 0.0, 0.0
+
     def _maybe_fail(self, n_new: int) -> None:
         if self.fail_after is not None and self.units_done + n_new > self.fail_after:
             raise InjectedFailure(f"injected failure after {self.fail_after} units")
@@ -95,18 +99,7 @@ class DeviceWorker(Worker):
 
     def compute(self, task, queries, blocks, units):
         self._maybe_fail(len(units))
-        # Group units by read range; consecutive chunks with the same block set share a launch.
-        by_chunk: dict[tuple[int, int], list[Unit]] = defaultdict(list)
-        for unit in units:
-            by_chunk[(unit.start, unit.stop)].append(unit)
-        groups: list[tuple[int, int, tuple[int, ...], list[Unit]]] = []
-        for (start, stop), chunk_units in sorted(by_chunk.items()):
-            ids = tuple(sorted(u.block for u in chunk_units))
-            if groups and groups[-1][1] == start and groups[-1][2] == ids:
-                first, _, _, earlier = groups[-1]
-                groups[-1] = (first, stop, ids, earlier + chunk_units)
-            else:
-                groups.append((start, stop, ids, chunk_units))
+        groups = _launch_groups(units)
         out = []
         for start, stop, block_ids, group_units in groups:
             reads = queries.subset(slice(start, stop))
@@ -117,6 +110,53 @@ class DeviceWorker(Worker):
                 rows = slice(unit.start - start, unit.stop - start)
                 out.append((unit, BlockScores(result.scores[rows], result.width[rows])))
         return out
+
+
+class ProcessDeviceWorker(DeviceWorker):
+    """A device worker whose OpenCL work runs in a child process (see :mod:`.devproc`).
+
+    This thread only takes units and waits on a pipe, so the child's host work never queues on
+    the GIL behind the CPU workers.
+    """
+
+    def __init__(self, name: str, process, n_blocks: int, fail_after: int | None = None):
+        super().__init__(name, None, n_blocks, fail_after)
+        self.process = process
+        self._wait = [0.0, 0.0]
+
+    def compute(self, task, queries, blocks, units):
+        self._maybe_fail(len(units))
+        out = []
+        for start, stop, block_ids, group_units in _launch_groups(units):
+            results, _, wait = self.process.score(start, stop, block_ids)
+            self._wait[0] += wait[0]
+            self._wait[1] += wait[1]
+            by_block = dict(zip(block_ids, results, strict=True))
+            for unit in group_units:
+                result = by_block[unit.block]
+                rows = slice(unit.start - start, unit.stop - start)
+                out.append((unit, BlockScores(result.scores[rows], result.width[rows])))
+        return out
+
+    def device_wait(self) -> tuple[float, float]:
+        wait, self._wait = tuple(self._wait), [0.0, 0.0]
+        return wait
+
+
+def _launch_groups(units: list[Unit]):
+    """Group units by read range; consecutive chunks with the same blocks share a launch."""
+    by_chunk: dict[tuple[int, int], list[Unit]] = defaultdict(list)
+    for unit in units:
+        by_chunk[(unit.start, unit.stop)].append(unit)
+    groups: list[tuple[int, int, tuple[int, ...], list[Unit]]] = []
+    for (start, stop), chunk_units in sorted(by_chunk.items()):
+        ids = tuple(sorted(u.block for u in chunk_units))
+        if groups and groups[-1][1] == start and groups[-1][2] == ids:
+            first, _, _, earlier = groups[-1]
+            groups[-1] = (first, stop, ids, earlier + chunk_units)
+        else:
+            groups.append((start, stop, ids, chunk_units))
+    return groups
 
 
 def _wait_totals() -> tuple[float, float]:
@@ -194,14 +234,14 @@ def run_workers(
                     int(queries.lengths[unit.start : unit.stop].sum()) * blocks[unit.block].residues
                 )
             worker.units_done += len(units)
-            now = _wait_totals()
+            now, child = _wait_totals(), worker.device_wait()
             stats.record(
                 worker.name,
                 cells,
                 seconds,
                 blocks=len(units),
                 cpu_seconds=cpu_seconds,
-                wait=(now[0] - waited[0], now[1] - waited[1]),
+                wait=(now[0] - waited[0] + child[0], now[1] - waited[1] + child[1]),
             )
             with lock:
                 # Cells per second, smoothed over the worker's whole history.
