@@ -50,6 +50,10 @@ LONG_PAIR_CELLS = 40_000
 #: and unpacks scores while the other's kernels run.
 HYBRID_STREAMS = 2
 
+#: The smallest take of a hybrid device worker, in reads (against every block): smaller GPU
+#: launches lose efficiency (the seed's Table 2 shape is flat from ~2,500 reads on the H100).
+HYBRID_DEVICE_MIN_READS = 2_500
+
 #: Run each hybrid device worker's OpenCL work in a process of its own: in the same process its
 #: host work queues on the GIL behind the CPU workers (measured: 0.64-0.79 of the sum of
 #: CPU-only and GPU-only on the H100 host; a separate process reaches the sum).

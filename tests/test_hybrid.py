@@ -61,6 +61,7 @@ def test_units_cover_the_work_once():
 def test_hybrid_equals_reference(problem, monkeypatch):
     task, queries, blocks, expected = problem
     monkeypatch.setattr("dpalign.config.HYBRID_UNIT_CELLS", 20_000)
+    monkeypatch.setattr("dpalign.config.HYBRID_DEVICE_MIN_READS", 1)
     hybrid = get_backend("hybrid", devices=[_device()], cpu_workers=2)
     np.testing.assert_array_equal(_scores(hybrid.score(task, queries, blocks)), expected)
     workers = hybrid.stats.workers
@@ -74,6 +75,7 @@ def test_hybrid_equals_reference(problem, monkeypatch):
 def test_failed_workers_lose_nothing(problem, monkeypatch, failures):
     task, queries, blocks, expected = problem
     monkeypatch.setattr("dpalign.config.HYBRID_UNIT_CELLS", 20_000)
+    monkeypatch.setattr("dpalign.config.HYBRID_DEVICE_MIN_READS", 1)
     hybrid = get_backend("hybrid", devices=[_device()], cpu_workers=2, inject_failures=failures)
     np.testing.assert_array_equal(_scores(hybrid.score(task, queries, blocks)), expected)
     assert len(hybrid.stats.notes) == len(failures)
@@ -102,6 +104,7 @@ def test_cli_output_unchanged_under_injected_failures(tmp_path, monkeypatch, cap
     case = golden_root() / "small_01_trifurc"
     monkeypatch.setenv("DPALIGN_INJECT_FAILURES", "cpu-0:1")
     monkeypatch.setattr("dpalign.config.HYBRID_UNIT_CELLS", 50_000)
+    monkeypatch.setattr("dpalign.config.HYBRID_DEVICE_MIN_READS", 1)
     hybrid = get_backend("hybrid", devices=[_device()], cpu_workers=2)
     monkeypatch.setattr("dpalign.cli._backend_from_args", lambda args: hybrid)
     report = tmp_path / "report.json"

@@ -95,7 +95,7 @@ class HybridBackend(Backend):
         except Exception:  # pragma: no cover - a broken OpenCL installation
             return False
 
-    def _device_workers(self, n_blocks: int, failures: dict) -> list:
+    def _device_workers(self, n_blocks: int, failures: dict, chunk_reads: int) -> list:
         """The device workers: ``config.HYBRID_STREAMS`` per OpenCL device (``gpu-0``,
         ``gpu-0.1``...), each with queues of its own, in a child process when ``processes``;
         a ready Backend given in ``devices`` runs on a thread of its own."""
@@ -109,7 +109,7 @@ class HybridBackend(Backend):
         for d, sel in enumerate(selectors):
             if isinstance(sel, Backend):
                 name = f"gpu-{d}"
-                workers.append(DeviceWorker(name, sel, n_blocks, failures.get(name)))
+                workers.append(DeviceWorker(name, sel, n_blocks, failures.get(name), chunk_reads))
                 continue
             for stream in range(config.HYBRID_STREAMS):
                 name = f"gpu-{d}" + (f".{stream}" if stream else "")
@@ -122,7 +122,7 @@ class HybridBackend(Backend):
                     )
                 else:
                     backend = get_backend("opencl", device=sel, stream=stream)
-                    worker = DeviceWorker(name, backend, n_blocks, failures.get(name))
+                    worker = DeviceWorker(name, backend, n_blocks, failures.get(name), chunk_reads)
                 workers.append(worker)
         return workers
 
@@ -161,10 +161,11 @@ class HybridBackend(Backend):
         workers = [
             CpuWorker(f"cpu-{k}", module, failures.get(f"cpu-{k}")) for k in range(self._n_cpu())
         ]
-        workers += self._device_workers(len(blocks), failures)
+        reads_per_unit = unit_reads(queries, blocks)
+        workers += self._device_workers(len(blocks), failures, reads_per_unit)
         if not workers:
             raise OptionError("the hybrid backend needs at least one worker")
-        units = make_units(len(queries), len(blocks), unit_reads(queries, blocks))
+        units = make_units(len(queries), len(blocks), reads_per_unit)
         log.info(
             "hybrid: %d units (%d reads x 1 block each) for %s",
             len(units),

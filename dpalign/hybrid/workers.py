@@ -78,21 +78,30 @@ class DeviceWorker(Worker):
     kind = "device"
 
     def __init__(
-        self, name: str, backend: Backend, n_blocks: int, fail_after: int | None = None
+        self,
+        name: str,
+        backend: Backend,
+        n_blocks: int,
+        fail_after: int | None = None,
+        chunk_reads: int = 1,
     ) -> None:
         super().__init__(name, fail_after)
         self.backend = backend
         self.n_blocks = n_blocks
+        self.chunk_reads = chunk_reads  # reads per unit
 
     def take(self, queue, rates):
         # Guided self-scheduling weighted by measured throughput: take half of this device's
-        # share of what remains, never less than one chunk of reads against every block (big
-        # launches keep a GPU efficient). The first take is that one chunk: a device of
-        # unknown speed (a slow PoCL "device" beside fast cores) must not hold a big share
-        # hostage before its rate is known.
+        # share of what remains, and never less than HYBRID_DEVICE_MIN_READS reads against
+        # every block: smaller launches lose GPU efficiency (the seed's Table 2 shape is flat
+        # only from ~2,500 reads), and each take costs a round trip. The first take has no
+        # rate to go by and takes that minimum.
+        from .. import config
+
+        chunks = max(1, math.ceil(config.HYBRID_DEVICE_MIN_READS / max(1, self.chunk_reads)))
+        k = self.n_blocks * chunks
         mine = rates.get(self.name)
         total = sum(rates.values())
-        k = self.n_blocks
         if mine is not None and total > 0:
             k = max(k, math.ceil(queue.remaining * (mine / total) / 2))
         return queue.take_front(k)
@@ -119,8 +128,15 @@ class ProcessDeviceWorker(DeviceWorker):
     the GIL behind the CPU workers.
     """
 
-    def __init__(self, name: str, process, n_blocks: int, fail_after: int | None = None):
-        super().__init__(name, None, n_blocks, fail_after)
+    def __init__(
+        self,
+        name: str,
+        process,
+        n_blocks: int,
+        fail_after: int | None = None,
+        chunk_reads: int = 1,
+    ):
+        super().__init__(name, None, n_blocks, fail_after, chunk_reads)
         self.process = process
         self._wait = [0.0, 0.0]
 
