@@ -46,9 +46,11 @@ OPENCL_CACHE: bool = os.environ.get("DPALIGN_OPENCL_CACHE", "1") != "0"
 #: 500 x 500 and 4.6x at 1,000 x 1,000.
 LONG_PAIR_CELLS = 40_000
 
-#: Host threads feeding each OpenCL device in a hybrid run: with two, one thread packs reads
-#: and unpacks scores while the other's kernels run.
-HYBRID_STREAMS = 2
+#: Host workers feeding each OpenCL device in a hybrid run. One: a device worker runs in a
+#: process of its own, and two processes on one GPU are two contexts that the GPU time-slices
+#: (measured on the H100: the GPU side fell from ~2,860 to ~2,300 GCUPS); the runner already
+#: overlaps each batch's copies with the previous batch's kernel.
+HYBRID_STREAMS = 1
 
 #: The smallest take of a hybrid device worker, in reads (against every block): smaller GPU
 #: launches lose efficiency (the seed's Table 2 shape is flat from ~2,500 reads on the H100).
