@@ -217,6 +217,10 @@ def hybrid(out: Path, scale: float, cpu: int, gpus: list[str]) -> None:
                 "gpu_wait_cpu_fraction": gpu_worker["wait_cpu_seconds"]
                 / max(gpu_worker["wait_seconds"], 1e-9),
                 "workers": report["workers"] if workers == cpu else None,
+                "takes_front": [t for t in hyb.last_queue.log if t[2] == "front"][:12],
+                "takes_back": len([t for t in hyb.last_queue.log if t[2] == "back"]),
+                "first_back": [t for t in hyb.last_queue.log if t[2] == "back"][:3],
+                "last_back": [t for t in hyb.last_queue.log if t[2] == "back"][-3:],
             },
         )
 

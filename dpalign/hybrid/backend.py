@@ -176,8 +176,9 @@ class HybridBackend(Backend):
         try:
             for child in children:
                 child.setup(task, queries, blocks)
+            self.last_queue = WorkQueue(units)
             return run_workers(
-                workers, WorkQueue(units), task, queries, blocks, self.stats, progress
+                workers, self.last_queue, task, queries, blocks, self.stats, progress
             )
         finally:
             for child in children:

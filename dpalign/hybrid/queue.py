@@ -9,6 +9,7 @@ itself. A failed worker gives its units back and the others finish them.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 
@@ -43,6 +44,10 @@ class WorkQueue:
         self._lock = threading.Condition()
         self._stopped = False
         self.total = len(units)
+        self._start = time.perf_counter()
+        #: (seconds since start, thread, "front"/"back", units taken, units left): a record of
+        #: how the work was shared, for diagnosing load balance (see bench/hybrid_gpu.py).
+        self.log: list[tuple[float, str, str, int, int]] = []
 
     def take_front(self, k: int) -> list[Unit]:
         """Up to ``k`` units from the front (device workers)."""
@@ -63,6 +68,15 @@ class WorkQueue:
                     if not front:
                         taken.reverse()
                     self._outstanding += len(taken)
+                    self.log.append(
+                        (
+                            time.perf_counter() - self._start,
+                            threading.current_thread().name,
+                            "front" if front else "back",
+                            len(taken),
+                            len(self._pending),
+                        )
+                    )
                     return taken
                 if self._outstanding == 0:
                     return []
