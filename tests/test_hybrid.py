@@ -165,3 +165,26 @@ def test_dask_survives_a_killed_worker(dask_backend):
     results = dask_backend.score(task, queries, blocks, progress=kill_one)
     assert killed
     np.testing.assert_array_equal(_scores(results), expected)
+
+
+def test_device_takes_follow_the_minimum_then_guided_shares(problem, monkeypatch):
+    """The first device take is HYBRID_DEVICE_MIN_READS worth of chunks, not everything."""
+    from dpalign.hybrid.backend import unit_reads
+
+    task, queries, blocks, _ = problem
+    monkeypatch.setattr("dpalign.config.HYBRID_UNIT_CELLS", 20_000)
+    monkeypatch.setattr("dpalign.config.HYBRID_DEVICE_MIN_READS", 6)
+    hybrid = (
+        get_backend("hybrid", devices=["0:0"], cpu_workers=1, processes=True)
+        if ("opencl" in backends())
+        else None
+    )
+    if hybrid is None:
+        pytest.skip("no OpenCL device")
+    try:
+        hybrid.score(task, queries, blocks)
+    finally:
+        hybrid.close()
+    fronts = [t for t in hybrid.last_queue.log if t[2] == "front"]
+    chunk = unit_reads(queries, blocks)
+    assert fronts[0][3] == len(blocks) * -(-6 // chunk)

@@ -118,7 +118,7 @@ class HybridBackend(Backend):
                     if key not in self._children:
                         self._children[key] = DeviceProcess(sel, stream)
                     worker = ProcessDeviceWorker(
-                        name, self._children[key], n_blocks, failures.get(name)
+                        name, self._children[key], n_blocks, failures.get(name), chunk_reads
                     )
                 else:
                     backend = get_backend("opencl", device=sel, stream=stream)
