@@ -173,16 +173,31 @@ class HybridBackend(Backend):
             ", ".join(w.name for w in workers),
         )
         children = [w.process for w in workers if isinstance(w, ProcessDeviceWorker)]
-        try:
-            for child in children:
-                child.setup(task, queries, blocks)
+        if not children:
             self.last_queue = WorkQueue(units)
             return run_workers(
                 workers, self.last_queue, task, queries, blocks, self.stats, progress
             )
-        finally:
+        from .devproc import SharedResults
+
+        shared = SharedResults(len(queries), blocks)
+        try:
             for child in children:
-                child.close_memory()
+                child.setup(task, queries, blocks, shared)
+            self.last_queue = WorkQueue(units)
+            run_workers(
+                workers,
+                self.last_queue,
+                task,
+                queries,
+                blocks,
+                self.stats,
+                progress,
+                results=[shared.block(b) for b in range(len(blocks))],
+            )
+            return shared.copy_out()
+        finally:
+            shared.close()
 
 
 def _registered() -> list[str]:

@@ -46,6 +46,7 @@ def _child(conn, device: str, stream: int) -> None:  # pragma: no cover - runs i
                 break
             if kind == "setup":
                 _, task, queries, blocks, name = message
+                scores = width = None
                 if shm is not None:
                     shm.close()
                 shm = shared_memory.SharedMemory(name=name)
@@ -54,8 +55,7 @@ def _child(conn, device: str, stream: int) -> None:  # pragma: no cover - runs i
                 conn.send(("ready",))
                 continue
             _, start, stop, block_ids = message
-            before = dict(backend.stats.workers)
-            kernel_before = sum(w.seconds for w in before.values())
+            kernel_before = sum(w.seconds for w in backend.stats.workers.values())
             waited = wait_totals()
             results = backend.score(
                 task, queries.subset(slice(start, stop)), [blocks[b] for b in block_ids]
@@ -69,8 +69,43 @@ def _child(conn, device: str, stream: int) -> None:  # pragma: no cover - runs i
             conn.send(("done", kernel, now[0] - waited[0], now[1] - waited[1]))
         except Exception as exc:  # reported to the parent, which gives the units back
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    scores = width = None
     if shm is not None:
         shm.close()
+
+
+class SharedResults:
+    """One run's scores and widths (all blocks side by side) in shared memory.
+
+    Device processes write their units straight into it and CPU workers write theirs, so no
+    result is copied between processes or units while the run goes on.
+    """
+
+    def __init__(self, n_queries: int, blocks) -> None:
+        self.offsets = np.cumsum([0] + [b.width for b in blocks])
+        self.shape = (n_queries, int(self.offsets[-1]))
+        self.shm = shared_memory.SharedMemory(
+            create=True, size=max(1, n_queries * self.shape[1] * 9)
+        )
+        self.scores, self.width = _arrays(self.shm, *self.shape)
+        self.scores[:] = 0
+        self.width[:] = 0
+
+    def block(self, b: int) -> BlockScores:
+        lanes = slice(int(self.offsets[b]), int(self.offsets[b + 1]))
+        return BlockScores(self.scores[:, lanes], self.width[:, lanes])
+
+    def copy_out(self) -> list[BlockScores]:
+        """Private copies of every block's results (the shared memory is then freed)."""
+        return [
+            BlockScores(r.scores.copy(), r.width.copy())
+            for r in (self.block(b) for b in range(len(self.offsets) - 1))
+        ]
+
+    def close(self) -> None:
+        self.scores = self.width = None
+        self.shm.close()
+        self.shm.unlink()
 
 
 class DeviceProcess:
@@ -87,31 +122,18 @@ class DeviceProcess:
         )
         self.process.start()
         child_conn.close()
-        self.shm = None
 
-    def setup(self, task, queries, blocks) -> None:
-        """Send one run's reads and blocks; allocate the shared result arrays."""
-        n_lanes = sum(b.width for b in blocks)
-        size = max(1, len(queries) * n_lanes * 9)
-        self.close_memory()
-        self.shm = shared_memory.SharedMemory(create=True, size=size)
-        self.scores, self.width = _arrays(self.shm, len(queries), n_lanes)
-        self.offsets = np.cumsum([0] + [b.width for b in blocks])
-        self._send(("setup", task, queries, list(blocks), self.shm.name))
+    def setup(self, task, queries, blocks, shared: SharedResults) -> None:
+        """Send one run's reads and blocks, and where its results go."""
+        self._send(("setup", task, queries, list(blocks), shared.shm.name))
         self._receive()
 
-    def score(
-        self, start: int, stop: int, block_ids
-    ) -> tuple[list[BlockScores], float, tuple[float, float]]:
-        """Reads [start, stop) against the given blocks; returns per-block scores (views of
-        the shared arrays), the kernel seconds and the child's (wall, CPU) waiting."""
+    def score(self, start: int, stop: int, block_ids) -> tuple[float, tuple[float, float]]:
+        """Reads [start, stop) against the given blocks, written into the shared results;
+        returns the kernel seconds and the child's (wall, CPU) time waiting for the device."""
         self._send(("score", start, stop, list(block_ids)))
         _, kernel, wait_wall, wait_cpu = self._receive()
-        out = []
-        for b in block_ids:
-            lanes = slice(int(self.offsets[b]), int(self.offsets[b + 1]))
-            out.append(BlockScores(self.scores[start:stop, lanes], self.width[start:stop, lanes]))
-        return out, kernel, (wait_wall, wait_cpu)
+        return kernel, (wait_wall, wait_cpu)
 
     def _send(self, message) -> None:
         try:
@@ -130,15 +152,8 @@ class DeviceProcess:
             raise ChildFailed(reply[1])
         return reply
 
-    def close_memory(self) -> None:
-        if self.shm is not None:
-            self.scores = self.width = None
-            self.shm.close()
-            self.shm.unlink()
-            self.shm = None
-
     def close(self) -> None:
-        """Stop the child and free the shared memory."""
+        """Stop the child."""
         try:
             if self.process.is_alive():
                 self.conn.send(("stop",))
@@ -147,4 +162,3 @@ class DeviceProcess:
             pass
         if self.process.is_alive():
             self.process.terminate()
-        self.close_memory()

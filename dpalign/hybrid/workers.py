@@ -144,14 +144,10 @@ class ProcessDeviceWorker(DeviceWorker):
         self._maybe_fail(len(units))
         out = []
         for start, stop, block_ids, group_units in _launch_groups(units):
-            results, _, wait = self.process.score(start, stop, block_ids)
+            _, wait = self.process.score(start, stop, block_ids)
             self._wait[0] += wait[0]
             self._wait[1] += wait[1]
-            by_block = dict(zip(block_ids, results, strict=True))
-            for unit in group_units:
-                result = by_block[unit.block]
-                rows = slice(unit.start - start, unit.stop - start)
-                out.append((unit, BlockScores(result.scores[rows], result.width[rows])))
+            out.extend((unit, None) for unit in group_units)  # already in the shared results
         return out
 
     def device_wait(self) -> tuple[float, float]:
@@ -202,6 +198,7 @@ def run_workers(
     blocks: list[ReferenceBlock],
     stats,
     progress=None,
+    results: list[BlockScores] | None = None,
 ):
     """Run every worker on its own thread until the queue is empty; gather the results.
 
@@ -210,7 +207,7 @@ def run_workers(
     """
     import threading
 
-    results = empty_results(queries, blocks)
+    results = empty_results(queries, blocks) if results is None else results
     rates: dict[str, float] = {}
     failures: list[BaseException] = []
     alive = [len(workers)]
@@ -244,8 +241,9 @@ def run_workers(
             cpu_seconds = time.thread_time() - cpu_start  # a spinning wait would show here
             cells = 0
             for unit, scores in done:
-                results[unit.block].scores[unit.start : unit.stop] = scores.scores
-                results[unit.block].width[unit.start : unit.stop] = scores.width
+                if scores is not None:  # None: the worker wrote into the results itself
+                    results[unit.block].scores[unit.start : unit.stop] = scores.scores
+                    results[unit.block].width[unit.start : unit.stop] = scores.width
                 cells += (
                     int(queries.lengths[unit.start : unit.stop].sum()) * blocks[unit.block].residues
                 )
