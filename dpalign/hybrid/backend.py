@@ -176,7 +176,14 @@ class HybridBackend(Backend):
         if not children:
             self.last_queue = WorkQueue(units)
             return run_workers(
-                workers, self.last_queue, task, queries, blocks, self.stats, progress
+                workers,
+                self.last_queue,
+                task,
+                queries,
+                blocks,
+                self.stats,
+                progress,
+                known_rates=self._rates.setdefault(task.kernel, {}),
             )
         from .devproc import SharedResults
 
@@ -194,6 +201,7 @@ class HybridBackend(Backend):
                 self.stats,
                 progress,
                 results=[shared.block(b) for b in range(len(blocks))],
+                known_rates=self._rates.setdefault(task.kernel, {}),
             )
             return shared.copy_out()
         finally:

@@ -199,6 +199,7 @@ def run_workers(
     stats,
     progress=None,
     results: list[BlockScores] | None = None,
+    known_rates: dict[str, float] | None = None,
 ):
     """Run every worker on its own thread until the queue is empty; gather the results.
 
@@ -208,7 +209,10 @@ def run_workers(
     import threading
 
     results = empty_results(queries, blocks) if results is None else results
-    rates: dict[str, float] = {}
+    # Throughput per worker (cells/s), seeded from earlier runs when the caller knows them, so
+    # a device's first take can already be its share rather than a calibration minimum.
+    rates: dict[str, float] = dict(known_rates or {})
+    measured: set[str] = set()
     failures: list[BaseException] = []
     alive = [len(workers)]
     lock = threading.Lock()
@@ -261,6 +265,7 @@ def run_workers(
                 # Cells per second, smoothed over the worker's whole history.
                 w = stats.workers[worker.name]
                 rates[worker.name] = w.cells / w.seconds if w.seconds > 0 else 0.0
+                measured.add(worker.name)
             queue.done(units)
             if progress is not None:
                 progress(cells)
@@ -277,4 +282,6 @@ def run_workers(
         raise
     if alive[0] == 0:
         raise DpalignError(f"every worker failed; the last error: {failures[-1]}")
+    if known_rates is not None:  # hand the measurements back for the next run
+        known_rates.update({name: rates[name] for name in measured})
     return results
