@@ -85,6 +85,9 @@ class HybridBackend(Backend):
 
     def __post_init__(self) -> None:
         self._children: dict[tuple[str, int], object] = {}
+        # Measured throughput of each worker (cells/s) per kernel family, carried from run to
+        # run: later runs open with device takes of the right size.
+        self._rates: dict[str, dict[str, float]] = {}
 
     @classmethod
     def available(cls, devices=None, **options) -> bool:
