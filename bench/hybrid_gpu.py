@@ -192,6 +192,10 @@ def hybrid(out: Path, scale: float, cpu: int, gpus: list[str]) -> None:
         hyb._rates.clear()  # the first full run starts cold: no throughput known
         hyb.stats.workers.clear()
         _, cold_s = _timed(hyb, task, queries, blocks)
+        cold_takes = [t for t in hyb.last_queue.log if t[2] == "front"]
+        cold_timings = [c.timings[:] for c in hyb._children.values()]
+        for child in hyb._children.values():
+            child.timings.clear()
         hyb.stats.workers.clear()  # the second run opens with the rates the first measured
         scores, hyb_s = _timed(hyb, task, queries, blocks)
         report = hyb.stats.as_dict()
@@ -223,6 +227,9 @@ def hybrid(out: Path, scale: float, cpu: int, gpus: list[str]) -> None:
                 / max(gpu_worker["wait_seconds"], 1e-9),
                 "workers": report["workers"] if workers == cpu else None,
                 "takes_front": [t for t in hyb.last_queue.log if t[2] == "front"][:12],
+                "device_timings": [c.timings for c in hyb._children.values()],
+                "cold_takes_front": cold_takes[:12],
+                "cold_device_timings": cold_timings,
                 "takes_back": len([t for t in hyb.last_queue.log if t[2] == "back"]),
                 "first_back": [t for t in hyb.last_queue.log if t[2] == "back"][:3],
                 "last_back": [t for t in hyb.last_queue.log if t[2] == "back"][-3:],

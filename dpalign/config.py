@@ -56,6 +56,13 @@ HYBRID_STREAMS = 1
 #: launches lose efficiency (the seed's Table 2 shape is flat from ~2,500 reads on the H100).
 HYBRID_DEVICE_MIN_READS = 2_500
 
+#: The fraction of its throughput share of the remaining work that a hybrid device worker takes
+#: at once when its rate is known. Each take costs a round trip and a pipeline fill and drain
+#: (measured on the H100: five guided takes, each half of the share, cost ~0.28 s apiece against
+#: a 2.7 s GPU-only run); the rest of the share comes back in later takes, so an optimistic rate
+#: estimate costs a slower tail rather than idle CPUs.
+HYBRID_DEVICE_SHARE = 0.95
+
 #: Run each hybrid device worker's OpenCL work in a process of its own: in the same process its
 #: host work queues on the GIL behind the CPU workers (measured: 0.64-0.79 of the sum of
 #: CPU-only and GPU-only on the H100 host; a separate process reaches the sum).

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from dpalign import reference
 from dpalign.cli import main
 from dpalign.engine import Task, get_backend, query_batch, reference_blocks
+from dpalign.errors import OptionError
 from dpalign.kernels_cl.context import device_context
 from dpalign.kernels_cl.papara import (
     KERNELS,
@@ -238,6 +239,28 @@ def test_backend_keeps_the_block_contract(cl_device, spec):
         assert mine.width.shape == mine.scores.shape and set(np.unique(mine.width)) == {16}
     worker = next(iter(backend.stats.workers.values()))
     assert worker.cells == batch.residues * 31 * 70 and worker.seconds > 0
+
+
+def test_backend_writes_into_given_arrays(cl_device):
+    """``out=`` (the hybrid device process's shared results): the same scores, rows of
+    empty reads zeroed, every block's lanes side by side."""
+    rng = np.random.default_rng(12)
+    states, flags = _profiles(rng, 23, 40)
+    blocks = reference_blocks(list(states.T), flags=list(flags.T))
+    reads = _reads(rng, 6, 25)
+    reads[2] = reads[2][:0]
+    batch = query_batch(reads)
+    task = Task("papara", PaparaScoring())
+    backend = get_backend("opencl", device=cl_device)
+    want = backend.score(task, batch, blocks)
+    scores = np.full((len(reads), 64), -7, dtype=np.int64)
+    width = np.zeros((len(reads), 64), dtype=np.uint8)
+    assert backend.score(task, batch, blocks, out=(scores, width)) is None
+    np.testing.assert_array_equal(scores, np.hstack([w.scores for w in want]))
+    np.testing.assert_array_equal(width, np.hstack([w.width for w in want]))
+    assert (scores[2] == 0).all()
+    with pytest.raises(OptionError):
+        backend.score(task, batch, blocks, out=(scores[:, :32], width))
 
 
 def test_backend_with_no_blocks_or_no_reads(cl_device):

@@ -91,11 +91,12 @@ class DeviceWorker(Worker):
         self.chunk_reads = chunk_reads  # reads per unit
 
     def take(self, queue, rates):
-        # Guided self-scheduling weighted by measured throughput: take half of this device's
-        # share of what remains, and never less than HYBRID_DEVICE_MIN_READS reads against
-        # every block: smaller launches lose GPU efficiency (the seed's Table 2 shape is flat
-        # only from ~2,500 reads), and each take costs a round trip. The first take has no
-        # rate to go by and takes that minimum.
+        # Weighted by measured throughput: once this device's rate is known (from its first
+        # take, or from an earlier run), take HYBRID_DEVICE_SHARE of its share of what
+        # remains; never less than HYBRID_DEVICE_MIN_READS reads against every block: smaller
+        # launches lose GPU efficiency (the seed's Table 2 shape is flat only from ~2,500
+        # reads), and each take costs a round trip. The first take with no rate to go by takes
+        # that minimum.
         from .. import config
 
         chunks = max(1, math.ceil(config.HYBRID_DEVICE_MIN_READS / max(1, self.chunk_reads)))
@@ -103,19 +104,19 @@ class DeviceWorker(Worker):
         mine = rates.get(self.name)
         total = sum(rates.values())
         if mine is not None and total > 0:
-            k = max(k, math.ceil(queue.remaining * (mine / total) / 2))
+            k = max(k, math.ceil(queue.remaining * (mine / total) * config.HYBRID_DEVICE_SHARE))
         return queue.take_front(k)
 
     def compute(self, task, queries, blocks, units):
         self._maybe_fail(len(units))
         groups = _launch_groups(units)
         out = []
-        for start, stop, block_ids, group_units in groups:
+        for start, stop, _blocks, group_units in groups:
             reads = queries.subset(slice(start, stop))
-            results = self.backend.score(task, reads, [blocks[b] for b in block_ids])
-            by_block = dict(zip(block_ids, results, strict=True))
+            # Every block, as in devproc: a subset would re-upload the device's profiles.
+            results = self.backend.score(task, reads, blocks)
             for unit in group_units:
-                result = by_block[unit.block]
+                result = results[unit.block]
                 rows = slice(unit.start - start, unit.stop - start)
                 out.append((unit, BlockScores(result.scores[rows], result.width[rows])))
         return out

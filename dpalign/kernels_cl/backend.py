@@ -153,7 +153,17 @@ class OpenCLBackend(Backend):
             lane += block.width
         return out
 
-    def score(self, task, queries, blocks, progress=None):
+    def score(self, task, queries, blocks, progress=None, out=None):
+        """The Backend contract's ``score``; PaPaRa tasks also take ``out``.
+
+        Parameters
+        ----------
+        out : (scores, width) arrays of shape ``[len(queries), total block width]``, optional
+            Write the scores (int64) and widths (uint8) of all blocks side by side into these
+            (a hybrid device process's shared results) instead of new arrays; returns None.
+        """
+        if out is not None and (task.kernel == "pairwise" or not len(queries)):
+            raise OptionError("out= is for PaPaRa scores of a non-empty batch")
         if not blocks:
             return []
         if len(queries) == 0:
@@ -168,10 +178,19 @@ class OpenCLBackend(Backend):
         codes = queries.codes
         runner = self._runner(task, blocks, int(codes.max(initial=0)))
         dctx = runner.dctx
-        result = runner.score(codes, queries.lengths, width=self.width, progress=progress)
+        result = runner.score(
+            codes,
+            queries.lengths,
+            width=self.width,
+            progress=progress,
+            out=None if out is None else out[0],
+        )
         self.stats.record(
             f"opencl {dctx.caps.name}", result.cells, result.kernel_seconds, blocks=len(blocks)
         )
+        if out is not None:
+            out[1][:] = result.width[:, None]
+            return None
         out, lane = [], 0
         for block in blocks:
             scores = result.scores[:, lane : lane + block.width]

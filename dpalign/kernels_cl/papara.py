@@ -505,7 +505,12 @@ class PaparaRunner:
         return out
 
     def score(
-        self, codes: np.ndarray, lengths: np.ndarray, width: int | None = None, progress=None
+        self,
+        codes: np.ndarray,
+        lengths: np.ndarray,
+        width: int | None = None,
+        progress=None,
+        out: np.ndarray | None = None,
     ) -> PaparaScores:
         """Score reads (``codes [Q, m_max]`` states, ``lengths [Q]``) against every profile.
 
@@ -516,10 +521,21 @@ class PaparaRunner:
             for the packed kernels where they are safe (the same as None).
         progress : callable, optional
             Called with the cells of each finished launch.
+        out : ndarray, shape (Q, lanes), int64, optional
+            Where the scores go (rows of reads of length 0 are set to 0); default a new array.
         """
         lengths = np.asarray(lengths, dtype=np.int64)
         n_reads = len(lengths)
-        scores = np.zeros((n_reads, self.n_lanes), dtype=np.int64)
+        if out is None:
+            scores = np.zeros((n_reads, self.n_lanes), dtype=np.int64)
+        else:
+            if out.shape != (n_reads, self.n_lanes) or out.dtype != np.int64:
+                raise OptionError(
+                    f"out must be int64 of shape {(n_reads, self.n_lanes)}, not "
+                    f"{out.dtype} {out.shape}"
+                )
+            scores = out
+            scores[lengths == 0] = 0
         widths = self.widths(lengths, width)
         if self.protein:
             codes = np.asarray(codes, dtype=np.uint32)
