@@ -8,6 +8,12 @@ extend = e``); Biopython's ``open_gap_score = -(o + e)``, ``extend_gap_score = -
 (found by score equality on random inputs): local = parasail ``sw`` / pyopal ``sw``; global =
 ``nw`` / ``nw``; semiglobal (the query end to end, target ends free) = parasail ``sg_dx`` /
 pyopal ``hw`` / Biopython with free end gaps in its first ("target") sequence, the query.
+
+Known peer limitations worked around here (each caught by ``tests/test_bench.py``):
+parasail's striped functions score wrongly when ``open == extend`` (dpalign's linear gaps,
+``o = 0``; jeffdaily/parasail#64, "wontfix"), so linear gaps go to its scan functions; and
+Biopython's ``end_insertion_score`` getter raises ValueError (not AttributeError) once the
+end gap scores differ, so the attribute is looked up on the class, never read.
 """
 
 from __future__ import annotations
@@ -67,7 +73,9 @@ def _parasail(job, threads):
     else:
         matrix = parasail.matrix_create(_letters(job), *job.sub_score)
     family = {"local": "sw", "global": "nw", "semiglobal": "sg_dx"}[job.mode]
-    function = getattr(parasail, f"{family}_striped_profile_sat")
+    # striped is parasail's fastest, but wrong when open == extend (parasail#64): use scan
+    kind = "scan" if o == e else "striped"
+    function = getattr(parasail, f"{family}_{kind}_profile_sat")
 
     def row(query):
         profile = parasail.profile_create_sat(query, matrix)
@@ -127,12 +135,9 @@ def _biopython(job, threads):
     aligner.open_gap_score = -(job.gap[0] + job.gap[1])
     aligner.extend_gap_score = -job.gap[1]
     if job.mode == "semiglobal":  # free end gaps in the first ("target") sequence: the query
-        name = (
-            "end_insertion_score"
-            if hasattr(aligner, "end_insertion_score")
-            else ("target_end_gap_score")
-        )
-        setattr(aligner, name, 0)
+        # ask the class: reading the attribute raises ValueError when its parts differ
+        renamed = hasattr(type(aligner), "end_insertion_score")  # newer Biopython
+        setattr(aligner, "end_insertion_score" if renamed else "target_end_gap_score", 0)
 
     def run():
         return np.array(

@@ -6,17 +6,46 @@ four cores, by reference length; GTX 560 peak and average as horizontal lines).
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections import defaultdict
+from pathlib import Path
 
+from ..errors import OptionError
 from . import workloads
 
 
+def check() -> None:
+    """Raise :class:`~dpalign.errors.OptionError` unless matplotlib imports (call it before
+    benchmarking, so a missing plotter costs nothing)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot  # noqa: F401
+    except ImportError as exc:
+        raise OptionError(
+            f"plotting needs matplotlib, which does not import here ({exc}); "
+            "pip install matplotlib (or dpalign[bench])"
+        ) from None
+
+
+def _short(value: float) -> str:
+    """A tick label: 500, 2k, 50k (not 10^3 or 2x10^3)."""
+    if value >= 1_000:
+        return f"{value / 1_000:g}k"
+    return f"{value:g}"
+
+
 def plot(results, path) -> None:
-    """Write a PNG with two panels (Table 1 and Table 2 shapes) from benchmark results."""
+    """Write a PNG with two panels (Table 1 and Table 2 shapes) from benchmark results.
+
+    The file appears whole or not at all (written beside ``path``, then renamed)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullLocator
 
     series = {1: defaultdict(list), 2: defaultdict(list)}
     for r in results:
@@ -63,14 +92,39 @@ def plot(results, path) -> None:
                 color="black",
                 label="seed i7-2600, 4 cores (SSE)",
             )
+        # x: log scale, ticked at the measured (and seed) points; y: linear from 0
         ax.set_xscale("log")
-        ax.set_yscale("log")
+        xs = {x for points in series[table].values() for x, _ in points}
+        if table == 1:
+            xs |= {x for x, _ in workloads.SEED_I7_BY_REFERENCE_LENGTH}
+        xs = sorted(xs)
+        ax.xaxis.set_major_locator(FixedLocator(xs))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xticklabels([_short(x) for x in xs])
+        top = max(
+            [workloads.SEED_GTX560_PEAK] + [y for pts in series[table].values() for _, y in pts]
+        )
+        ax.set_ylim(0, top * 1.15)
+        if not series[table]:
+            ax.text(0.5, 0.5, "no dpalign results", transform=ax.transAxes, ha="center")
         ax.set_xlabel(labels[table])
         ax.set_ylabel("GCUPS")
         ax.set_title(titles[table], fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
+        ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle("dpalign PaPaRa scoring kernel")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            fig.savefig(handle, format="png", dpi=110)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would outlive the rename
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        plt.close(fig)

@@ -3,7 +3,9 @@
 Every case runs one workload on one engine (a dpalign backend or a peer tool), timed around the
 kernel call only (set-up such as packing a database or building a peer's profile is outside),
 and reports cells, seconds and GCUPS. Peers run the same inputs with the scoring translated to
-their convention and their scores are checked equal to dpalign's.
+their convention and their scores are checked equal to dpalign's: a case whose scores differ
+is marked (``scores_equal=False``, "DIFFER" in the table, no speed ratio) and
+:func:`disagreements` lists it, so a wrong translation is never reported as a speed-up.
 
 Suites: ``quick`` (under two minutes on a 2-core machine), ``seed-tables`` (the seed paper's
 Tables 1 and 2 for the PaPaRa kernel), ``search`` (protein and DNA search), ``longpair``
@@ -22,6 +24,7 @@ import numpy as np
 from . import peers, workloads
 
 SUITES = ("quick", "seed-tables", "search", "longpair", "all")
+PLOTTED = ("quick", "seed-tables", "all")  # the suites with PaPaRa kernel cases
 log = logging.getLogger("dpalign.bench")
 
 
@@ -37,7 +40,9 @@ class Result:
     seconds: float
     threads: int
     params: dict = field(default_factory=dict)  # e.g. ref_length, reads (for the plots)
-    agrees: bool | None = None  # peer scores equal dpalign's
+    # scores equal dpalign's (its first backend's; for "longpair traceback", the score-only
+    # run's); None where nothing was compared
+    scores_equal: bool | None = None
     note: str = ""
 
     @property
@@ -114,6 +119,12 @@ def _papara_case(settings: Settings, suite: str, backend: str, work, params: dic
 
 def seed_tables(settings: Settings, lengths=None, reads=None, suite="seed-tables"):
     """Table 1 (reads fixed, reference length swept) and Table 2 (length fixed, reads swept)."""
+    yield from seed_table1(settings, lengths, suite)
+    yield from seed_table2(settings, reads, suite)
+
+
+def seed_table1(settings: Settings, lengths=None, suite="seed-tables"):
+    """1,250 reads (x scale) of ~100 bp against 320 profiles of each length."""
     n_reads = max(4, round(1_250 * settings.scale))
     for length in lengths or workloads.SEED_TABLE1_LENGTHS:
         work = workloads.papara_kernel(320, length, n_reads)
@@ -121,6 +132,10 @@ def seed_tables(settings: Settings, lengths=None, reads=None, suite="seed-tables
             yield _papara_case(
                 settings, suite, backend, work, {"table": 1, "ref_length": length, "reads": n_reads}
             )
+
+
+def seed_table2(settings: Settings, reads=None, suite="seed-tables"):
+    """Each read count (x scale) against 320 profiles of length 5,000."""
     for count in reads or workloads.SEED_TABLE2_READS:
         count = max(4, round(count * settings.scale))
         work = workloads.papara_kernel(320, 5_000, count)
@@ -169,7 +184,7 @@ def _pairwise_cases(
             job.cells,
             seconds,
             threads,
-            agrees=None if expected is scores else bool(np.array_equal(scores, expected)),
+            scores_equal=None if expected is scores else bool(np.array_equal(scores, expected)),
         )
     if not settings.peers or expected is None:
         return
@@ -177,15 +192,21 @@ def _pairwise_cases(
         if not peers.available(peer):
             continue
         sub = _subset(job, peer_cells.get(peer))
-        run = peers.prepare(peer, sub, threads)
-        seconds, scores = _best(run, 1)
+        try:
+            run = peers.prepare(peer, sub, threads)
+            seconds, scores = _best(run, 1)
+        except Exception as exc:  # a peer's failure is reported, not the end of the run
+            log.warning(
+                "%s failed on %s (%s): %s: %s", peer, kernel, shape, type(exc).__name__, exc
+            )
+            continue
         want = (
             expected[:, : len(sub.targets)] if expected.ndim == 2 else expected[: len(sub.targets)]
         )
         note = (
             ""
             if len(sub.targets) == len(job.targets)
-            else (f"first {len(sub.targets)} targets (a slow peer)")
+            else f"first {len(sub.targets)} target{'s' * (len(sub.targets) > 1)} (a slow peer)"
         )
         yield Result(
             suite,
@@ -195,9 +216,15 @@ def _pairwise_cases(
             sub.cells,
             seconds,
             1 if peer in ("biopython", "scikit-bio") else threads,
-            agrees=bool(np.array_equal(np.asarray(scores).reshape(want.shape), want)),
+            scores_equal=_equal(scores, want),
             note=note,
         )
+
+
+def _equal(got, want: np.ndarray) -> bool:
+    """Peer scores equal dpalign's (a wrong shape counts as unequal, not as an error)."""
+    got = np.asarray(got)
+    return got.size == want.size and bool(np.array_equal(got.reshape(want.shape), want))
 
 
 def _subset(job: peers.PairwiseJob, max_cells: float | None) -> peers.PairwiseJob:
@@ -274,7 +301,7 @@ def longpair_cases(settings: Settings, suite: str = "longpair", lengths=(10_000,
                 seconds,
                 _threads(settings),
                 {"length": length},
-                agrees=None if not traceback else scores[True] == scores[False],
+                scores_equal=None if not traceback else bool(scores[True] == scores[False]),
             )
         if settings.peers and peers.available("parasail"):
             import parasail
@@ -291,7 +318,7 @@ def longpair_cases(settings: Settings, suite: str = "longpair", lengths=(10_000,
                 time.perf_counter() - start,
                 1,
                 {"length": length},
-                agrees=scores[False] == got,
+                scores_equal=bool(scores[False] == got),
                 note="nw_striped_32",
             )
 
@@ -326,7 +353,7 @@ def traceback_cases(settings: Settings, suite: str, pairs: int = 200, length: in
             cells,
             time.perf_counter() - start,
             1,
-            agrees=got == mine,
+            scores_equal=got == mine,
             note="sw_trace_striped_16",
         )
     if settings.peers and peers.available("scikit-bio"):
@@ -345,7 +372,7 @@ def traceback_cases(settings: Settings, suite: str, pairs: int = 200, length: in
             sum(len(a) * len(b) for a, b in few),
             time.perf_counter() - start,
             1,
-            agrees=[int(x) for x in got] == mine[: len(few)],
+            scores_equal=[int(x) for x in got] == mine[: len(few)],
             note=f"first {len(few)} pairs",
         )
 
@@ -359,13 +386,13 @@ def run_suite(settings: Settings, on_result: Callable[[Result], None] | None = N
         from ..errors import OptionError
 
         raise OptionError(f"unknown suite {settings.suite!r} (known: {', '.join(SUITES)})")
-    logging.getLogger("dpalign.papara").setLevel(logging.ERROR)
     generators = []
     suite = settings.suite
     if suite == "quick":
         quick = Settings(**{**asdict(settings), "scale": settings.scale * 0.08})
         generators = [
-            seed_tables(quick, lengths=[500, 2_000, 5_000], reads=[25, 100, 300], suite=suite),
+            seed_table1(quick, lengths=[500, 2_000, 5_000], suite=suite),  # 100 reads
+            seed_table2(settings, reads=[50, 200, 500], suite=suite),
             search_cases(Settings(**{**asdict(settings), "scale": settings.scale * 0.1}), suite),
             longpair_cases(settings, suite, lengths=(5_000,)),
             traceback_cases(settings, suite, pairs=100),
@@ -379,44 +406,96 @@ def run_suite(settings: Settings, on_result: Callable[[Result], None] | None = N
     if suite == "all":
         generators.append(traceback_cases(settings, "traceback"))
     results = []
-    for generator in generators:
-        for result in generator:
-            results.append(result)
-            if on_result is not None:
-                on_result(result)
+    papara_log = logging.getLogger("dpalign.papara")
+    level = papara_log.level
+    papara_log.setLevel(logging.ERROR)  # quiet during the run; restored after it
+    try:
+        for generator in generators:
+            for result in generator:
+                results.append(result)
+                if on_result is not None:
+                    on_result(result)
+    finally:
+        papara_log.setLevel(level)
     return results
 
 
+COLUMNS = (
+    "kernel",
+    "backend",
+    "shape",
+    "cells",
+    "seconds",
+    "GCUPS",
+    "dpalign is",
+    "scores",
+    "note",
+)
+
+
+def _seconds(seconds: float) -> str:
+    """Three significant digits: 0.00327, 0.900, 12.3, 456."""
+    return f"{seconds:.0f}" if seconds >= 99.95 else f"{seconds:#.3g}"
+
+
+def _ratio(r: Result, best: dict) -> str:
+    """How much faster dpalign's fastest backend is than this peer, on the same case."""
+    key = (r.suite, r.kernel, r.shape)
+    if not r.is_peer or r.gcups <= 0 or key not in best:
+        return ""
+    if r.scores_equal is False:
+        return "-"  # a peer that computes something else is not slower or faster
+    ratio = best[key] / r.gcups
+    return f"{ratio:.1f}x faster" if ratio >= 1 else f"{1 / ratio:.1f}x slower"
+
+
 def table(results: list[Result]) -> str:
-    """A plain-text table, with each peer's speed relative to dpalign's fastest backend."""
+    """A plain-text table (:data:`COLUMNS`), with each peer's speed relative to dpalign's
+    fastest backend on the same case, then a line saying whether every score check passed."""
     best: dict[tuple[str, str, str], float] = {}
     for r in results:
         if not r.is_peer:
             key = (r.suite, r.kernel, r.shape)
             best[key] = max(best.get(key, 0.0), r.gcups)
-    header = ("kernel", "engine", "shape", "cells", "seconds", "GCUPS", "dpalign is", "scores")
-    rows = [header]
+    rows = [COLUMNS]
     for r in results:
-        ratio = ""
-        if r.is_peer and r.gcups > 0 and (r.suite, r.kernel, r.shape) in best:
-            ratio = f"{best[(r.suite, r.kernel, r.shape)] / r.gcups:.1f}x faster"
-        agree = {None: "", True: "equal", False: "DIFFER"}[r.agrees]
         rows.append(
             (
                 r.kernel,
-                r.engine + (f" ({r.note})" if r.note and r.is_peer else ""),
+                r.engine,
                 r.shape,
                 f"{r.cells:.2e}",
-                f"{r.seconds:.3f}",
+                _seconds(r.seconds),
                 f"{r.gcups:.2f}",
-                ratio,
-                agree,
+                _ratio(r, best),
+                {None: "", True: "equal", False: "DIFFER"}[r.scores_equal],
+                r.note,
             )
         )
-    widths = [max(len(row[k]) for row in rows) for k in range(len(header))]
+    widths = [max(len(row[k]) for row in rows) for k in range(len(COLUMNS))]
     lines = [
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
         for row in rows
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return "\n".join([*lines, "", summary(results)])
+
+
+def disagreements(results: list[Result]) -> list[Result]:
+    """The cases whose scores differ from dpalign's."""
+    return [r for r in results if r.scores_equal is False]
+
+
+def summary(results: list[Result]) -> str:
+    """One line: how many score checks ran and whether they all passed."""
+    checked = [r for r in results if r.scores_equal is not None]
+    bad = disagreements(results)
+    if not checked:
+        return f"{len(results)} cases; no scores compared (no peer installed, or --no-peers)"
+    if not bad:
+        return f"{len(results)} cases; scores equal to dpalign's in all {len(checked)} checks"
+    which = ", ".join(f"{r.kernel} {r.engine}" for r in bad)
+    return (
+        f"{len(results)} cases; scores DIFFER from dpalign's in {len(bad)} of "
+        f"{len(checked)} checks ({which}): their speed ratios are not comparisons"
+    )
