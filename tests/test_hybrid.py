@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 
@@ -167,24 +168,32 @@ def test_dask_survives_a_killed_worker(dask_backend):
     np.testing.assert_array_equal(_scores(results), expected)
 
 
-def test_device_takes_follow_the_minimum_then_guided_shares(problem, monkeypatch):
-    """The first device take is HYBRID_DEVICE_MIN_READS worth of chunks, not everything."""
+def test_device_takes_follow_the_minimum_then_its_share(problem, monkeypatch):
+    """The first device take is HYBRID_DEVICE_MIN_READS worth of whole chunks, not
+    everything; once its rate is measured it takes HYBRID_DEVICE_SHARE of its share of what
+    remains (all of the share here: no CPU workers), rounded up to whole chunks."""
     from dpalign.hybrid.backend import unit_reads
 
     task, queries, blocks, _ = problem
     monkeypatch.setattr("dpalign.config.HYBRID_UNIT_CELLS", 20_000)
     monkeypatch.setattr("dpalign.config.HYBRID_DEVICE_MIN_READS", 6)
-    hybrid = (
-        get_backend("hybrid", devices=["0:0"], cpu_workers=1, processes=True)
-        if ("opencl" in backends())
-        else None
-    )
-    if hybrid is None:
+    monkeypatch.setattr("dpalign.config.HYBRID_DEVICE_SHARE", 0.5)
+    if "opencl" not in backends():
         pytest.skip("no OpenCL device")
+    hybrid = get_backend("hybrid", devices=["0:0"], cpu_workers=0, processes=True)
     try:
-        hybrid.score(task, queries, blocks)
+        results = hybrid.score(task, queries, blocks)
     finally:
         hybrid.close()
+    np.testing.assert_array_equal(
+        _scores(results), _scores(get_backend("reference").score(task, queries, blocks))
+    )
     fronts = [t for t in hybrid.last_queue.log if t[2] == "front"]
+    n = len(blocks)
     chunk = unit_reads(queries, blocks)
-    assert fronts[0][3] == len(blocks) * -(-6 // chunk)
+    first = n * -(-6 // chunk)
+    assert fronts[0][3] == first
+    left = hybrid.last_queue.total - first
+    assert left > 0, "the problem is too small to see a second take"
+    assert fronts[1][3] == min(left, n * math.ceil(math.ceil(left * 0.5) / n))
+    assert sum(t[3] for t in fronts) == hybrid.last_queue.total

@@ -191,9 +191,10 @@ class HybridBackend(Backend):
         from .devproc import SharedResults
 
         shared = SharedResults(len(queries), blocks)
+        for worker in workers:
+            if isinstance(worker, ProcessDeviceWorker):
+                worker.shared = shared
         try:
-            for child in children:
-                child.setup(task, queries, blocks, shared)
             self.last_queue = WorkQueue(units)
             run_workers(
                 workers,

@@ -46,6 +46,9 @@ class Worker:
         """(wall, CPU) seconds spent waiting for a device since the last call (0 here)."""
         return 0.0, 0.0
 
+    def prepare(self, task: Task, queries: QueryBatch, blocks) -> None:
+        """Get ready for a run before the first take (on the worker's own thread)."""
+
     def _maybe_fail(self, n_new: int) -> None:
         if self.fail_after is not None and self.units_done + n_new > self.fail_after:
             raise InjectedFailure(f"injected failure after {self.fail_after} units")
@@ -105,6 +108,9 @@ class DeviceWorker(Worker):
         total = sum(rates.values())
         if mine is not None and total > 0:
             k = max(k, math.ceil(queue.remaining * (mine / total) * config.HYBRID_DEVICE_SHARE))
+        # Whole read chunks: a chunk split between two takes is two launches, each scoring
+        # the chunk against every block (see devproc), the second ~40 ms on the H100.
+        k = math.ceil(k / self.n_blocks) * self.n_blocks
         return queue.take_front(k)
 
     def compute(self, task, queries, blocks, units):
@@ -139,7 +145,14 @@ class ProcessDeviceWorker(DeviceWorker):
     ):
         super().__init__(name, None, n_blocks, fail_after, chunk_reads)
         self.process = process
+        self.shared = None  # the run's SharedResults, set by the backend
         self._wait = [0.0, 0.0]
+
+    def prepare(self, task, queries, blocks):
+        # Here rather than before the run: the CPU workers start at once, and the child's
+        # set-up (profiles laid out and uploaded, kernels built) stays out of this worker's
+        # first measured take, which sizes the next take.
+        self.process.setup(task, queries, blocks, self.shared)
 
     def compute(self, task, queries, blocks, units):
         self._maybe_fail(len(units))
@@ -218,7 +231,24 @@ def run_workers(
     alive = [len(workers)]
     lock = threading.Lock()
 
+    def fail(worker: Worker, exc: BaseException, units: list) -> None:
+        queue.give_back(units)
+        stats.failed(worker.name, str(exc))
+        log.warning(
+            "%s failed (%s); its %d units went back to the queue", worker.name, exc, len(units)
+        )
+        with lock:
+            failures.append(exc)
+            alive[0] -= 1
+            if alive[0] == 0:
+                queue.stop()
+
     def loop(worker: Worker) -> None:
+        try:
+            worker.prepare(task, queries, blocks)
+        except Exception as exc:  # a device that cannot even start: the others go on
+            fail(worker, exc, [])
+            return
         while True:
             units = worker.take(queue, rates)
             if not units:
@@ -228,19 +258,7 @@ def run_workers(
             try:
                 done = worker.compute(task, queries, blocks, units)
             except Exception as exc:  # a lost device, out of resources, a kernel error
-                queue.give_back(units)
-                stats.failed(worker.name, str(exc))
-                log.warning(
-                    "%s failed (%s); its %d units went back to the queue",
-                    worker.name,
-                    exc,
-                    len(units),
-                )
-                with lock:
-                    failures.append(exc)
-                    alive[0] -= 1
-                    if alive[0] == 0:
-                        queue.stop()
+                fail(worker, exc, units)
                 return
             seconds = time.perf_counter() - start
             cpu_seconds = time.thread_time() - cpu_start  # a spinning wait would show here
