@@ -197,3 +197,23 @@ def test_device_takes_follow_the_minimum_then_its_share(problem, monkeypatch):
     assert left > 0, "the problem is too small to see a second take"
     assert fronts[1][3] == min(left, n * math.ceil(math.ceil(left * 0.5) / n))
     assert sum(t[3] for t in fronts) == hybrid.last_queue.total
+
+
+def test_a_device_counts_unmeasured_peers_as_fast_as_itself():
+    """Sizing a take: the device's share of what remains, peers not yet measured counted at
+    its own rate, HYBRID_DEVICE_SHARE of it, rounded up to whole chunks (of 4 blocks)."""
+    from dpalign import config
+    from dpalign.hybrid.workers import DeviceWorker
+
+    gpu = DeviceWorker("gpu-0", ReferenceBackend(), n_blocks=4, chunk_reads=10_000)
+    gpu.peers = ["gpu-1"]
+    queue = WorkQueue(make_units(400_000, 4, 10_000))  # 40 chunks, 160 units
+    assert len(gpu.take(queue, {})) == 4  # no rate: the minimum, one chunk
+    share = config.HYBRID_DEVICE_SHARE
+    # Measured itself only: half of the 156 left (gpu-1 as fast), rounded up to chunks.
+    want = 4 * math.ceil(math.ceil(156 * 0.5 * share) / 4)
+    assert len(gpu.take(queue, {"gpu-0": 2.0})) == want
+    left = 156 - want
+    # Both measured, plus a CPU worker: its share of the sum.
+    want = 4 * math.ceil(math.ceil(left * 3.0 / 5.0 * share) / 4)
+    assert len(gpu.take(queue, {"gpu-0": 3.0, "gpu-1": 1.0, "cpu-0": 1.0})) == want

@@ -92,6 +92,7 @@ class DeviceWorker(Worker):
         self.backend = backend
         self.n_blocks = n_blocks
         self.chunk_reads = chunk_reads  # reads per unit
+        self.peers: list[str] = []  # the other device workers of the run
 
     def take(self, queue, rates):
         # Weighted by measured throughput: once this device's rate is known (from its first
@@ -105,7 +106,12 @@ class DeviceWorker(Worker):
         chunks = max(1, math.ceil(config.HYBRID_DEVICE_MIN_READS / max(1, self.chunk_reads)))
         k = self.n_blocks * chunks
         mine = rates.get(self.name)
-        total = sum(rates.values())
+        if mine is not None:
+            # A device not measured yet counts as fast as this one: otherwise the first of two
+            # GPUs to finish its first take saw itself as the only device and took 95% of the
+            # rest (measured on two H200s: shares 0.80 / 0.20, 1.15x one GPU).
+            unmeasured = sum(1 for peer in self.peers if peer not in rates)
+            total = sum(rates.values()) + unmeasured * mine
         if mine is not None and total > 0:
             k = max(k, math.ceil(queue.remaining * (mine / total) * config.HYBRID_DEVICE_SHARE))
         # Whole read chunks: a chunk split between two takes is two launches, each scoring
@@ -232,6 +238,11 @@ def run_workers(
     lock = threading.Lock()
 
     def fail(worker: Worker, exc: BaseException, units: list) -> None:
+        with lock:  # a failed worker's rate no longer counts in anybody's share
+            rates.pop(worker.name, None)
+            for d in devices:
+                if worker.name in d.peers:
+                    d.peers.remove(worker.name)
         queue.give_back(units)
         stats.failed(worker.name, str(exc))
         log.warning(
@@ -289,6 +300,9 @@ def run_workers(
             if progress is not None:
                 progress(cells)
 
+    devices = [w for w in workers if isinstance(w, DeviceWorker)]
+    for w in devices:
+        w.peers = [d.name for d in devices if d is not w]
     threads = [threading.Thread(target=loop, args=(w,), name=w.name, daemon=True) for w in workers]
     for t in threads:
         t.start()
@@ -302,5 +316,9 @@ def run_workers(
     if alive[0] == 0:
         raise DpalignError(f"every worker failed; the last error: {failures[-1]}")
     if known_rates is not None:  # hand the measurements back for the next run
-        known_rates.update({name: rates[name] for name in measured})
+        for name in measured:
+            if name in rates:
+                known_rates[name] = rates[name]
+            else:  # it failed: the next run measures it afresh
+                known_rates.pop(name, None)
     return results
