@@ -261,6 +261,8 @@ def all_gpus(out: Path, scale: float, cpu: int, found: list[str]) -> None:
                 "speedup_over_one_gpu": one_s / secs,
                 "identical": bool((scores == base).all()),
                 "shares": {w["name"]: round(w["share"], 3) for w in hyb.stats.as_dict()["workers"]},
+                "takes_front": [t for t in hyb.last_queue.log if t[2] == "front"],
+                "device_timings": [c.timings for c in hyb._children.values()],
             },
         )
 
