@@ -56,6 +56,8 @@ SWEEP = {
     "s32-g512": ({"strip": 32, "group": 512}, None),
     "s32-best2": ({"strip": 32, "best3": False}, None),
     "s16-int32": ({"strip": 16}, 32),
+    "globalprofile": ({"profile": "global"}, None),
+    "s16-globalprofile": ({"strip": 16, "profile": "global"}, None),
 }
 
 
