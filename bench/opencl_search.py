@@ -56,8 +56,11 @@ SWEEP = {
     "s32-g512": ({"strip": 32, "group": 512}, None),
     "s32-best2": ({"strip": 32, "best3": False}, None),
     "s16-int32": ({"strip": 16}, 32),
-    "globalprofile": ({"profile": "global"}, None),
-    "s16-globalprofile": ({"strip": 16, "profile": "global"}, None),
+    "s32": ({"strip": 32}, None),
+    "s64-g128": ({"strip": 64, "group": 128}, None),
+    "s96": ({"strip": 96}, None),
+    "s128": ({"strip": 128}, None),
+    "s64-int32": ({"strip": 64}, 32),
 }
 
 
