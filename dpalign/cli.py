@@ -618,8 +618,16 @@ def _add_align(sub) -> None:
     p.add_argument(
         "--backend",
         default="auto",
-        choices=["auto", "numba", "reference"],
-        help="the traceback kernel (numba) or the plain-Python oracle (default: auto)",
+        choices=["auto", "numba", "opencl", "reference"],
+        help="numba: the traceback kernel (pairs over 40,000 cells: anti-diagonal tiles on "
+        "every core, traceback in near-linear memory); opencl: those tiles on an OpenCL "
+        "device; reference: the plain-Python oracle (default: auto, numba)",
+    )
+    p.add_argument(
+        "--device",
+        metavar="DEVICE",
+        help="OpenCL device for --backend opencl (see 'dpalign devices'; default: "
+        "$DPALIGN_OPENCL_DEVICE, else the first GPU, else the first CPU device)",
     )
     _add_common(p)
     p.set_defaults(run=_run_align)
@@ -656,13 +664,23 @@ def _pretty(name_a: str, name_b: str, aln, width: int = 60) -> str:
 def _run_align(args) -> int:
     from .pairwise import align
 
+    if args.device is not None and args.backend != "opencl":
+        raise DpalignError(f"--device applies to --backend opencl, not {args.backend}")
     scoring = _scoring(args)
     recs_a, codes_a = _read_encoded(args.a, scoring)
     recs_b, codes_b = _read_encoded(args.b, scoring)
     results = []
     for ra, ca in zip(recs_a, codes_a, strict=True):
         for rb, cb in zip(recs_b, codes_b, strict=True):
-            aln = align(ca, cb, args.mode, scoring=scoring, backend=args.backend, cigar=args.cigar)
+            aln = align(
+                ca,
+                cb,
+                args.mode,
+                scoring=scoring,
+                backend=args.backend,
+                cigar=args.cigar,
+                device=args.device,
+            )
             results.append((ra.name, rb.name, aln))
     if args.format == "json":
         text = json.dumps(

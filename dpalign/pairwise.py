@@ -190,10 +190,9 @@ def _cpu_backend(backend) -> str:
         except ImportError:  # pragma: no cover - numba is a dependency
             return "reference"
         return "numba"
-    if backend not in ("numba", "reference"):
+    if backend not in ("numba", "reference", "opencl"):
         raise OptionError(
-            f"align() traces back on the CPU: backend must be 'auto', 'numba' or 'reference', "
-            f"not {backend!r}"
+            f"align() backend must be 'auto', 'numba', 'opencl' or 'reference', not {backend!r}"
         )
     return backend
 
@@ -215,6 +214,7 @@ def align(
     cigar: str = "=X",
     scoring: Scoring | None = None,
     threads: int | None = None,
+    device: str | None = None,
 ) -> Alignment:
     """Align two sequences with traceback.
 
@@ -231,17 +231,22 @@ def align(
     free_ends : bool, 2-tuple or 4-tuple, optional
         Global mode only: which end gaps are free (scikit-bio's meaning). Default: none
         (true Needleman-Wunsch).
-    backend : {"auto", "numba", "reference"}
+    backend : {"auto", "numba", "opencl", "reference"}
         ``numba``: compiled kernels; pairs of more than ``config.LONG_PAIR_CELLS`` cells take
         the long-pair path (:func:`dpalign.longpair.align_long`: tiles on every core,
-        traceback in near-linear memory, the same alignment). ``reference``: the
-        plain-Python oracle.
+        traceback in near-linear memory, the same alignment). ``opencl``: the long-pair path
+        with its forward pass (and large recomputations) in anti-diagonal tiles on an
+        OpenCL device, for any pair size (regions under ``Tiling.device_cells`` stay on the
+        CPU, where they are faster). ``reference``: the plain-Python oracle.
     cigar : {"=X", "M"}
         CIGAR operations for aligned pairs.
     scoring : Scoring, optional
         A prepared scoring scheme (then ``sub_score`` and ``gap_cost`` are ignored).
     threads : int, optional
         CPU threads for long pairs (default: one per core).
+    device : str, optional
+        OpenCL device for ``backend="opencl"`` (see ``dpalign devices``; default: the
+        ``DPALIGN_OPENCL_DEVICE`` variable, else the first GPU, else the first CPU device).
 
     Returns
     -------
@@ -268,15 +273,23 @@ def align(
             a_codes, b_codes, scoring.matrix, scoring.gap_open, scoring.gap_extend, mode, ends
         )
         fields = (r.score, r.a_start, r.a_end, r.b_start, r.b_end, r.ops)
-    elif len(a_codes) * len(b_codes) > config.LONG_PAIR_CELLS:
-        # Long pairs: tiles on every core, traceback in near-linear memory (same alignment).
+    elif which == "opencl" or len(a_codes) * len(b_codes) > config.LONG_PAIR_CELLS:
+        # Long pairs: tiles on every core (or a device), traceback in near-linear memory
+        # (same alignment).
         from .longpair import align_long
 
         r = align_long(
-            a_codes, b_codes, scoring, mode, ends if mode == "global" else None, threads=threads
+            a_codes,
+            b_codes,
+            scoring,
+            mode,
+            ends if mode == "global" else None,
+            threads=threads,
+            backend="opencl" if which == "opencl" else "cpu",
+            device=device,
         )
         fields = (r.score, r.a_start, r.a_end, r.b_start, r.b_end, r.ops)
-        which = "numba (long pair)"
+        which = f"{which} (long pair)"
     else:
         from .simd.traceback import align_pair
 

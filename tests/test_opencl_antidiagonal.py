@@ -240,3 +240,40 @@ def test_gpu_shuffle_tiles_equal_the_cpu(cl_device):
         want = align_long(a, b, scoring, mode, tiling=tiling)
         got = align_long(a, b, scoring, mode, tiling=tiling, backend="opencl", device=cl_device)
         assert got == want
+
+
+@pytest.mark.parametrize("mode", ["global", "local", "semiglobal"])
+def test_align_and_the_cli_take_the_device_path(cl_device, mode, monkeypatch, tmp_path, capsys):
+    """``dpalign.align(backend="opencl")`` and ``dpalign align --backend opencl`` run the
+    pair on the device (tiles forced tiny so it does) and give the oracle's alignment."""
+    import functools
+
+    from dpalign import align, longpair
+    from dpalign.cli import main
+
+    rng = np.random.default_rng(31)
+    a = "".join(rng.choice(list("ACGT"), 57))
+    b = a[5:30] + "".join(rng.choice(list("ACGT"), 9)) + a[33:]
+    monkeypatch.setattr(longpair, "Tiling", functools.partial(_tiny, (3, 4, 2)))
+    used = []
+    real = longpair._pair_on_device
+    monkeypatch.setattr(longpair, "_pair_on_device", lambda *args: used.append(1) or real(*args))
+    got = align(a, b, mode, (2, -3), (5, 2), backend="opencl", device=cl_device)
+    want = align(a, b, mode, (2, -3), (5, 2), backend="reference")
+    assert used and got.backend == "opencl (long pair)"
+    assert (got.score, got.cigar, got.a_start, got.b_start) == (
+        want.score,
+        want.cigar,
+        want.a_start,
+        want.b_start,
+    )
+    fa, fb = tmp_path / "a.fa", tmp_path / "b.fa"
+    fa.write_text(f">a\n{a}\n")
+    fb.write_text(f">b\n{b}\n")
+    argv = ["align", str(fa), str(fb), "--mode", mode, "--match", "2", "--mismatch", "-3"]
+    argv += ["--gap-open", "5", "--gap-extend", "2", "--format", "cigar"]
+    assert main([*argv, "--backend", "opencl", "--device", cl_device or "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert out.split("\t")[2] == str(want.score) and out.split("\t")[-1].strip() == want.cigar
+    assert main([*argv, "--device", "cpu"]) == 1
+    assert "--device applies to --backend opencl" in capsys.readouterr().err
