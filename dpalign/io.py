@@ -363,6 +363,17 @@ def format_fasta(rows: list[tuple[str, str]]) -> str:
     return "".join(f">{name}\n{seq}\n" for name, seq in rows)
 
 
+def _read_umask() -> int:
+    # Setting and restoring the umask is the portable way to read it; done once at import,
+    # before any worker thread could create a file in between.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
 @contextmanager
 def atomic_output(path) -> Iterator[_io.TextIOBase]:
     """Write a file so that it appears whole or not at all.
@@ -377,6 +388,9 @@ def atomic_output(path) -> Iterator[_io.TextIOBase]:
         raise InputError("the output folder does not exist", path=str(directory))
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=directory)
     try:
+        # mkstemp makes the file private (0600); the result gets the permissions any new
+        # file would (0666 less the umask), as PaPaRa's own outputs do.
+        os.chmod(fd, 0o666 & ~_UMASK)
         with os.fdopen(fd, "w", encoding="ascii", newline="\n") as handle:
             yield handle
         os.replace(tmp, target)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import pytest
 
@@ -182,6 +183,10 @@ def test_outputs_written_atomically(files, tmp_path):
     assert out.read_text().startswith("6 13\n")
     lines = placements.read_text().splitlines()
     assert lines[0] == "read\tedge\tclade\tscore" and len(lines) == 3
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's private 0600
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".part")) == []
 
 
 def test_extra_msa_rows_become_reads(files, tmp_path):
