@@ -63,6 +63,11 @@ GPU_STRIP = 32
 #: work (its residues, the strip boundary's loads and stores, the profile row addresses) is
 #: shared by more columns. 64, not 96: the GPU oracle check ran at 64.
 GPU_STRIP_PROTEIN = 64
+#: Local protein searches on GPUs run the int32 kernel unless 16 bits are asked for: at S = 64
+#: it measured 1,402-1,405 kernel GCUPS on the H100 against 1,275 packed (pairing two targets'
+#: scores into one 16x2 word costs more than the second lane saves there); global and
+#: semiglobal stay packed (1,518; their int32 figure at S = 64 is not measured yet).
+LOCAL_PROTEIN_WIDTH = 32
 CPU_STRIP = 8
 #: Work-items per work-group (the query profile is copied once per group).
 GPU_GROUP = 256
@@ -526,6 +531,8 @@ class SearchRunner:
         seconds, launches = 0.0, 0
         todo = self.by_length
         recomputed = 0
+        if width is None and task.local and self.bits >= 5 and not self.dctx.caps.is_cpu:
+            width = LOCAL_PROTEIN_WIDTH
         if width != 32 and task.packable():
             low = task.low_ok(m, self.lengths[todo], NEG16)
             if low.mean() >= 0.5:
