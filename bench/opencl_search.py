@@ -45,21 +45,22 @@ CUDASW4_H100 = 5710  # GCUPS, CUDASW++ 4.0 on an H100 with DPX (its paper), not 
 #: Search kernel variants checked against the oracle: name -> (runner options, width).
 VARIANTS = {
     "default": ({}, None),
-    "portable-i16": ({"ptx": False}, None),
-    "gframe": ({"shifted": False, "best3": False}, None),
+    # Packed variants ask for 16 bits: the default takes int32 for local protein on GPUs.
+    "portable-i16": ({"ptx": False}, 16),
+    "gframe": ({"shifted": False, "best3": False}, 16),
     "int32": ({}, 32),
 }
 #: The protein (local mode) sweep: strip width, work-group size, the running best, PTX.
 SWEEP = {
-    **{f"s{s}": ({"strip": s}, None) for s in (16, 24, 40, 48, 64)},
-    "s32-g128": ({"strip": 32, "group": 128}, None),
-    "s32-g512": ({"strip": 32, "group": 512}, None),
-    "s32-best2": ({"strip": 32, "best3": False}, None),
+    **{f"s{s}": ({"strip": s}, 16) for s in (16, 24, 40, 48, 64)},
+    "s32-g128": ({"strip": 32, "group": 128}, 16),
+    "s32-g512": ({"strip": 32, "group": 512}, 16),
+    "s32-best2": ({"strip": 32, "best3": False}, 16),
     "s16-int32": ({"strip": 16}, 32),
-    "s32": ({"strip": 32}, None),
-    "s64-g128": ({"strip": 64, "group": 128}, None),
-    "s96": ({"strip": 96}, None),
-    "s128": ({"strip": 128}, None),
+    "s32": ({"strip": 32}, 16),
+    "s64-g128": ({"strip": 64, "group": 128}, 16),
+    "s96": ({"strip": 96}, 16),
+    "s128": ({"strip": 128}, 16),
     "s64-int32": ({"strip": 64}, 32),
 }
 
