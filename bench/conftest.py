@@ -1,8 +1,11 @@
 """Seeded workloads for the benchmarks, and GCUPS bookkeeping.
 
-Run with ``PYTHONPATH=$PWD pytest bench/ --benchmark-only``. ``DPALIGN_BENCH_ROUNDS`` sets the
-rounds of the long DNA runs (default 1: one run is about 2e11 cells); ``DPALIGN_BENCH_SMALL=1``
-shrinks both workloads tenfold for a quick smoke run.
+Run with ``PYTHONPATH=$PWD pytest bench/ --benchmark-only``. ``--bench-scale X`` scales the
+seed-shaped PaPaRa workloads (reads, and taxa of the PRANK shape; also
+``DPALIGN_BENCH_SCALE``): the default suits this 2-core machine, ``--bench-scale 1`` is the
+seed's full shapes (the GPU machine). ``DPALIGN_BENCH_ROUNDS`` sets the rounds of the long DNA
+runs (default 1: one run is about 2e11 cells); ``DPALIGN_BENCH_SMALL=1`` shrinks both pairwise
+workloads tenfold for a quick smoke run.
 """
 
 from __future__ import annotations
@@ -23,6 +26,27 @@ AA_FREQ = np.array(
 AA_FREQ = AA_FREQ / AA_FREQ.sum()
 
 ROUNDS = int(os.environ.get("DPALIGN_BENCH_ROUNDS", "1"))
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--bench-scale",
+        type=float,
+        default=None,
+        help="scale of the seed-shaped PaPaRa workloads (1: the seed's sizes; default: "
+        "$DPALIGN_BENCH_SCALE, else each module's size for a 2-core machine)",
+    )
+
+
+def pytest_configure(config):
+    # Before the bench modules are imported: they read their scale at import.
+    scale = config.getoption("--bench-scale", default=None)
+    if scale is not None:
+        if scale <= 0:
+            raise pytest.UsageError("--bench-scale must be above 0")
+        os.environ["DPALIGN_BENCH_SCALE"] = str(scale)
+
+
 SMALL = os.environ.get("DPALIGN_BENCH_SMALL", "") not in ("", "0")
 
 
