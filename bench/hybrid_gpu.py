@@ -132,8 +132,7 @@ def _workload(scale: float):
     logging.disable(logging.WARNING)
     sim = prank_like(scale)
     data = dataset.load(sim.newick, sim.msa, sim.reads)
-    tips = {node: data.ref_states[row] for node, row in data.tip_rows.items()}
-    states, flags = profiles.edge_profiles(data.tree, tips, data.alphabet.gap, data.gap_fraction)
+    states, flags = profiles.dataset_profiles(data)
     reads = [r for r in data.reads if len(r)]
     queries = query_batch(reads, dtype=states.dtype)
     blocks = profile_blocks(states, flags)

@@ -56,10 +56,7 @@ def reads_path(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def scoring_input(reads_path):
     data = dataset.load(BENCH / "tree.nwk", BENCH / "ref.phy", reads_path)
-    tips = {node: data.ref_states[row] for node, row in data.tip_rows.items()}
-    states, flags = profiles.edge_profiles(
-        data.tree, tips, data.alphabet.gap, data.gap_fraction, "likelihood"
-    )
+    states, flags = profiles.dataset_profiles(data)
     batch = query_batch(data.reads, dtype=states.dtype)
     blocks = profile_blocks(states, flags)
     cells = states.shape[0] * states.shape[1] * batch.residues

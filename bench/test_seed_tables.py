@@ -19,6 +19,7 @@ import pytest
 from dpalign import backends
 from dpalign.benchmarks import workloads
 from dpalign.engine import Task, get_backend, query_batch
+from dpalign.hybrid.backend import gpu_selectors
 from dpalign.papara.placement import profile_blocks
 from dpalign.scoring import PaparaScoring
 
@@ -26,16 +27,8 @@ SCALE = float(os.environ.get("DPALIGN_BENCH_SCALE", "0.04"))
 LENGTHS = [n for n in workloads.SEED_TABLE1_LENGTHS if SCALE >= 1 or n <= 50_000]
 
 
-def _gpu() -> bool:
-    if "opencl" not in backends():
-        return False
-    from dpalign.kernels_cl.capabilities import capabilities
-    from dpalign.kernels_cl.context import list_devices
-
-    return any(capabilities(dev).kind == "gpu" for _, dev in list_devices())
-
-
-ENGINES = [("numba", None)] + ([("opencl", None), ("opencl", 32)] if _gpu() else [])
+GPU = "opencl" in backends() and bool(gpu_selectors())
+ENGINES = [("numba", None)] + ([("opencl", None), ("opencl", 32)] if GPU else [])
 ENGINE_IDS = [f"{name}-{'auto' if width is None else f'i{width}'}" for name, width in ENGINES]
 
 
@@ -86,8 +79,7 @@ def test_prank_shape(benchmark, name, width):
 
     sim = workloads.prank_like(max(SCALE, 0.02))
     data = dataset.load(sim.newick, sim.msa, sim.reads)
-    tips = {node: data.ref_states[row] for node, row in data.tip_rows.items()}
-    states, flags = profiles.edge_profiles(data.tree, tips, data.alphabet.gap, data.gap_fraction)
+    states, flags = profiles.dataset_profiles(data)
     reads = [np.asarray(r) for r in data.reads if len(r)]
     params = {"shape": "1604.PRANK", "edges": int(states.shape[0]), "reads": len(reads)}
     _run(benchmark, _engine(name, width), states, flags, reads, params)

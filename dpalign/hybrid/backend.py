@@ -175,8 +175,8 @@ class HybridBackend(Backend):
             units[0].stop - units[0].start,
             ", ".join(w.name for w in workers),
         )
-        children = [w.process for w in workers if isinstance(w, ProcessDeviceWorker)]
-        if not children:
+        in_processes = [w for w in workers if isinstance(w, ProcessDeviceWorker)]
+        if not in_processes:
             self.last_queue = WorkQueue(units)
             return run_workers(
                 workers,
@@ -191,9 +191,8 @@ class HybridBackend(Backend):
         from .devproc import SharedResults
 
         shared = SharedResults(len(queries), blocks)
-        for worker in workers:
-            if isinstance(worker, ProcessDeviceWorker):
-                worker.shared = shared
+        for worker in in_processes:
+            worker.shared = shared
         try:
             self.last_queue = WorkQueue(units)
             run_workers(

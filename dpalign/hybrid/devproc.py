@@ -162,8 +162,8 @@ class DeviceProcess:
         """Reads [start, stop) against the given blocks, written into the shared results;
         returns the kernel seconds and the child's (wall, CPU) time waiting for the device.
 
-        The child's own timing of the call (``score_s``: the backend call, ``copy_s``: writing
-        the shared results, ``kernel_s``: device kernel time) is appended to :attr:`timings`.
+        The child's own timing of the call (``score_s``: the backend call with the results
+        written, ``kernel_s``: device kernel time) is appended to :attr:`timings`.
         """
         self._send(("score", start, stop, list(block_ids)))
         _, kernel, wait_wall, wait_cpu, timing = self._receive()

@@ -137,10 +137,7 @@ def papara(
     with stats.phase("load"):
         data = dataset.load(tree, msa_, reads, protein=protein)
     with stats.phase("profiles"):
-        tip_states = {node: data.ref_states[row] for node, row in data.tip_rows.items()}
-        states, flags = profiles.edge_profiles(
-            data.tree, tip_states, data.alphabet.gap, data.gap_fraction, gap_model
-        )
+        states, flags = profiles.dataset_profiles(data, gap_model)
     n_edges, n_cols = states.shape
     cells = n_edges * n_cols * sum(len(r) for r in data.reads)
     log.info(

@@ -134,3 +134,10 @@ def edge_profiles(
         else:
             flags[k] = root.aux == 1
     return states, flags
+
+
+def dataset_profiles(data, gap_model: str = "likelihood") -> tuple[np.ndarray, np.ndarray]:
+    """:func:`edge_profiles` of a loaded :class:`dpalign.papara.dataset.PaparaData` (its tips'
+    reference rows, its alphabet's gap state and gap fraction)."""
+    tips = {node: data.ref_states[row] for node, row in data.tip_rows.items()}
+    return edge_profiles(data.tree, tips, data.alphabet.gap, data.gap_fraction, gap_model)
