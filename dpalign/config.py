@@ -29,6 +29,12 @@ OPENCL_DESIGN: str = os.environ.get("DPALIGN_OPENCL_DESIGN") or "strip"
 #: Override: DPALIGN_OPENCL_MEMORY_FRACTION.
 OPENCL_MEMORY_FRACTION: float = float(os.environ.get("DPALIGN_OPENCL_MEMORY_FRACTION") or 0.5)
 
+#: A large OpenCL PaPaRa call runs in up to this many launches (each at least
+#: ``OPENCL_MIN_LAUNCH_CELLS`` cells, ~0.15 s on an H100) rather than one, so the host's work
+#: on one launch's scores (widening, writing them out) overlaps the next launch's kernel.
+OPENCL_PIPELINE_LAUNCHES = 8
+OPENCL_MIN_LAUNCH_CELLS = 500_000_000_000
+
 #: How the host waits for OpenCL kernels: "poll" (sleep between status checks, no spinning
 #: core) or "block" (clWaitForEvents, which NVIDIA's driver implements as a busy-wait).
 #: Override: DPALIGN_OPENCL_WAIT.
@@ -67,6 +73,11 @@ HYBRID_DEVICE_SHARE = 0.95
 #: host work queues on the GIL behind the CPU workers (measured: 0.64-0.79 of the sum of
 #: CPU-only and GPU-only on the H100 host; a separate process reaches the sum).
 HYBRID_DEVICE_PROCESSES = True
+
+#: How much lower (in nice steps) the hybrid's CPU worker threads run than the threads that
+#: feed its GPUs, so a device's host work never waits for a core (see
+#: ``hybrid.workers.lower_thread_priority``). 0 turns it off.
+HYBRID_CPU_NICE = 10
 
 #: Runs with fewer cells than this show no progress bar.
 PROGRESS_MIN_CELLS = 2_000_000_000

@@ -217,3 +217,106 @@ def test_a_device_counts_unmeasured_peers_as_fast_as_itself():
     # Both measured, plus a CPU worker: its share of the sum.
     want = 4 * math.ceil(math.ceil(left * 3.0 / 5.0 * share) / 4)
     assert len(gpu.take(queue, {"gpu-0": 3.0, "gpu-1": 1.0, "cpu-0": 1.0})) == want
+
+
+def test_device_process_keeps_its_blocks_between_runs(problem, monkeypatch):
+    """A second run against the same blocks sends the child only the reads (the profiles
+    stay laid out on its device); other blocks are sent again. Scores stay exact."""
+    from dpalign.hybrid.devproc import DeviceProcess
+
+    task, queries, blocks, expected = problem
+    if "opencl" not in backends():
+        pytest.skip("no OpenCL device")
+    sent = []
+    original = DeviceProcess._send
+
+    def spy(self, message):
+        if message[0] == "setup":
+            sent.append(message[3] is not None)  # were blocks sent?
+        return original(self, message)
+
+    monkeypatch.setattr(DeviceProcess, "_send", spy)
+    monkeypatch.setattr("dpalign.config.HYBRID_UNIT_CELLS", 20_000)
+    monkeypatch.setattr("dpalign.config.HYBRID_DEVICE_MIN_READS", 1)
+    hybrid = get_backend("hybrid", devices=["0:0"], cpu_workers=0, processes=True)
+    other_task, other_queries, other_blocks = _problem(seed=3, n_edges=40)
+    reference = ReferenceBackend()
+    try:
+        np.testing.assert_array_equal(_scores(hybrid.score(task, queries, blocks)), expected)
+        fewer = queries.subset(slice(5, 30))
+        np.testing.assert_array_equal(
+            _scores(hybrid.score(task, fewer, blocks)),
+            _scores(reference.score(task, fewer, blocks)),
+        )
+        np.testing.assert_array_equal(
+            _scores(hybrid.score(task, fewer, other_blocks)),
+            _scores(reference.score(task, fewer, other_blocks)),
+        )
+    finally:
+        hybrid.close()
+    assert sent == [True, False, True]
+
+
+def test_lowering_a_thread_priority_leaves_the_others_alone():
+    import sys
+    import threading
+
+    from dpalign.hybrid.workers import lower_thread_priority
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("per-thread nice values are Linux's")
+    seen = {}
+
+    def worker():
+        tid = threading.get_native_id()
+        before = os.getpriority(os.PRIO_PROCESS, tid)
+        seen["changed"] = lower_thread_priority(3)
+        seen["delta"] = os.getpriority(os.PRIO_PROCESS, tid) - before
+        seen["cap"] = min(19, before + 3) - before
+
+    main_before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert seen["changed"] and seen["delta"] == seen["cap"]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == main_before
+
+
+def test_a_take_that_meets_the_cpu_units_is_one_launch(problem):
+    """Whole chunks plus the partial chunk where a take met the CPU workers' units go to the
+    device process as one request; it writes exactly the lanes of the units it was given."""
+    from dpalign.hybrid.devproc import DeviceProcess, SharedResults
+    from dpalign.hybrid.workers import ProcessDeviceWorker
+
+    task, queries, blocks, expected = problem
+    if "opencl" not in backends():
+        pytest.skip("no OpenCL device")
+    n = len(blocks)
+    units = make_units(len(queries), n, 10)  # chunks of 10 reads
+    # chunk 0 whole, and chunk 1's first two blocks (the CPU workers hold its others)
+    taken = [u for u in units if u.start == 0] + [u for u in units if u.start == 10][:2]
+    shared = SharedResults(len(queries), blocks)
+    process = DeviceProcess("0:0")
+    calls = []
+    original = process.score
+
+    def spy(parts):
+        calls.append(parts)
+        return original(parts)
+
+    process.score = spy
+    try:
+        worker = ProcessDeviceWorker("gpu-0", process, n)
+        worker.shared = shared
+        worker.prepare(task, queries, blocks)
+        done = worker.compute(task, queries, blocks, taken)
+    finally:
+        process.close()
+    assert [u for u, _ in done] == taken
+    assert calls == [[(0, 10, tuple(range(n))), (10, 20, (0, 1))]]
+    got = shared.scores
+    lanes = int(shared.offsets[2])
+    np.testing.assert_array_equal(got[:10], expected[:10])
+    np.testing.assert_array_equal(got[10:20, :lanes], expected[10:20, :lanes])
+    assert not got[10:20, lanes:].any() and not got[20:].any()  # not this worker's
+    shared.close()

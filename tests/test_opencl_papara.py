@@ -185,6 +185,33 @@ def test_many_launches_give_the_same_scores(cl_device, monkeypatch):
     np.testing.assert_array_equal(split.scores, whole.scores)
 
 
+def test_large_gpu_calls_are_split_into_pipelined_launches(cl_device, monkeypatch):
+    """On a GPU a large call runs in up to OPENCL_PIPELINE_LAUNCHES launches of at least
+    OPENCL_MIN_LAUNCH_CELLS cells each, covering every read once, longest first."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from dpalign.kernels_cl import papara as host
+
+    rng = np.random.default_rng(8)
+    states, flags = _profiles(rng, 30, 40)
+    runner = PaparaRunner(device_context(cl_device), PaparaScoring(), states, flags, False)
+    lengths = rng.integers(5, 21, 100)
+    order = np.argsort(-lengths, kind="stable")
+    variant = runner._variant(16, int(lengths.max()), int(lengths.max()))
+    caps = dataclasses.replace(runner.dctx.caps, kind="gpu")
+    runner.dctx = SimpleNamespace(caps=caps)  # only the GPU sizing rule is under test
+    monkeypatch.setattr(host.config, "OPENCL_PIPELINE_LAUNCHES", 4)
+    row_cells = 30 * variant.lanes  # cells of a read of length 1 in one launch
+    for least_reads, launches in ((1, 4), (40, 3), (1000, 1)):
+        monkeypatch.setattr(host.config, "OPENCL_MIN_LAUNCH_CELLS", least_reads * 20 * row_cells)
+        batches = runner._batches(variant, lengths, order)
+        assert len(batches) == launches, (least_reads, batches)
+        assert [b[0] for b in batches] == list(np.cumsum([0] + [b[1] for b in batches])[:-1])
+        assert sum(b[1] for b in batches) == len(order)
+        assert [b[2] for b in batches] == [int(lengths[order[b[0]]]) for b in batches]
+
+
 # --------------------------------------------------------------------------------------------
 # Layouts
 # --------------------------------------------------------------------------------------------

@@ -161,11 +161,14 @@ class HybridBackend(Backend):
         module = kernel_module(task.kernel)
         if not len(queries) or not blocks:
             return empty_results(queries, blocks)
-        workers = [
-            CpuWorker(f"cpu-{k}", module, failures.get(f"cpu-{k}")) for k in range(self._n_cpu())
-        ]
         reads_per_unit = unit_reads(queries, blocks)
-        workers += self._device_workers(len(blocks), failures, reads_per_unit)
+        devices = self._device_workers(len(blocks), failures, reads_per_unit)
+        nice = config.HYBRID_CPU_NICE if devices else 0
+        workers = [
+            CpuWorker(f"cpu-{k}", module, failures.get(f"cpu-{k}"), nice)
+            for k in range(self._n_cpu())
+        ]
+        workers += devices
         if not workers:
             raise OptionError("the hybrid backend needs at least one worker")
         units = make_units(len(queries), len(blocks), reads_per_unit)

@@ -56,37 +56,44 @@ def _child(conn, device: str, stream: int) -> None:  # pragma: no cover - runs i
             if kind == "stop":
                 break
             if kind == "setup":
-                _, task, queries, blocks, path, size = message
+                _, new_task, queries, new_blocks, path, size = message
                 # Dropping the last run's arrays unmaps its results file.
                 scores = width = None
-                offsets = np.cumsum([0] + [b.width for b in blocks])
+                if new_blocks is not None:  # else the last run's task and blocks again
+                    task, blocks = new_task, new_blocks
+                    offsets = np.cumsum([0] + [b.width for b in blocks])
                 scores, width = _arrays(_map(path, size), len(queries), int(offsets[-1]))
-                # Lay out and upload the profiles and build the kernels now, on a few reads,
-                # so that the first take measures the device's throughput, not its set-up.
-                backend.score(task, queries.subset(slice(0, min(len(queries), 32))), blocks)
+                if new_blocks is not None:
+                    # Lay out and upload the profiles and build the kernels now, on a few
+                    # reads, so that the first take measures the device's throughput, not
+                    # its set-up. Blocks sent before are still laid out on the device.
+                    backend.score(task, queries.subset(slice(0, min(len(queries), 32))), blocks)
                 conn.send(("ready",))
                 continue
-            _, start, stop, block_ids = message
+            _, start, stop, parts = message
             kernel_before = sum(w.seconds for w in backend.stats.workers.values())
             waited = wait_totals()
             t0 = time.perf_counter()
             reads = queries.subset(slice(start, stop))
-            if len(block_ids) == len(blocks):
+            if len(parts) == 1 and len(parts[0][2]) == len(blocks):
                 # The whole row range is this worker's: the kernel's scores go straight into
                 # the shared results, with no copy (measured on the H100: copying a big
                 # take's scores cost ~0.17 s of a 2.6 s run).
                 backend.score(task, reads, blocks, out=(scores[start:stop], width[start:stop]))
             else:
-                # Every block, still: the device backend keeps one set of profiles uploaded,
-                # and a subset (where a take meets the CPU workers' units) would lay out and
-                # upload the profiles again, twice (~60 ms per such launch on the H100); the
-                # extra cells are at most one chunk of reads. Only this worker's lanes are
-                # written: the others are the CPU workers'.
+                # One launch for the whole row range against every block, still: the device
+                # backend keeps one set of profiles uploaded, and a subset (where a take meets
+                # the CPU workers' units) would lay out and upload the profiles again (~60 ms
+                # per such launch on the H100); a launch per part would cost its own pipeline
+                # fill and drain (~30 ms). The extra cells are at most one chunk of reads.
+                # Only this worker's lanes are written: the others are the CPU workers'.
                 results = backend.score(task, reads, blocks)
-                for b in block_ids:
-                    lanes = slice(int(offsets[b]), int(offsets[b + 1]))
-                    scores[start:stop, lanes] = results[b].scores
-                    width[start:stop, lanes] = results[b].width
+                for first, last, block_ids in parts:
+                    rows = slice(first - start, last - start)
+                    for b in block_ids:
+                        lanes = slice(int(offsets[b]), int(offsets[b + 1]))
+                        scores[first:last, lanes] = results[b].scores[rows]
+                        width[first:last, lanes] = results[b].width[rows]
             t1 = time.perf_counter()
             now = wait_totals()
             kernel = sum(w.seconds for w in backend.stats.workers.values()) - kernel_before
@@ -152,20 +159,61 @@ class DeviceProcess:
         self.process.start()
         child_conn.close()
         self.timings: list[dict[str, float]] = []
+        self._sent = None  # (task, blocks) the child holds, laid out on its device
+        self._ready = None  # (task, blocks) of a set-up whose answer is still to be read
 
     def setup(self, task, queries, blocks, shared: SharedResults) -> None:
-        """Send one run's reads and blocks, and where its results go."""
-        self._send(("setup", task, queries, list(blocks), shared.path, shared.size))
-        self._receive()
+        """Send one run's reads, and where its results go; the task and blocks only when
+        they are not the ones the child already holds.
 
-    def score(self, start: int, stop: int, block_ids) -> tuple[float, tuple[float, float]]:
-        """Reads [start, stop) against the given blocks, written into the shared results;
-        returns the kernel seconds and the child's (wall, CPU) time waiting for the device.
+        A library session scores read set after read set against one reference: resending
+        and laying out the same profiles cost the device ~0.1-0.19 s of each run on the H100
+        (while the CPU workers went on alone). The blocks are compared by identity and kept
+        referenced here, so an id cannot be reused by other blocks while the child holds
+        their copies.
+        """
+        blocks = list(blocks)
+        try:  # the last run's set-up, if no score request of that run read its answer
+            self._await_ready()
+        except ChildFailed:
+            pass  # nothing is known to be laid out then: everything is sent again
+        same = (
+            self._sent is not None
+            and self._sent[0] == task
+            and len(self._sent[1]) == len(blocks)
+            and all(a is b for a, b in zip(self._sent[1], blocks, strict=True))
+        )
+        sent_task, sent_blocks = (None, None) if same else (task, blocks)
+        self._sent = None  # unknown until the child answers
+        self._send(("setup", sent_task, queries, sent_blocks, shared.path, shared.size))
+        # The answer is read with the first score request's: the parent sizes its first
+        # take while the child sets up.
+        self._ready = (task, blocks)
+
+    def _await_ready(self) -> None:
+        if self._ready is not None:
+            sent, self._ready = self._ready, None
+            self._receive()
+            self._sent = sent
+
+    def score(self, parts) -> tuple[float, tuple[float, float]]:
+        """Score ``parts`` (``(first read, stop read, block ids)``, consecutive read ranges)
+        in one launch, written into the shared results; returns the kernel seconds and the
+        child's (wall, CPU) time waiting for the device.
 
         The child's own timing of the call (``score_s``: the backend call with the results
         written, ``kernel_s``: device kernel time) is appended to :attr:`timings`.
         """
-        self._send(("score", start, stop, list(block_ids)))
+        parts = [(int(a), int(b), list(ids)) for a, b, ids in parts]
+        self._send(("score", parts[0][0], parts[-1][1], parts))
+        try:
+            self._await_ready()
+        except ChildFailed:
+            try:  # the request's own answer (an error too, most likely) must not linger
+                self.conn.recv()
+            except (EOFError, OSError):
+                pass
+            raise
         _, kernel, wait_wall, wait_cpu, timing = self._receive()
         self.timings.append(timing)
         return kernel, (wait_wall, wait_cpu)

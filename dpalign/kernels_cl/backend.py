@@ -184,12 +184,12 @@ class OpenCLBackend(Backend):
             width=self.width,
             progress=progress,
             out=None if out is None else out[0],
+            out_width=None if out is None else out[1],
         )
         self.stats.record(
             f"opencl {dctx.caps.name}", result.cells, result.kernel_seconds, blocks=len(blocks)
         )
         if out is not None:
-            out[1][:] = result.width[:, None]
             return None
         out, lane = [], 0
         for block in blocks:
