@@ -63,11 +63,12 @@ HYBRID_STREAMS = 1
 HYBRID_DEVICE_MIN_READS = 2_500
 
 #: The fraction of its throughput share of the remaining work that a hybrid device worker takes
-#: at once when its rate is known. Each take costs a round trip and a pipeline fill and drain
-#: (measured on the H100: five guided takes, each half of the share, cost ~0.28 s apiece against
-#: a 2.7 s GPU-only run); the rest of the share comes back in later takes, so an optimistic rate
-#: estimate costs a slower tail rather than idle CPUs.
-HYBRID_DEVICE_SHARE = 0.95
+#: at once when its rate is known. All of it: a take too small leaves the GPU to finish with
+#: small takes, each a round trip and a pipeline fill and drain, while a take too large only
+#: leaves CPU cores idle at the end, worth a tenth as much on a GPU machine. Measured on the
+#: H100 host (16 workers, warm runs, three machine starts): 1.0 gave 0.934-0.962 of the sum
+#: of CPU-only and GPU-only GCUPS, 0.95 gave 0.865-0.945.
+HYBRID_DEVICE_SHARE = 1.0
 
 #: Run each hybrid device worker's OpenCL work in a process of its own: in the same process its
 #: host work queues on the GIL behind the CPU workers (measured: 0.64-0.79 of the sum of

@@ -168,7 +168,7 @@ class HybridBackend(Backend):
             CpuWorker(f"cpu-{k}", module, failures.get(f"cpu-{k}"), nice)
             for k in range(self._n_cpu())
         ]
-        workers += devices
+        workers = devices + workers  # device threads start first: the GPU is the long pole
         if not workers:
             raise OptionError("the hybrid backend needs at least one worker")
         units = make_units(len(queries), len(blocks), reads_per_unit)
