@@ -1,7 +1,7 @@
 """The ``dask`` backend: the same work units on a Dask cluster, for data beyond one machine.
 
 Each task scores a range of reads against a range of blocks with the worker's best local
-backend (Numba). Queries and blocks are scattered to the workers once; results are gathered
+backend (Numba). Queries and blocks go to the cluster once, as tasks; results are gathered
 and reduced to the same per-block arrays as every other backend. A worker lost mid-run is
 handled by Dask: its tasks are recomputed elsewhere, never lost or counted twice (results are
 written by unit position, so a recomputed unit overwrites nothing else).
@@ -19,6 +19,11 @@ from ..errors import BackendUnavailable, OptionError
 from .workers import empty_results
 
 log = logging.getLogger("dpalign.hybrid")
+
+
+def _hold(data):
+    """Run on a Dask worker: the data itself (a recomputable copy of the run's inputs)."""
+    return data
 
 
 def _score_task(task, queries, blocks, start: int, stop: int, first: int, last: int):
@@ -134,8 +139,12 @@ class DaskBackend(Backend):
         ]
         read_parts = max(1, math.ceil(n_tasks / len(block_ranges)))
         read_step = max(1, math.ceil(len(queries) / read_parts))
-        queries_f = client.scatter(queries, broadcast=True)
-        blocks_f = client.scatter(list(blocks), broadcast=True)
+        # As tasks, not scattered: scattered data lost with a killed worker cannot be
+        # recomputed, and every task that needs it is cancelled ("lose scattered data, which
+        # can't be recovered"; seen in CI's killed-worker test). A task holding the data as
+        # its argument is simply run again on a surviving worker.
+        queries_f = client.submit(_hold, queries, pure=False)
+        blocks_f = client.submit(_hold, list(blocks), pure=False)
         futures = {}
         for start in range(0, len(queries), read_step):
             stop = min(start + read_step, len(queries))
