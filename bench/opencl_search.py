@@ -49,7 +49,11 @@ VARIANTS = {
     "portable-i16": ({"ptx": False}, 16),
     "gframe": ({"shifted": False, "best3": False}, 16),
     "int32": ({}, 32),
+    # Local mode: the strip kernel in 16 bits (the default takes the group kernel on GPUs).
+    "strip-i16": ({"local_kernel": "strip"}, 16),
 }
+#: Command queues for the group kernel's bucket launches, compared in the protein run.
+GROUP_QUEUES = (1, 2, 4, 8)
 #: The protein (local mode) sweep: strip width, work-group size, the running best, PTX.
 SWEEP = {
     **{f"s{s}": ({"strip": s}, 16) for s in (16, 24, 40, 48, 64)},
@@ -447,6 +451,33 @@ def protein(args):
         )
         record["same_scores"] = same
         emit(args.out, "protein", record)
+    # the group kernel's launches spread over 1-8 command queues (kernel time is the span
+    # from the first start to the last end); five warm runs each
+    from dpalign.kernels_cl import search_group
+
+    default_queues = search_group.QUEUES
+    for queues in GROUP_QUEUES:
+        search_group.QUEUES = queues
+        runner = base.with_options(local_kernel="group")
+        runner._groups = {}  # a GroupSearch with this many queues
+        ends = free_ends_tuple("local")
+        runner.score(query, scoring, "local", ends)
+        spans, walls, result = [], [], None
+        for _ in range(5):
+            start = time.perf_counter()
+            result = runner.score(query, scoring, "local", ends)
+            walls.append(time.perf_counter() - start)
+            spans.append(result.kernel_seconds)
+        record = search_record(
+            "protein", runner, result, min(walls), scoring, "local", query, f"group-q{queues}", None
+        )
+        record["gcups"] = result.cells / min(spans) / 1e9
+        record["gcups_median"] = result.cells / float(np.median(spans)) / 1e9
+        record["kernel_s_all"] = spans
+        record["same_scores"] = bool(np.array_equal(result.scores, reference_scores))
+        mismatches += not record["same_scores"]
+        emit(args.out, "protein", record)
+    search_group.QUEUES = default_queues
     # the other modes: the shifted frame (default) and the G frame
     for mode in ("global", "semiglobal"):
         ends = free_ends_tuple(mode)
@@ -532,7 +563,8 @@ def dna(args):
     mismatches = 0
     for mode in ("local", "semiglobal", "global"):
         ends = free_ends_tuple(mode)
-        for name in ("default", "int32") if mode == "local" else ("default", "gframe", "int32"):
+        local_names = ("default", "strip-i16", "int32")
+        for name in local_names if mode == "local" else ("default", "gframe", "int32"):
             options, width = VARIANTS[name]
             options, width = {**base_opts, **options}, width or base_width
             if not ok.get(family(options, width)):

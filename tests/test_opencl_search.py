@@ -8,6 +8,8 @@ scores; pairs that come near the 16-bit limit must come back exact with width 32
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -292,3 +294,108 @@ def test_backend_pairwise_with_no_queries_or_blocks(cl_device):
     blocks = reference_blocks([np.array([1, 2], np.uint8)])
     (result,) = backend.score(task, query_batch([]), blocks)
     assert result.scores.shape == (0, 32)
+
+
+# --------------------------------------------------------------------------------------------
+# The thread-group kernel (local mode, search_group.cl)
+# --------------------------------------------------------------------------------------------
+
+#: Small shapes for PoCL (each shape is a build): W = 16 and 32 single pass, and multi-pass
+#: at W = 16 so that targets of 17+ residues take several passes.
+SMALL_SHAPES = dict(SHAPES=((4, 4), (4, 8)), MULTI_SHAPE=(4, 4))
+
+
+@pytest.fixture(scope="module")
+def small_group_shapes():
+    from dpalign.kernels_cl import search_group
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in SMALL_SHAPES.items():
+            patch.setattr(search_group, name, value)
+        yield
+
+
+@given(data=st.data())
+def test_group_kernel_equals_the_oracle(cl_device, small_group_shapes, data):
+    """Every bucket shape, single and multi-pass, odd buckets (an empty partner), empty and
+    length-1 targets, any letters of the matrix: the oracle's local scores, width 16."""
+    seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+    rng = np.random.default_rng(seed)
+    sub, gap = data.draw(st.sampled_from(SCORINGS), label="scoring")
+    scoring = Scoring(sub, gap)
+    kind = data.draw(st.sampled_from(["acgt", "iupac", "all"]), label="codes")
+    targets = [
+        _codes(rng, int(rng.integers(0, 60)), kind, scoring)
+        for _ in range(data.draw(st.integers(1, 30), label="targets"))
+    ]
+    query = _codes(rng, data.draw(st.integers(1, 30), label="m"), kind, scoring)
+    if data.draw(st.booleans(), label="query inside a target"):
+        targets.append(np.concatenate([targets[0], query, targets[-1]]))
+    runner = SearchRunner(device_context(cl_device), targets, local_kernel="group")
+    ends = free_ends_tuple("local")
+    got = runner.score(query, scoring, "local", ends)
+    np.testing.assert_array_equal(got.scores, _oracle(query, targets, scoring, "local", ends))
+    real = np.array([len(t) > 0 for t in targets])
+    if real.any() and SearchTask.of(scoring, "local", ends).packable():
+        assert set(got.width[real].tolist()) == {16}
+        assert runner._groups
+
+
+def test_group_kernel_recomputes_wrapped_pairs_in_int32(cl_device, small_group_shapes):
+    """A best score past 32,767 is flagged and comes back exact from the int32 kernel."""
+    rng = np.random.default_rng(9)
+    scoring = Scoring((100, -50), (20, 5))
+    query = rng.integers(0, 4, 400).astype(np.uint8)
+    targets = [query.copy(), query[:300].copy(), rng.integers(0, 4, 30).astype(np.uint8)]
+    runner = SearchRunner(device_context(cl_device), targets, local_kernel="group")
+    ends = free_ends_tuple("local")
+    got = runner.score(query, scoring, "local", ends)
+    want = _oracle(query, targets, scoring, "local", ends)
+    np.testing.assert_array_equal(got.scores, want)
+    assert want[0] > 2**15 and want[1] < 31_000
+    assert got.width.tolist() == [32, 16, 16] and got.recomputed == 1
+
+
+def test_group_kernel_is_chosen_where_it_pays(cl_device, small_group_shapes):
+    dctx = device_context(cl_device)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    targets = [np.arange(20, dtype=np.uint8)] * 3
+    query = np.arange(10, dtype=np.uint8)
+    local = SearchTask.of(scoring, "local", free_ends_tuple("local"))
+    glob = SearchTask.of(scoring, "global", free_ends_tuple("global"))
+    auto = SearchRunner(dctx, targets)
+    assert (auto._group_kernel(local, query) is not None) == dctx.caps.ptx_s16x2
+    forced = SearchRunner(dctx, targets, local_kernel="group")
+    assert forced._group_kernel(local, query) is not None
+    assert forced._group_kernel(glob, query) is None  # local mode only
+    assert SearchRunner(dctx, targets, local_kernel="strip")._group_kernel(local, query) is None
+    # A pair table bigger than the device's local memory: the strip kernel, still exact.
+    small = dataclasses.replace(dctx, caps=dataclasses.replace(dctx.caps, local_mem=8192))
+    forced._groups[forced.ptx].dctx = small
+    wide = np.arange(20, dtype=np.uint8)  # 21 table rows x 21 x 21 letter pairs: 37 KB
+    assert forced._group_kernel(local, wide) is None
+    assert forced._group_kernel(local, np.zeros(10, np.uint8)) is not None  # 2 rows: 3.5 KB
+    got = forced.score(wide, scoring, "local", free_ends_tuple("local"))
+    np.testing.assert_array_equal(
+        got.scores, _oracle(wide, targets, scoring, "local", free_ends_tuple("local"))
+    )
+    with pytest.raises(OptionError, match="local_kernel"):
+        SearchRunner(dctx, targets, local_kernel="fast")
+
+
+def test_buckets_cover_every_target_once():
+    from dpalign.kernels_cl.search_group import plan_buckets
+
+    rng = np.random.default_rng(2)
+    lengths = rng.integers(1, 3000, 5000)
+    shapes = ((4, 16), (8, 16), (16, 16), (16, 32), (32, 32))
+    multi = (16, 16)
+    buckets = plan_buckets(lengths, 375, shapes, multi)
+    picked = np.concatenate([b.targets for b in buckets])
+    assert sorted(picked.tolist()) == list(range(len(lengths)))
+    for b in buckets:
+        n = lengths[b.targets]
+        assert (n <= b.passes * b.W).all()
+        assert b.passes == 1 or (b.G, b.R) == multi
+        assert (np.diff(n) <= 0).all()  # longest first: partners of similar length
+    assert max(b.passes for b in buckets) == -(-int(lengths.max()) // (multi[0] * multi[1]))

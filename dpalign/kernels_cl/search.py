@@ -329,6 +329,10 @@ class SearchRunner:
     profile : {"local", "global"}, optional
         Where the kernel reads the query profile: a copy in local memory per work-group
         (default) or global memory through the caches.
+    local_kernel : {"auto", "strip", "group"}, optional
+        Local-mode 16-bit pass: the thread-group kernel (``search_group.cl``) or the strip
+        kernel. "auto" (default): the group kernel on devices with packed 16-bit PTX
+        (NVIDIA sm_90+) wherever the query's pair table fits local memory.
     """
 
     def __init__(
@@ -341,6 +345,7 @@ class SearchRunner:
         shifted: bool | None = None,
         best3: bool | None = None,
         profile: str | None = None,
+        local_kernel: str | None = None,
     ) -> None:
         self.dctx = dctx
         self.codes = [np.ascontiguousarray(t, dtype=np.uint8) for t in targets]
@@ -348,7 +353,8 @@ class SearchRunner:
         top = max((int(t.max()) for t in self.codes if len(t)), default=0)
         self.virtual = top + 1
         self.bits = residue_bits(self.virtual)
-        self._options(strip, group, ptx, shifted, best3, profile)
+        self._options(strip, group, ptx, shifted, best3, profile, local_kernel)
+        self._groups: dict = {}  # GroupSearch of these targets per PTX setting, made on use
         self.real = np.flatnonzero(self.lengths > 0)
         self.by_length = self.real[np.argsort(-self.lengths[self.real], kind="stable")]
         self._layouts: dict = {}
@@ -356,7 +362,7 @@ class SearchRunner:
         self._carry = None
         self._carry_bytes = 0
 
-    def _options(self, strip, group, ptx, shifted, best3, profile=None) -> None:
+    def _options(self, strip, group, ptx, shifted, best3, profile=None, local_kernel=None) -> None:
         cpu = self.dctx.caps.is_cpu
         gpu_strip = GPU_STRIP_PROTEIN if self.bits >= 5 else GPU_STRIP
         self.strip = strip or (CPU_STRIP if cpu else gpu_strip)
@@ -372,12 +378,19 @@ class SearchRunner:
         self.profile = profile or "local"
         if self.profile not in ("local", "global"):
             raise OptionError(f"profile must be 'local' or 'global', not {profile!r}")
+        self.local_kernel = local_kernel or "auto"
+        if self.local_kernel not in ("auto", "strip", "group"):
+            raise OptionError(
+                f"local_kernel must be 'auto', 'strip' or 'group', not {local_kernel!r}"
+            )
 
     def with_options(self, **options) -> SearchRunner:
         """The same targets, their uploaded layouts included, with other kernel options
         (``strip``, ``group``, ``ptx``, ``shifted``, ``best3``: benchmarks compare them)."""
         clone = copy.copy(self)
-        chosen = dict.fromkeys(("strip", "group", "ptx", "shifted", "best3", "profile"))
+        chosen = dict.fromkeys(
+            ("strip", "group", "ptx", "shifted", "best3", "profile", "local_kernel")
+        )
         unknown = set(options) - set(chosen)
         if unknown:
             raise OptionError(f"unknown search kernel options: {', '.join(sorted(unknown))}")
@@ -531,6 +544,20 @@ class SearchRunner:
         seconds, launches = 0.0, 0
         todo = self.by_length
         recomputed = 0
+        group = self._group_kernel(task, query) if width != 32 else None
+        if group is not None:
+            found, flagged, s, k = group.score(
+                query, scoring.matrix, scoring.gap_open, scoring.gap_extend
+            )
+            seconds, launches = seconds + s, launches + k
+            good = ~flagged[todo]
+            scores[todo[good]] = found[todo[good]]
+            widths[todo[good]] = 16
+            recomputed = int((~good).sum())
+            todo = todo[~good]
+            if progress is not None:
+                progress(m * int(self.lengths.sum()))
+            width = 32  # whatever is left wrapped in 16 bits
         if width is None and task.local and self.bits >= 5 and not self.dctx.caps.is_cpu:
             width = LOCAL_PROTEIN_WIDTH
         if width != 32 and task.packable():
@@ -556,6 +583,21 @@ class SearchRunner:
             widths[todo] = 32
         cells = m * int(self.lengths.sum())
         return SearchScores(scores, widths, seconds, launches, cells, recomputed)
+
+    def _group_kernel(self, task: SearchTask, query: np.ndarray):
+        """The thread-group kernel for this local-mode query, or None where the strip kernel
+        runs (global modes, scorings the packed kernels cannot hold, a pair table too big for
+        local memory, and by default devices without packed 16-bit PTX)."""
+        if not task.local or not task.packable() or self.local_kernel == "strip":
+            return None
+        if self.local_kernel == "auto" and not self.ptx:
+            return None
+        if self.ptx not in self._groups:
+            from .search_group import GroupSearch
+
+            self._groups[self.ptx] = GroupSearch(self.dctx, self.codes, self.lengths, ptx=self.ptx)
+        group = self._groups[self.ptx]
+        return group if group.fits(query) else None
 
     def _empty_pairs(self, task: SearchTask, query: np.ndarray, scores: np.ndarray) -> None:
         """Pairs with an empty side align to gaps only: the oracle's score, once per length."""

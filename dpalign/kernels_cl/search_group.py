@@ -1,0 +1,335 @@
+"""Host side of the thread-group search kernel (``search_group.cl``): local mode, 16 bits.
+
+Two targets per group of G work-items, each work-item R target columns in registers, the query
+streamed as DP rows, substitution scores from a pair table in local memory (see the kernel's
+header). :class:`GroupSearch` holds one database on one device:
+
+* targets are dealt to buckets by length, each bucket one (G, R, passes) shape whose width
+  G * R covers its targets in ``passes`` passes with little padding (:func:`plan_buckets`:
+  least estimated cost, the "mid" set of shapes measured on the H100);
+* per bucket, the targets in length order are paired (two per group) and stored as uint16
+  byte offsets of their column letter pairs in the pair table, ``(a * L + b) * 4``, with
+  ``a``, ``b`` compact target letters (the letters the database uses, plus a padding letter);
+* per query, the pair table (query letters x L * L, plus a virtual row of -1000 scores for
+  the wavefront's fill and drain rows) and each query row's table offset are uploaded, the
+  buckets launched (spread over ``queues`` command queues), and the raw 16-bit best scores
+  read back. Pairs at or above :func:`flag_limit` are flagged for int32 recomputation.
+
+Measured on the H100 (BENCHMARKS.md): 3,100 GCUPS of kernel time for a 375-residue query
+against 200,000 proteins, against 1,400 for the strip kernel in local mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import DpalignError
+from .context import DeviceContext, driver_errors, wait
+from .programs import build
+
+#: Score of the padding letter and of the virtual query row: low enough that padding never
+#: raises a best score, high enough that nothing wraps in 16 bits.
+PAD_SCORE = -1000
+#: Work-items per work-group and the most work-groups per compute unit (the groups loop over
+#: pairs beyond that).
+WG = 128
+GROUPS_PER_CU = 16
+#: Single-pass shapes (G, R) and the multi-pass shape for the longest targets ("mid" in the
+#: H100 probe: 15 shapes; finer sets paid more in small launches than they saved in padding).
+SHAPES = (
+    (4, 16), (8, 12), (8, 16), (8, 20), (8, 24), (8, 28), (8, 32),
+    (16, 20), (16, 24), (16, 28), (16, 32), (32, 20), (32, 24), (32, 28), (32, 32),
+)  # fmt: skip
+MULTI_SHAPE = (32, 32)
+#: Per-step work of a work-item besides its R cells, in cells (the bucket cost model).
+STEP_OVERHEAD = 3.0
+#: Command queues the buckets are spread over (several let small buckets overlap big ones).
+QUEUES = 2
+
+
+@dataclass
+class Bucket:
+    """Targets (indices, longest first, paired consecutively) of one kernel shape."""
+
+    G: int
+    R: int
+    passes: int
+    targets: np.ndarray
+
+    @property
+    def W(self) -> int:
+        return self.G * self.R
+
+    @property
+    def npairs(self) -> int:
+        return -(-len(self.targets) // 2)
+
+
+def plan_buckets(lengths: np.ndarray, m: int, shapes=None, multi=None) -> list[Bucket]:
+    """Deal targets of ``lengths`` (all > 0) to the shape of least estimated cost for a query
+    of length ``m``: padded cells, the wavefront's fill (G - 1 steps) and a per-step overhead
+    of :data:`STEP_OVERHEAD` cells per work-item. Only ``multi`` (default
+    :data:`MULTI_SHAPE`) takes several passes; ``shapes`` defaults to :data:`SHAPES`."""
+    shapes = SHAPES if shapes is None else shapes
+    multi = MULTI_SHAPE if multi is None else multi
+    options = list(dict.fromkeys([*shapes, multi]))
+    n = np.asarray(lengths, np.int64)
+    best = np.full(len(n), np.inf)
+    choice = np.zeros(len(n), np.int64)
+    npass = np.ones(len(n), np.int64)
+    for k, (g, r) in enumerate(options):
+        w = g * r
+        passes = np.maximum(1, -(-n // w))
+        cost = passes * w * (m + g - 1) * (1 + STEP_OVERHEAD / r)
+        if (g, r) != multi:
+            cost = np.where(passes == 1, cost, np.inf)
+        better = cost < best
+        best[better] = cost[better]
+        choice[better] = k
+        npass[better] = passes[better]
+    order = np.argsort(-n, kind="stable")
+    buckets = []
+    for k, (g, r) in enumerate(options):
+        for p in np.unique(npass[choice == k]):
+            picked = order[(choice[order] == k) & (npass[order] == p)]
+            if len(picked):
+                buckets.append(Bucket(g, r, int(p), picked))
+    return buckets
+
+
+def flag_limit(matrix: np.ndarray) -> int:
+    """Best scores at or above this may have wrapped past the 16-bit range."""
+    return 32767 - max(int(matrix.max(initial=0)), 0) - 64
+
+
+class GroupSearch:
+    """A database of targets (uint8 matrix codes) on one device, for the group kernel.
+
+    Parameters
+    ----------
+    dctx : DeviceContext
+    codes : list of 1-D uint8 arrays
+    lengths : ndarray of int64
+    queues : int, optional
+        Command queues for the bucket launches (default :data:`QUEUES`).
+    ptx : bool, optional
+        Inline PTX arithmetic and shuffles (default: where the device has them).
+    """
+
+    def __init__(
+        self,
+        dctx: DeviceContext,
+        codes,
+        lengths,
+        queues: int | None = None,
+        ptx: bool | None = None,
+    ) -> None:
+        self.dctx = dctx
+        self.codes = codes
+        self.lengths = np.asarray(lengths, np.int64)
+        self.real = np.flatnonzero(self.lengths > 0)
+        used = np.zeros(256, bool)
+        for t in self.real:
+            used[codes[t]] = True
+        self.letters = np.flatnonzero(used)  # compact target letter -> matrix code
+        self.L = len(self.letters) + 1  # and the padding letter
+        self.compact = np.full(256, self.L - 1, np.int64)
+        self.compact[self.letters] = np.arange(len(self.letters))
+        self.ptx = dctx.caps.ptx_s16x2 if ptx is None else bool(ptx) and dctx.caps.ptx_s16x2
+        self.n_queues = max(1, queues or QUEUES)
+        self._packed: dict = {}
+        self._plans: dict = {}
+        self._queues: list = []
+        self._carry = None
+
+    # -- capacity -----------------------------------------------------------------------------
+
+    def geometry(self, query: np.ndarray) -> tuple[int, int, int]:
+        """(TAB_WORDS, QMAX, local bytes per work-group) for this query.
+
+        The table's size is a compile-time constant (a local array). On CPU devices it is
+        rounded up to a power of two, since every size is a build and PoCL builds take
+        seconds; on GPUs it is exact (local memory limits residency).
+        """
+        rows = len(np.unique(query)) + 1  # + the virtual row
+        words = rows * self.L * self.L
+        if self.dctx.caps.is_cpu:
+            words = 1 << max(words - 1, 1023).bit_length()
+        qmax = -(-(len(query) + 2 * max(g for g, _ in (*SHAPES, MULTI_SHAPE))) // 256) * 256
+        exchange = 0 if self.ptx else 8 * WG
+        return words, qmax, words * 4 + qmax * 4 + exchange
+
+    def fits(self, query: np.ndarray) -> bool:
+        """Whether the pair table of this query fits the device's local memory (and the pair
+        offsets their 16 bits)."""
+        if not len(self.real) or not len(query):
+            return False
+        need = self.geometry(query)[2]
+        return self.L * self.L * 4 < 2**16 and need <= self.dctx.caps.local_mem
+
+    # -- per query ------------------------------------------------------------------------------
+
+    def score(self, query: np.ndarray, matrix: np.ndarray, gap_open: int, gap_extend: int):
+        """Local-mode 16-bit scores of ``query`` against every target.
+
+        Returns
+        -------
+        scores : ndarray of int64 (0 for empty targets)
+        flagged : ndarray of bool (may have wrapped: recompute in int32)
+        seconds : float (kernel time, first start to last end)
+        launches : int
+        """
+        import pyopencl as cl
+
+        if not self.fits(query):
+            raise DpalignError(
+                "the pair table of this query does not fit the device's local memory"
+            )
+        m = len(query)
+        ctx, caps = self.dctx.context, self.dctx.caps
+        table, qoff, virt_off = self._table(query, matrix)
+        tab_words, qmax, _ = self.geometry(query)
+        buckets = self._plan(m)
+        mf = cl.mem_flags
+        queues = self._queue_list()
+        events, outs = [], []
+        with driver_errors(caps, "running the group search kernel"):
+            table_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=table)
+            qoff_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=qoff)
+            # Latency-bound buckets first (most steps per pair), then the biggest.
+            order = sorted(buckets, key=lambda b: (-b.passes * (m + b.G), -len(b.targets)))
+            for j, bucket in enumerate(order):
+                cols, out, targets = self._upload(bucket)
+                kernel = self._kernel(bucket, tab_words, qmax)
+                wgs = -(-bucket.npairs // (WG // bucket.G))
+                wgs = max(1, min(wgs, caps.compute_units * GROUPS_PER_CU))
+                size = wgs * WG
+                carry = self._carry_buffer(size // bucket.G * m * 8 if bucket.passes > 1 else 8)
+                kernel.set_args(
+                    cols,
+                    table_buf,
+                    qoff_buf,
+                    out,
+                    carry,
+                    np.int32(bucket.npairs),
+                    np.int32(m),
+                    np.int32(bucket.passes),
+                    np.int32(len(table)),
+                    np.int32(gap_open),
+                    np.int32(gap_extend),
+                    np.int32(virt_off),
+                )
+                queue = queues[j % len(queues)] if bucket.passes == 1 else queues[0]
+                events.append(cl.enqueue_nd_range_kernel(queue, kernel, (size,), (WG,)))
+                outs.append((out, targets, bucket.npairs))
+            for queue in queues:
+                queue.flush()
+            scores = np.zeros(len(self.codes), np.int64)
+            for event, (out, targets, npairs) in zip(events, outs, strict=True):
+                wait(event)
+                raw = np.empty((npairs, 4), np.uint32)
+                cl.enqueue_copy(self.dctx.copy_queue, raw, out, is_blocking=True)
+                best = raw[:, :2].astype(np.uint16).view(np.int16).astype(np.int64).reshape(-1)
+                real = targets >= 0
+                scores[targets[real]] = best[: len(targets)][real]
+        start = min(e.profile.start for e in events)
+        end = max(e.profile.end for e in events)
+        flagged = scores >= flag_limit(matrix)
+        return scores, flagged, (end - start) * 1e-9, len(events)
+
+    def _table(self, query: np.ndarray, matrix: np.ndarray):
+        """The pair table (uint32 words), each query row's table offset (bytes), and the
+        virtual row's offset."""
+        letters, rows = np.unique(query, return_inverse=True)
+        L = self.L
+        sub = np.full((len(letters) + 1, L), PAD_SCORE, np.int64)  # + the virtual row
+        sub[: len(letters), : L - 1] = matrix[np.ix_(letters, self.letters)]
+        bits = (sub & 0xFFFF).astype(np.uint32)
+        table = (bits[:, :, None] | (bits[:, None, :] << 16)).reshape(-1)
+        qoff = (rows.reshape(-1) * L * L * 4).astype(np.int32)
+        return np.ascontiguousarray(table), qoff, len(letters) * L * L * 4
+
+    def _plan(self, m: int) -> list[Bucket]:
+        # Plans depend on the query length only through the wavefront's fill; one per
+        # power of two of m keeps the packed columns reusable across queries.
+        key = 1 << max(int(m) - 1, 0).bit_length()
+        if key not in self._plans:
+            self._plans[key] = plan_buckets(self.lengths[self.real], key)
+            for bucket in self._plans[key]:
+                bucket.targets = self.real[bucket.targets]
+        return self._plans[key]
+
+    def _upload(self, bucket: Bucket):
+        """The bucket's column pair offsets and result buffer on the device (cached)."""
+        import pyopencl as cl
+
+        key = (bucket.G, bucket.R, bucket.passes, int(bucket.targets[0]), len(bucket.targets))
+        if key not in self._packed:
+            cols, targets = self._pack(bucket)
+            mf = cl.mem_flags
+            with driver_errors(self.dctx.caps, "uploading the search targets"):
+                self._packed[key] = (
+                    cl.Buffer(self.dctx.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=cols),
+                    cl.Buffer(self.dctx.context, mf.READ_WRITE, bucket.npairs * 16),
+                    targets,
+                )
+        return self._packed[key]
+
+    def _pack(self, bucket: Bucket):
+        """uint16 pair offsets ``[pairs, passes * W]`` and the target of every lane (-1: the
+        odd bucket's empty partner)."""
+        width = bucket.passes * bucket.W
+        targets = bucket.targets
+        if len(targets) % 2:
+            targets = np.concatenate([targets, [-1]])
+        lanes = np.full((len(targets), width), self.L - 1, np.int64)
+        real = np.flatnonzero(targets >= 0)
+        lens = self.lengths[targets[real]]
+        flat = np.concatenate([self.codes[t] for t in targets[real]])
+        rows = np.repeat(real, lens)
+        starts = np.repeat(np.cumsum(lens) - lens, lens)
+        lanes[rows, np.arange(len(flat)) - starts] = self.compact[flat]
+        lanes = lanes.reshape(-1, 2, width)
+        cols = ((lanes[:, 0] * self.L + lanes[:, 1]) * 4).astype(np.uint16)
+        return np.ascontiguousarray(cols), targets
+
+    def _kernel(self, bucket: Bucket, table_words: int, qmax: int):
+        import pyopencl as cl
+
+        program, _ = build(
+            self.dctx,
+            "search_group.cl",
+            {
+                "G": bucket.G,
+                "R": bucket.R,
+                "WG": WG,
+                "USE_PTX": int(self.ptx),
+                "MULTI": int(bucket.passes > 1),
+                "TAB_WORDS": table_words,
+                "QMAX": qmax,  # rounded up: queries of similar lengths share a build
+            },
+        )
+        with driver_errors(self.dctx.caps, "preparing the group search kernel"):
+            return cl.Kernel(program, "group_search")
+
+    def _queue_list(self) -> list:
+        import pyopencl as cl
+
+        if not self._queues:
+            self._queues = [self.dctx.queue]
+            profiling = cl.command_queue_properties.PROFILING_ENABLE
+            for _ in range(self.n_queues - 1):
+                self._queues.append(
+                    cl.CommandQueue(self.dctx.context, self.dctx.device, properties=profiling)
+                )
+        return self._queues
+
+    def _carry_buffer(self, nbytes: int):
+        import pyopencl as cl
+
+        if self._carry is None or self._carry.size < nbytes:
+            with driver_errors(self.dctx.caps, "allocating the pass columns"):
+                self._carry = cl.Buffer(self.dctx.context, cl.mem_flags.READ_WRITE, max(nbytes, 8))
+        return self._carry
