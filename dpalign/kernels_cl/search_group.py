@@ -15,7 +15,7 @@ header). :class:`GroupSearch` holds one database on one device:
   buckets launched (spread over ``queues`` command queues), and the raw 16-bit best scores
   read back. Pairs at or above :func:`flag_limit` are flagged for int32 recomputation.
 
-Measured on the H100 (BENCHMARKS.md): 3,100 GCUPS of kernel time for a 375-residue query
+Measured on the H100 (BENCHMARKS.md): ~3,600 GCUPS (kernel span) for a 375-residue query
 against 200,000 proteins, against 1,400 for the strip kernel in local mode.
 """
 
@@ -45,8 +45,10 @@ SHAPES = (
 MULTI_SHAPE = (32, 32)
 #: Per-step work of a work-item besides its R cells, in cells (the bucket cost model).
 STEP_OVERHEAD = 3.0
-#: Command queues the buckets are spread over (several let small buckets overlap big ones).
-QUEUES = 2
+#: Command queues the buckets are spread over: small, latency-bound buckets then overlap the
+#: big ones. H100, 375-aa query against 200,000 proteins, best / median of five: 1 queue
+#: 3,089 / 3,087 GCUPS, 2 queues 3,439 / 3,436, 4 queues 3,527 / 3,523, 8 queues 3,593 / 3,583.
+QUEUES = 8
 
 
 @dataclass
