@@ -52,8 +52,6 @@ VARIANTS = {
     # Local mode: the strip kernel in 16 bits (the default takes the group kernel on GPUs).
     "strip-i16": ({"local_kernel": "strip"}, 16),
 }
-#: Command queues for the group kernel's bucket launches, compared in the protein run.
-GROUP_QUEUES = (1, 2, 4, 8)
 #: The protein (local mode) sweep: strip width, work-group size, the running best, PTX.
 SWEEP = {
     **{f"s{s}": ({"strip": s}, 16) for s in (16, 24, 40, 48, 64)},
@@ -390,6 +388,51 @@ def search_record(label, runner, result, wall, scoring, mode, query, name, width
     }
 
 
+#: Group-kernel settings compared: (name, command queues, multi-pass shapes or None: default).
+GROUP_SWEEP = [
+    *[(f"group-q{q}", q, None) for q in (1, 2, 4, 8)],
+    ("group-q8-multi32", 8, ((32, 32),)),
+    ("group-q8-multi16+32", 8, ((16, 32), (32, 32))),
+]
+
+
+def group_sweep(args, label, base, query, scoring, reference_scores) -> int:
+    """The local-mode group kernel under each :data:`GROUP_SWEEP` setting: kernel GCUPS from
+    the best and the median of five warm runs (kernel time = first start to last end);
+    returns the number of settings whose scores differ from ``reference_scores``."""
+    from dpalign.kernels_cl import search_group
+
+    saved = search_group.QUEUES, search_group.MULTI_SHAPES
+    mismatches = 0
+    ends = free_ends_tuple("local")
+    try:
+        for name, queues, multi in GROUP_SWEEP:
+            search_group.QUEUES = queues
+            search_group.MULTI_SHAPES = saved[1] if multi is None else multi
+            runner = base.with_options(local_kernel="group")
+            runner._groups = {}  # a GroupSearch with these settings
+            runner.score(query, scoring, "local", ends)
+            spans, walls, result = [], [], None
+            for _ in range(5):
+                start = time.perf_counter()
+                result = runner.score(query, scoring, "local", ends)
+                walls.append(time.perf_counter() - start)
+                spans.append(result.kernel_seconds)
+            record = search_record(
+                label, runner, result, min(walls), scoring, "local", query, name, None
+            )
+            record["gcups"] = result.cells / min(spans) / 1e9
+            record["gcups_median"] = result.cells / float(np.median(spans)) / 1e9
+            record["kernel_s_all"] = spans
+            record["multi_shapes"] = search_group.MULTI_SHAPES
+            record["same_scores"] = bool(np.array_equal(result.scores, reference_scores))
+            mismatches += not record["same_scores"]
+            emit(args.out, label, record)
+    finally:
+        search_group.QUEUES, search_group.MULTI_SHAPES = saved
+    return mismatches
+
+
 def protein(args):
     ok = usable(args)
     base_name, base_kernel = base_options(ok)
@@ -451,33 +494,8 @@ def protein(args):
         )
         record["same_scores"] = same
         emit(args.out, "protein", record)
-    # the group kernel's launches spread over 1-8 command queues (kernel time is the span
-    # from the first start to the last end); five warm runs each
-    from dpalign.kernels_cl import search_group
-
-    default_queues = search_group.QUEUES
-    for queues in GROUP_QUEUES:
-        search_group.QUEUES = queues
-        runner = base.with_options(local_kernel="group")
-        runner._groups = {}  # a GroupSearch with this many queues
-        ends = free_ends_tuple("local")
-        runner.score(query, scoring, "local", ends)
-        spans, walls, result = [], [], None
-        for _ in range(5):
-            start = time.perf_counter()
-            result = runner.score(query, scoring, "local", ends)
-            walls.append(time.perf_counter() - start)
-            spans.append(result.kernel_seconds)
-        record = search_record(
-            "protein", runner, result, min(walls), scoring, "local", query, f"group-q{queues}", None
-        )
-        record["gcups"] = result.cells / min(spans) / 1e9
-        record["gcups_median"] = result.cells / float(np.median(spans)) / 1e9
-        record["kernel_s_all"] = spans
-        record["same_scores"] = bool(np.array_equal(result.scores, reference_scores))
-        mismatches += not record["same_scores"]
-        emit(args.out, "protein", record)
-    search_group.QUEUES = default_queues
+    # the group kernel: its launches over 1-8 command queues, and the multi-pass shape sets
+    mismatches += group_sweep(args, "protein", base, query, scoring, reference_scores)
     # the other modes: the shifted frame (default) and the G frame
     for mode in ("global", "semiglobal"):
         ends = free_ends_tuple(mode)
@@ -577,6 +595,8 @@ def dna(args):
                 record["same_scores"] = bool(np.array_equal(result.scores, check32.scores))
                 mismatches += not record["same_scores"]
             emit(args.out, "dna", record)
+        if mode == "local":
+            mismatches += group_sweep(args, "dna", base, query, scoring, check32.scores)
     return mismatches
 
 

@@ -36,13 +36,14 @@ PAD_SCORE = -1000
 #: pairs beyond that).
 WG = 128
 GROUPS_PER_CU = 16
-#: Single-pass shapes (G, R) and the multi-pass shape for the longest targets ("mid" in the
-#: H100 probe: 15 shapes; finer sets paid more in small launches than they saved in padding).
+#: Single-pass shapes (G, R) ("mid" in the H100 probe: 15 shapes; finer sets paid more in
+#: small launches than they saved in padding), and the shapes that may take several passes
+#: (targets longer than their G * R).
 SHAPES = (
     (4, 16), (8, 12), (8, 16), (8, 20), (8, 24), (8, 28), (8, 32),
     (16, 20), (16, 24), (16, 28), (16, 32), (32, 20), (32, 24), (32, 28), (32, 32),
 )  # fmt: skip
-MULTI_SHAPE = (32, 32)
+MULTI_SHAPES = ((16, 32), (32, 32))
 #: Per-step work of a work-item besides its R cells, in cells (the bucket cost model).
 STEP_OVERHEAD = 3.0
 #: Command queues the buckets are spread over: small, latency-bound buckets then overlap the
@@ -71,12 +72,12 @@ class Bucket:
 
 def plan_buckets(lengths: np.ndarray, m: int, shapes=None, multi=None) -> list[Bucket]:
     """Deal targets of ``lengths`` (all > 0) to the shape of least estimated cost for a query
-    of length ``m``: padded cells, the wavefront's fill (G - 1 steps) and a per-step overhead
-    of :data:`STEP_OVERHEAD` cells per work-item. Only ``multi`` (default
-    :data:`MULTI_SHAPE`) takes several passes; ``shapes`` defaults to :data:`SHAPES`."""
+    of length ``m``: padded cells, the wavefront's fill (G - 1 steps per pass) and a per-step
+    overhead of :data:`STEP_OVERHEAD` cells per work-item. Only the ``multi`` shapes (default
+    :data:`MULTI_SHAPES`) take several passes; ``shapes`` defaults to :data:`SHAPES`."""
     shapes = SHAPES if shapes is None else shapes
-    multi = MULTI_SHAPE if multi is None else multi
-    options = list(dict.fromkeys([*shapes, multi]))
+    multi = MULTI_SHAPES if multi is None else multi
+    options = list(dict.fromkeys([*shapes, *multi]))
     n = np.asarray(lengths, np.int64)
     best = np.full(len(n), np.inf)
     choice = np.zeros(len(n), np.int64)
@@ -85,7 +86,7 @@ def plan_buckets(lengths: np.ndarray, m: int, shapes=None, multi=None) -> list[B
         w = g * r
         passes = np.maximum(1, -(-n // w))
         cost = passes * w * (m + g - 1) * (1 + STEP_OVERHEAD / r)
-        if (g, r) != multi:
+        if (g, r) not in multi:
             cost = np.where(passes == 1, cost, np.inf)
         better = cost < best
         best[better] = cost[better]
@@ -159,7 +160,7 @@ class GroupSearch:
         words = rows * self.L * self.L
         if self.dctx.caps.is_cpu:
             words = 1 << max(words - 1, 1023).bit_length()
-        qmax = -(-(len(query) + 2 * max(g for g, _ in (*SHAPES, MULTI_SHAPE))) // 256) * 256
+        qmax = -(-(len(query) + 2 * max(g for g, _ in (*SHAPES, *MULTI_SHAPES))) // 256) * 256
         exchange = 0 if self.ptx else 8 * WG
         return words, qmax, words * 4 + qmax * 4 + exchange
 
