@@ -400,3 +400,18 @@ def test_buckets_cover_every_target_once():
         assert (np.diff(n) <= 0).all()  # longest first: partners of similar length
     assert max(b.passes for b in buckets) <= -(-int(lengths.max()) // (16 * 16))
     assert {(b.G, b.R) for b in buckets if b.passes > 1} <= set(multi)
+
+
+def test_small_many_pass_buckets_move_to_the_widest_shape():
+    """A narrow multi-pass bucket with few targets is one long dependency chain: its targets
+    take the widest multi-pass shape (fewer passes); a big one stays."""
+    from dpalign.kernels_cl.search_group import MIN_MULTI_TARGETS, plan_buckets
+
+    lengths = np.array([600] * MIN_MULTI_TARGETS + [1500] * 10)
+    shapes = multi = ((16, 32), (32, 32))
+
+    def plan(n):
+        return {(b.G, b.R, b.passes): len(b.targets) for b in plan_buckets(n, 256, shapes, multi)}
+
+    assert plan(lengths) == {(16, 32, 2): MIN_MULTI_TARGETS, (32, 32, 2): 10}
+    assert plan(lengths[MIN_MULTI_TARGETS - 100 :]) == {(32, 32, 1): 100, (32, 32, 2): 10}
