@@ -330,9 +330,10 @@ class SearchRunner:
         Where the kernel reads the query profile: a copy in local memory per work-group
         (default) or global memory through the caches.
     local_kernel : {"auto", "strip", "group"}, optional
-        Local-mode 16-bit pass: the thread-group kernel (``search_group.cl``) or the strip
-        kernel. "auto" (default): the group kernel on devices with packed 16-bit PTX
-        (NVIDIA sm_90+) wherever the query's pair table fits local memory.
+        The 16-bit pass (every mode): the thread-group kernel (``search_group.cl``) or the
+        strip kernel. "auto" (default): the group kernel on devices with packed 16-bit PTX
+        (NVIDIA sm_90+) wherever the query's pair table fits local memory. (The name is
+        from when the group kernel did local mode only.)
     """
 
     def __init__(
@@ -546,13 +547,12 @@ class SearchRunner:
         recomputed = 0
         group = self._group_kernel(task, query) if width != 32 else None
         if group is not None:
-            found, flagged, s, k = group.score(
-                query, scoring.matrix, scoring.gap_open, scoring.gap_extend
-            )
+            found, flagged, s, k = group.score(query, task)
             seconds, launches = seconds + s, launches + k
             good = ~flagged[todo]
-            scores[todo[good]] = found[todo[good]]
-            widths[todo[good]] = 16
+            picked = todo[good]
+            scores[picked] = scores_from(task, m, self.lengths[picked], found[picked])
+            widths[picked] = 16
             recomputed = int((~good).sum())
             todo = todo[~good]
             if progress is not None:
@@ -585,10 +585,10 @@ class SearchRunner:
         return SearchScores(scores, widths, seconds, launches, cells, recomputed)
 
     def _group_kernel(self, task: SearchTask, query: np.ndarray):
-        """The thread-group kernel for this local-mode query, or None where the strip kernel
-        runs (global modes, scorings the packed kernels cannot hold, a pair table too big for
-        local memory, and by default devices without packed 16-bit PTX)."""
-        if not task.local or not task.packable() or self.local_kernel == "strip":
+        """The thread-group kernel for this query, or None where the strip kernel runs
+        (scorings the packed kernels cannot hold, a pair table too big for local memory, and
+        by default devices without packed 16-bit PTX)."""
+        if not task.packable() or self.local_kernel == "strip":
             return None
         if self.local_kernel == "auto" and not self.ptx:
             return None

@@ -1,4 +1,4 @@
-/* Local-mode database search with thread groups per target pair (the CUDASW++ 4.0 decomposition).
+/* Database search with thread groups per target pair (the CUDASW++ 4.0 decomposition).
  *
  * The strip kernel (search.cl) gives each work-item whole targets and pairs two targets' query
  * profile rows per cell (two local loads and a byte permute per two cells, a boundary column
@@ -31,15 +31,23 @@
  * most an E or F inherited from real cells, below their H. A pass's columns right of a
  * target's end never feed a real cell.
  *
+ * Global modes (GLOBAL_MODE=1, any free ends): no zero floor; targets are right-aligned, so
+ * each ends on its last pass's last column, after virtual columns whose letter scores 0 when
+ * the left border is free (H stays 0) and -1000 otherwise (H follows F down the column,
+ * -(o + e (i + 1)): the left border again), with a top border of 0 above them; fill and drain
+ * rows take a branch (the H row passes through). Results per half: the maximum over the
+ * target's last column (the last work-item's column, every row), over the query's last row
+ * (real columns), the corner, and the best H (for overflow detection).
+ *
  * 16-bit overflow: H only grows by the largest substitution score per step, so the first cell
  * that passes 32767 - max(s) - 64 is exact and lands in the best; the host flags such pairs
  * and recomputes them in int32 (the strip kernel).
  *
- * Results per pair (uint4): the two best scores as raw 16-bit values, twice (the layout of the
- * strip kernel's lanes is not shared).
+ * Results per pair, raw 16-bit values: local mode (best a, best b, 0, 0); global modes four per
+ * half, in the strip kernel's order (search.cl).
  *
  * Compile-time constants (-D): G, R (even), WG (work-items per work-group, a multiple of G),
- * USE_PTX, MULTI (multi-pass), TAB_WORDS (the pair table and its virtual row, in words), QMAX
+ * USE_PTX, MULTI (multi-pass), GLOBAL_MODE, TAB_WORDS (the pair table and its virtual row, in words), QMAX
  * (m + 2 G: the query row offsets with G - 1 virtual rows at each end).
  */
 
@@ -57,6 +65,9 @@
 #endif
 #ifndef MULTI
 #define MULTI 0
+#endif
+#ifndef GLOBAL_MODE
+#define GLOBAL_MODE 0
 #endif
 #ifndef TAB_WORDS
 #define TAB_WORDS 9000
@@ -124,6 +135,30 @@ inline uint p_addmax(uint a, uint b, uint c) { return p_max(p_add(a, b), c); }
 inline uint p_max3(uint a, uint b, uint c) { return p_max(p_max(a, b), c); }
 #endif
 
+#if GLOBAL_MODE
+/* Global modes: H on the left border (column -1) at query row r, both halves. */
+#define LEFT_H(r) (leftz ? 0u : SPLAT(-(o + e * ((r) + 1))))
+#define NEG_PAIR 0x88008800u /* -30720 in both halves: below any real last-row value */
+#define GSTATE_ARGS                                                                           \
+    cell_t *lastc_, cell_t *lastr_, cell_t *corner_, const int2 pads, const int leftz,      \
+        const int o, const int e
+#define GSTATE &lastc, &lastr, &corner, pads, leftz, o, e
+/* H on the top border (row -1) at padded column j of one half: 0 on the virtual columns
+   before the target (and at the corner, j = -1), else 0 or -(o + e (j' + 1)) at target
+   column j' = j - pad. */
+inline uint top_half(const int j, const int pad, const int topz, const int o, const int e) {
+    if (j < pad || topz) return 0u;
+    return (uint)(-(o + e * (j - pad + 1))) & 0xFFFFu;
+}
+inline uint top_pair(const int j, const int2 pads, const int topz, const int o, const int e) {
+    return top_half(j, pads.x, topz, o, e) | (top_half(j, pads.y, topz, o, e) << 16);
+}
+#else
+#define LEFT_H(r) 0u
+#define GSTATE_ARGS const int unused_
+#define GSTATE 0
+#endif
+
 /* The score pair of a cell: the query row's table row at byte offset `base`, the column's
    letter pair at byte offset `off`. */
 #define SCORE(base, off) (*(__local const uint *)((__local const uchar *)ltab + (base) + (off)))
@@ -135,23 +170,52 @@ inline __attribute__((always_inline)) void step(
     const int k, const int t, const int m, const int pass, __local const uint *ltab,
     __local const int *lq, const uint *po, const cell_t *HI, cell_t *HO, cell_t *Fc,
     cell_t *hd_, cell_t *hl_, cell_t *el_, cell_t *best_, const cell_t NE, const cell_t NOE,
-    __global uint2 *cbuf, __local uint *xh, __local uint *xe, const int lid) {
+    __global uint2 *cbuf, __local uint *xh, __local uint *xe, const int lid, GSTATE_ARGS) {
     const int i = k - t;
     cell_t hl = *hl_, el = *el_, best = *best_;
-    const int base = lq[i + G - 1];
-    cell_t d = *hd_, ee = el, h = 0, hprev = 0;
+    cell_t h = 0, ee = el;
+#if GLOBAL_MODE
+    if ((uint)i < (uint)m) {
+#endif
+        const int base = lq[i + G - 1];
+        cell_t d = *hd_, hprev = 0;
 #pragma unroll
-    for (int c = 0; c < R; c++) {
-        const cell_t s = SCORE(base, po[c]);
-        h = p_maxrelu(p_addmax(d, s, ee), Fc[c]);
-        const cell_t tt = p_add(h, NOE);
-        ee = p_addmax(ee, NE, tt);
-        Fc[c] = p_addmax(Fc[c], NE, tt);
-        if (c & 1) best = p_max3(best, hprev, h);
-        else hprev = h;
-        d = HI[c];
-        HO[c] = h;
+        for (int c = 0; c < R; c++) {
+            const cell_t s = SCORE(base, po[c]);
+#if GLOBAL_MODE
+            h = p_max(p_addmax(d, s, ee), Fc[c]);
+#else
+            h = p_maxrelu(p_addmax(d, s, ee), Fc[c]);
+#endif
+            const cell_t tt = p_add(h, NOE);
+            ee = p_addmax(ee, NE, tt);
+            Fc[c] = p_addmax(Fc[c], NE, tt);
+            if (c & 1) best = p_max3(best, hprev, h);
+            else hprev = h;
+            d = HI[c];
+            HO[c] = h;
+        }
+#if GLOBAL_MODE
+        *lastc_ = p_max(*lastc_, h); /* this work-item's last column, every real row */
+        if (i == m - 1) {
+            /* the last query row: its real columns (right of each target's padding) */
+            const int j0 = pass * W + t * R;
+            cell_t lr = *lastr_;
+#pragma unroll
+            for (int c = 0; c < R; c++) {
+                const uint keep = (j0 + c >= pads.x ? 0x0000FFFFu : 0u) |
+                                  (j0 + c >= pads.y ? 0xFFFF0000u : 0u);
+                lr = p_max(lr, (HO[c] & keep) | (NEG_PAIR & ~keep));
+            }
+            *lastr_ = lr;
+            *corner_ = h;
+        }
+    } else { /* a fill or drain row: the H row passes through (the top border, when filling) */
+#pragma unroll
+        for (int c = 0; c < R; c++) HO[c] = HI[c];
+        h = HI[R - 1];
     }
+#endif
 #if MULTI
     if (t == G - 1 && (uint)i < (uint)m) cbuf[i] = (uint2)(h, ee);
 #endif
@@ -169,9 +233,9 @@ inline __attribute__((always_inline)) void step(
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 #endif
-    if (t == 0) { /* row k + 1's left border: H = 0, E = -o - e (or the last pass's column) */
-        hl = 0u;
-        el = NOE;
+    if (t == 0) { /* row k + 1's left border (or the last pass's column) */
+        hl = LEFT_H(k + 1);
+        el = p_add(hl, NOE);
 #if MULTI
         if (pass && k + 1 < m) {
             const uint2 c1 = cbuf[k + 1];
@@ -196,17 +260,21 @@ inline __attribute__((always_inline)) void step(
 #else
 #define CBUF 0
 #endif
-#define STEP(K, HI, HO) \
-    step(K, t, m, pass, ltab, lq, po, HI, HO, Fc, &hd, &hl, &el, &best, NE, NOE, CBUF, XCH, lid)
+#define STEP(K, HI, HO)                                                                   \
+    step(K, t, m, pass, ltab, lq, po, HI, HO, Fc, &hd, &hl, &el, &best, NE, NOE, CBUF, XCH, lid, \
+         GSTATE)
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void group_search(
     __global const ushort *cols, /* per pair: passes * W column letter-pair byte offsets */
     __global const uint *table,  /* [query letters + 1 virtual][L * L] */
     __global const int *qoff,    /* [m] byte offset of each query row's table row */
-    __global uint4 *out,         /* per pair */
+    __global uint *out,          /* per pair: 4 words (local) or 8 (global), raw 16-bit */
     __global uint2 *carry,       /* MULTI: per group slot, [m] (H, E) */
+    __global const int2 *pad_of, /* global modes: per pair, virtual columns before each target */
     const int npairs, const int m, const int passes, const int ntab, const int o, const int e,
-    const int virt_off) {        /* byte offset of the virtual table row */
+    const int virt_off,          /* byte offset of the virtual table row */
+    const int topz,              /* global modes: row -1 is all zeros */
+    const int leftz) {           /* global modes: column -1 is all zeros */
     __local uint ltab[TAB_WORDS];
     __local int lq[QMAX];
 #if !USE_PTX
@@ -233,19 +301,39 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void group_search(
         if (p0 + wg_group0 >= npairs) break;
         const int p = p0 + gslot;
         const int pp = p < npairs ? p : npairs - 1; /* idle groups repeat the last pair */
+#if GLOBAL_MODE
+        const int2 pads = pad_of[pp];
+        cell_t best = NEG_PAIR, lastc = NEG_PAIR, lastr = NEG_PAIR, corner = NEG_PAIR;
+#else
         cell_t best = 0u;
+#endif
         for (int pass = 0; pass < passes; pass++) {
             uint po[R];
             cell_t HcA[R], HcB[R], Fc[R];
             __global const ushort *cp = cols + ((size_t)pp * passes + pass) * W + t * R;
+            const int j0 = pass * W + t * R;
 #pragma unroll
             for (int c = 0; c < R; c++) {
                 po[c] = cp[c];
-                HcA[c] = 0u; /* the top border */
-                HcB[c] = 0u;
-                Fc[c] = NOE;
+#if GLOBAL_MODE
+                const cell_t top = top_pair(j0 + c, pads, topz, o, e);
+#else
+                const cell_t top = 0u;
+#endif
+                HcA[c] = top; /* the top border */
+                HcB[c] = top;
+                Fc[c] = p_add(top, NOE);
             }
-            cell_t hd = 0u, hl = 0u, el = NOE; /* the corner and the left border of row 0 */
+#if GLOBAL_MODE
+            /* the diagonal of row 0 (the top border left of this work-item's columns, the
+               corner for j0 = 0); work-items t > 0 pass it on as their first left input */
+            const cell_t top0 = top_pair(j0 - 1, pads, topz, o, e);
+            cell_t hd = top0, hl = t ? top0 : LEFT_H(0);
+            lastc = NEG_PAIR; /* the last pass's counts */
+#else
+            cell_t hd = 0u, hl = 0u;
+#endif
+            cell_t el = p_add(hl, NOE);
 #if MULTI
             if (t == 0 && pass) {
                 const uint2 c0 = cbuf[0];
@@ -266,17 +354,54 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void group_search(
 #endif
 #endif
         }
-        /* the group's best: max over its G lanes */
+        /* the group's best (and last row): max over its G lanes */
 #if USE_PTX
 #pragma unroll
-        for (int off = 1; off < G; off <<= 1) best = p_max(best, shfl_xor(best, off));
+        for (int off = 1; off < G; off <<= 1) {
+            best = p_max(best, shfl_xor(best, off));
+#if GLOBAL_MODE
+            lastr = p_max(lastr, shfl_xor(lastr, off));
+#endif
+        }
 #else
         xh[lid] = best;
+#if GLOBAL_MODE
+        xe[lid] = lastr;
+#endif
         barrier(CLK_LOCAL_MEM_FENCE);
         if (t == 0)
-            for (int u = 1; u < G; u++) best = p_max(best, xh[lid + u]);
+            for (int u = 1; u < G; u++) {
+                best = p_max(best, xh[lid + u]);
+#if GLOBAL_MODE
+                lastr = p_max(lastr, xe[lid + u]);
+#endif
+            }
         barrier(CLK_LOCAL_MEM_FENCE);
 #endif
-        if (p < npairs && t == 0) out[p] = (uint4)(best & 0xFFFFu, best >> 16, 0u, 0u);
+        if (p < npairs) {
+#if GLOBAL_MODE
+            /* per half: last column (the target's last, where the pass ends), last row,
+               corner, best; in the strip kernel's order (search.cl's lanes) */
+            if (t == G - 1) {
+                out[8 * p + 0] = lastc & 0xFFFFu;
+                out[8 * p + 4] = lastc >> 16;
+                out[8 * p + 2] = corner & 0xFFFFu;
+                out[8 * p + 6] = corner >> 16;
+            }
+            if (t == 0) {
+                out[8 * p + 1] = lastr & 0xFFFFu;
+                out[8 * p + 5] = lastr >> 16;
+                out[8 * p + 3] = best & 0xFFFFu;
+                out[8 * p + 7] = best >> 16;
+            }
+#else
+            if (t == 0) {
+                out[4 * p + 0] = best & 0xFFFFu;
+                out[4 * p + 1] = best >> 16;
+                out[4 * p + 2] = 0u;
+                out[4 * p + 3] = 0u;
+            }
+#endif
+        }
     }
 }

@@ -1,4 +1,4 @@
-"""Host side of the thread-group search kernel (``search_group.cl``): local mode, 16 bits.
+"""Host side of the thread-group search kernel (``search_group.cl``): every mode, 16 bits.
 
 Two targets per group of G work-items, each work-item R target columns in registers, the query
 streamed as DP rows, substitution scores from a pair table in local memory (see the kernel's
@@ -201,14 +201,21 @@ class GroupSearch:
 
     # -- per query ------------------------------------------------------------------------------
 
-    def score(self, query: np.ndarray, matrix: np.ndarray, gap_open: int, gap_extend: int):
-        """Local-mode 16-bit scores of ``query`` against every target.
+    def score(self, query: np.ndarray, task):
+        """16-bit results of ``query`` against every target for a
+        :class:`~dpalign.kernels_cl.search.SearchTask` (any mode and free ends).
 
         Returns
         -------
-        scores : ndarray of int64 (0 for empty targets)
-        flagged : ndarray of bool (may have wrapped: recompute in int32)
-        seconds : float (kernel time, first start to last end)
+        results : ndarray, shape (targets, 4), int64
+            Per target, in the strip kernel's order (``search.scores_from`` reads them): the
+            maximum over the target's last residue (every query row), over the query's last
+            residue (every target column), the corner, and the best H of the whole matrix
+            (local mode: the score). Empty targets: zeros.
+        flagged : ndarray of bool
+            Results that may have wrapped in 16 bits: recompute in int32.
+        seconds : float
+            Kernel time, first start to last end.
         launches : int
         """
         import pyopencl as cl
@@ -217,13 +224,20 @@ class GroupSearch:
             raise DpalignError(
                 "the pair table of this query does not fit the device's local memory"
             )
+        sc = task.scoring
+        glob = not task.local
         m = len(query)
         ctx, caps = self.dctx.context, self.dctx.caps
-        table, qoff, virt_off = self._table(query, matrix)
+        # Global modes: each target ends on its last pass's last column, after virtual
+        # columns that carry the left border (scoring 0 when that border is free, else too
+        # low to matter: H there follows F down the column, -(o + e (i + 1))).
+        pad_score = 0 if glob and task.top_zero else PAD_SCORE
+        table, qoff, virt_off = self._table(query, sc.matrix, pad_score)
         tab_words, qmax, _ = self.geometry(query)
         buckets = self._plan(m)
         mf = cl.mem_flags
         queues = self._queue_list()
+        words = 8 if glob else 4
         events, outs = [], []
         with driver_errors(caps, "running the group search kernel"):
             table_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=table)
@@ -231,8 +245,8 @@ class GroupSearch:
             # Latency-bound buckets first (most steps per pair), then the biggest.
             order = sorted(buckets, key=lambda b: (-b.passes * (m + b.G), -len(b.targets)))
             for j, bucket in enumerate(order):
-                cols, out, targets = self._upload(bucket)
-                kernel = self._kernel(bucket, tab_words, qmax)
+                cols, pads, out, targets = self._upload(bucket, glob)
+                kernel = self._kernel(bucket, tab_words, qmax, glob)
                 wgs = -(-bucket.npairs // (WG // bucket.G))
                 wgs = max(1, min(wgs, caps.compute_units * GROUPS_PER_CU))
                 size = wgs * WG
@@ -243,39 +257,51 @@ class GroupSearch:
                     qoff_buf,
                     out,
                     carry,
+                    pads,
                     np.int32(bucket.npairs),
                     np.int32(m),
                     np.int32(bucket.passes),
                     np.int32(len(table)),
-                    np.int32(gap_open),
-                    np.int32(gap_extend),
+                    np.int32(sc.gap_open),
+                    np.int32(sc.gap_extend),
                     np.int32(virt_off),
+                    np.int32(task.left_zero),  # the kernel's row -1: the strip kernel's column 0
+                    np.int32(task.top_zero),  # its column -1: the strip kernel's row 0
                 )
+                # Multi-pass launches share the pass-column buffer: one queue for them.
                 queue = queues[j % len(queues)] if bucket.passes == 1 else queues[0]
                 events.append(cl.enqueue_nd_range_kernel(queue, kernel, (size,), (WG,)))
                 outs.append((out, targets, bucket.npairs))
             for queue in queues:
                 queue.flush()
-            scores = np.zeros(len(self.codes), np.int64)
+            results = np.zeros((len(self.codes), 4), np.int64)
             for event, (out, targets, npairs) in zip(events, outs, strict=True):
                 wait(event)
-                raw = np.empty((npairs, 4), np.uint32)
+                raw = np.empty((npairs, words), np.uint32)
                 cl.enqueue_copy(self.dctx.copy_queue, raw, out, is_blocking=True)
-                best = raw[:, :2].astype(np.uint16).view(np.int16).astype(np.int64).reshape(-1)
+                values = raw.astype(np.uint16).view(np.int16).astype(np.int64)
+                if glob:  # [pair][half][4]
+                    per_lane = values.reshape(-1, 4)
+                else:  # [pair][best a, best b, 0, 0]
+                    per_lane = np.zeros((2 * npairs, 4), np.int64)
+                    per_lane[:, 3] = values[:, :2].reshape(-1)
                 real = targets >= 0
-                scores[targets[real]] = best[: len(targets)][real]
+                results[targets[real]] = per_lane[: len(targets)][real]
         start = min(e.profile.start for e in events)
         end = max(e.profile.end for e in events)
-        flagged = scores >= flag_limit(matrix)
-        return scores, flagged, (end - start) * 1e-9, len(events)
+        flagged = results[:, 3] >= flag_limit(sc.matrix)
+        if glob:  # values that may fall below the 16-bit range, the virtual columns' included
+            flagged |= ~task.low_ok(m, self.lengths, -30_720 + 1024)
+        return results, flagged, (end - start) * 1e-9, len(events)
 
-    def _table(self, query: np.ndarray, matrix: np.ndarray):
+    def _table(self, query: np.ndarray, matrix: np.ndarray, pad_score: int = PAD_SCORE):
         """The pair table (uint32 words), each query row's table offset (bytes), and the
-        virtual row's offset."""
+        virtual row's offset; the padding letter scores ``pad_score``."""
         letters, rows = np.unique(query, return_inverse=True)
         L = self.L
         sub = np.full((len(letters) + 1, L), PAD_SCORE, np.int64)  # + the virtual row
         sub[: len(letters), : L - 1] = matrix[np.ix_(letters, self.letters)]
+        sub[: len(letters), L - 1] = pad_score
         bits = (sub & 0xFFFF).astype(np.uint32)
         table = (bits[:, :, None] | (bits[:, None, :] << 16)).reshape(-1)
         qoff = (rows.reshape(-1) * L * L * 4).astype(np.int32)
@@ -291,25 +317,31 @@ class GroupSearch:
                 bucket.targets = self.real[bucket.targets]
         return self._plans[key]
 
-    def _upload(self, bucket: Bucket):
-        """The bucket's column pair offsets and result buffer on the device (cached)."""
+    def _upload(self, bucket: Bucket, right: bool):
+        """The bucket's column pair offsets, per-pair virtual columns and result buffer on
+        the device (cached); ``right``: each target ends on the last column (global modes),
+        else it starts on the first (local mode)."""
         import pyopencl as cl
 
-        key = (bucket.G, bucket.R, bucket.passes, int(bucket.targets[0]), len(bucket.targets))
+        first = int(bucket.targets[0])
+        key = (bucket.G, bucket.R, bucket.passes, first, len(bucket.targets), right)
         if key not in self._packed:
-            cols, targets = self._pack(bucket)
+            cols, pads, targets = self._pack(bucket, right)
             mf = cl.mem_flags
+            ctx = self.dctx.context
             with driver_errors(self.dctx.caps, "uploading the search targets"):
                 self._packed[key] = (
-                    cl.Buffer(self.dctx.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=cols),
-                    cl.Buffer(self.dctx.context, mf.READ_WRITE, bucket.npairs * 16),
+                    cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=cols),
+                    cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=pads),
+                    cl.Buffer(ctx, mf.READ_WRITE, bucket.npairs * (32 if right else 16)),
                     targets,
                 )
         return self._packed[key]
 
-    def _pack(self, bucket: Bucket):
-        """uint16 pair offsets ``[pairs, passes * W]`` and the target of every lane (-1: the
-        odd bucket's empty partner)."""
+    def _pack(self, bucket: Bucket, right: bool = False):
+        """uint16 pair offsets ``[pairs, passes * W]``, the virtual columns before each
+        lane's target (int32 ``[pairs, 2]``), and the target of every lane (-1: the odd
+        bucket's empty partner)."""
         width = bucket.passes * bucket.W
         targets = bucket.targets
         if len(targets) % 2:
@@ -319,13 +351,17 @@ class GroupSearch:
         lens = self.lengths[targets[real]]
         flat = np.concatenate([self.codes[t] for t in targets[real]])
         rows = np.repeat(real, lens)
-        starts = np.repeat(np.cumsum(lens) - lens, lens)
-        lanes[rows, np.arange(len(flat)) - starts] = self.compact[flat]
+        at = np.arange(len(flat)) - np.repeat(np.cumsum(lens) - lens, lens)
+        pads = np.full(len(targets), width, np.int32)
+        pads[real] = width - lens if right else 0
+        if right:
+            at += np.repeat(width - lens, lens)
+        lanes[rows, at] = self.compact[flat]
         lanes = lanes.reshape(-1, 2, width)
         cols = ((lanes[:, 0] * self.L + lanes[:, 1]) * 4).astype(np.uint16)
-        return np.ascontiguousarray(cols), targets
+        return np.ascontiguousarray(cols), np.ascontiguousarray(pads.reshape(-1, 2)), targets
 
-    def _kernel(self, bucket: Bucket, table_words: int, qmax: int):
+    def _kernel(self, bucket: Bucket, table_words: int, qmax: int, glob: bool):
         import pyopencl as cl
 
         program, _ = build(
@@ -337,6 +373,7 @@ class GroupSearch:
                 "WG": WG,
                 "USE_PTX": int(self.ptx),
                 "MULTI": int(bucket.passes > 1),
+                "GLOBAL_MODE": int(glob),
                 "TAB_WORDS": table_words,
                 "QMAX": qmax,  # rounded up: queries of similar lengths share a build
             },
