@@ -330,10 +330,11 @@ class SearchRunner:
         Where the kernel reads the query profile: a copy in local memory per work-group
         (default) or global memory through the caches.
     local_kernel : {"auto", "strip", "group"}, optional
-        The 16-bit pass (every mode): the thread-group kernel (``search_group.cl``) or the
-        strip kernel. "auto" (default): the group kernel on devices with packed 16-bit PTX
-        (NVIDIA sm_90+) wherever the query's pair table fits local memory. (The name is
-        from when the group kernel did local mode only.)
+        The 16-bit pass: the thread-group kernel (``search_group.cl``) or the strip kernel.
+        "auto" (default): the group kernel for local mode on devices with packed 16-bit PTX
+        (NVIDIA sm_90+) wherever the query's pair table fits local memory (measured and
+        checked on the H100); "group": the group kernel in every mode (its global modes are
+        tested on PoCL, not yet measured on a GPU); "strip": never.
     """
 
     def __init__(
@@ -587,10 +588,10 @@ class SearchRunner:
     def _group_kernel(self, task: SearchTask, query: np.ndarray):
         """The thread-group kernel for this query, or None where the strip kernel runs
         (scorings the packed kernels cannot hold, a pair table too big for local memory, and
-        by default devices without packed 16-bit PTX)."""
+        by default global modes and devices without packed 16-bit PTX)."""
         if not task.packable() or self.local_kernel == "strip":
             return None
-        if self.local_kernel == "auto" and not self.ptx:
+        if self.local_kernel == "auto" and not (self.ptx and task.local):
             return None
         if self.ptx not in self._groups:
             from .search_group import GroupSearch
