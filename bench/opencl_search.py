@@ -51,6 +51,8 @@ VARIANTS = {
     "int32": ({}, 32),
     # Local mode: the strip kernel in 16 bits (the default takes the group kernel on GPUs).
     "strip-i16": ({"local_kernel": "strip"}, 16),
+    # The group kernel in every mode (global modes are opt-in until checked on a GPU).
+    "group": ({"local_kernel": "group"}, None),
 }
 #: The protein (local mode) sweep: strip width, work-group size, the running best, PTX.
 SWEEP = {
@@ -263,6 +265,7 @@ def check(args):
             (base_name, base_opts),
             ("gframe", {**base_opts, **VARIANTS["gframe"][0]}),
             ("s64", {**base_opts, "strip": 64}),
+            ("group", {**base_opts, "local_kernel": "group"}),
         ):
             got = SearchRunner(dctx, targets, **options).score(query, scoring, mode, ends)
             ok = bool(np.array_equal(got.scores, want)) and 32 in got.width and 16 in got.width
@@ -500,7 +503,8 @@ def protein(args):
     for mode in ("global", "semiglobal"):
         ends = free_ends_tuple(mode)
         check32 = base.score(query, scoring, mode, ends, width=32)
-        for name in ("default", "gframe") if mode == "global" or args.sweep else ("default",):
+        names = ("default", "gframe") if mode == "global" or args.sweep else ("default",)
+        for name in (*names, "group"):  # the group kernel's global modes, measured
             runner = base.with_options(**{**base_opts, **VARIANTS[name][0]})
             result, wall = measure_search(runner, query, scoring, mode, ends, base_width)
             record = search_record(
@@ -582,7 +586,7 @@ def dna(args):
     for mode in ("local", "semiglobal", "global"):
         ends = free_ends_tuple(mode)
         local_names = ("default", "strip-i16", "int32")
-        for name in local_names if mode == "local" else ("default", "gframe", "int32"):
+        for name in local_names if mode == "local" else ("default", "gframe", "int32", "group"):
             options, width = VARIANTS[name]
             options, width = {**base_opts, **options}, width or base_width
             if not ok.get(family(options, width)):
@@ -592,6 +596,7 @@ def dna(args):
             record = search_record("dna", runner, result, wall, scoring, mode, query, name, width)
             if name == "default":
                 check32 = base.score(query, scoring, mode, ends, width=32)
+            if name in ("default", "group"):
                 record["same_scores"] = bool(np.array_equal(result.scores, check32.scores))
                 mismatches += not record["same_scores"]
             emit(args.out, "dna", record)
