@@ -124,3 +124,14 @@ def test_cli_device_errors_are_clear(capsys):
     assert "no OpenCL device matches 'nonesuch'" in capsys.readouterr().err
     assert main([*_tiny_args(), "--backend", "reference", "--device", "0:0"]) == 1
     assert "--device applies to --backend opencl or hybrid" in capsys.readouterr().err
+
+
+def test_sources_expand_the_shared_packed_arithmetic():
+    """papara.cl, search.cl and search_group.cl read s16x2.cl through an #include that the
+    package expands itself, so the cache key (the rendered text) covers the shared file."""
+    from dpalign.kernels_cl.programs import source
+
+    shared = source("s16x2.cl")
+    for name in ("papara.cl", "search.cl", "search_group.cl"):
+        text = source(name)
+        assert '#include "' not in text and shared in text

@@ -112,59 +112,7 @@ typedef uint2 carry_t; /* (H pair, E pair) */
 #define LO16(x) ((int)(short)((x) & 0xFFFFu))
 #define HI16(x) ((int)(short)((x) >> 16))
 
-#if USE_PTX
-/* Each pair below is one DPX instruction once ptxas fuses it (the CUDA __viaddmax_s16x2 etc.
-   intrinsics are written the same way). */
-inline uint p_add(uint a, uint b) {
-    uint r;
-    asm("add.s16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-inline uint p_max(uint a, uint b) {
-    uint r;
-    asm("max.s16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-inline uint p_addmax(uint a, uint b, uint c) {
-    uint r;
-    asm("{.reg .b32 t; add.s16x2 t, %1, %2; max.s16x2 %0, t, %3;}"
-        : "=r"(r) : "r"(a), "r"(b), "r"(c));
-    return r;
-}
-inline uint p_addmin(uint a, uint b, uint c) {
-    uint r;
-    asm("{.reg .b32 t; add.s16x2 t, %1, %2; min.s16x2 %0, t, %3;}"
-        : "=r"(r) : "r"(a), "r"(b), "r"(c));
-    return r;
-}
-inline uint p_max3(uint a, uint b, uint c) {
-    uint r;
-    asm("{.reg .b32 t; max.s16x2 t, %1, %2; max.s16x2 %0, t, %3;}"
-        : "=r"(r) : "r"(a), "r"(b), "r"(c));
-    return r;
-}
-inline uint p_umax(uint a, uint b) {
-    uint r;
-    asm("max.u16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-inline uint p_uaddmax(uint a, uint b, uint c) {
-    uint r;
-    asm("{.reg .b32 t; add.u16x2 t, %1, %2; max.u16x2 %0, t, %3;}"
-        : "=r"(r) : "r"(a), "r"(b), "r"(c));
-    return r;
-}
-#else
-inline uint p_add(uint a, uint b) { return as_uint(as_ushort2(a) + as_ushort2(b)); }
-inline uint p_umax(uint a, uint b) { return as_uint(max(as_ushort2(a), as_ushort2(b))); }
-inline uint p_uaddmax(uint a, uint b, uint c) { return p_umax(p_add(a, b), c); }
-inline uint p_max(uint a, uint b) { return as_uint(max(as_short2(a), as_short2(b))); }
-inline uint p_addmax(uint a, uint b, uint c) { return p_max(p_add(a, b), c); }
-inline uint p_addmin(uint a, uint b, uint c) {
-    return as_uint(min(as_short2(p_add(a, b)), as_short2(c)));
-}
-inline uint p_max3(uint a, uint b, uint c) { return p_max(p_max(a, b), c); }
-#endif
+#include "s16x2.cl"
 
 #else /* int32 */
 typedef int cell_t;

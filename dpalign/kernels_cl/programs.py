@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import tempfile
 import time
 import warnings
@@ -47,9 +48,18 @@ class BuildInfo:
     seconds: float
 
 
+_INCLUDE = re.compile(r'^#include "([\w.]+)"[ \t]*$', re.MULTILINE)
+
+
 def source(name: str) -> str:
-    """The text of a kernel source shipped in this package (``papara.cl``)."""
-    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    """The text of a kernel source shipped in this package (``papara.cl``), with its
+    ``#include "file.cl"`` lines replaced by those files of the package.
+
+    Expanded here rather than by the OpenCL compiler: the cache key (the SHA-256 of this
+    text) then changes with every file a program reads, and no include path is needed.
+    """
+    text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    return _INCLUDE.sub(lambda match: source(match.group(1)), text)
 
 
 def render_options(defines: dict[str, int | str]) -> list[str]:

@@ -119,36 +119,7 @@ typedef uint2 word_t;   /* the two lanes' residue words */
 #define LO16(x) ((int)(short)((x) & 0xFFFFu))
 #define HI16(x) ((int)(short)((x) >> 16))
 
-#if USE_PTX
-/* ptxas fuses an add.s16x2 feeding a max.s16x2 into one DPX VIADDMNMX (two cells). */
-inline uint p_add(uint a, uint b) {
-    uint r;
-    asm("add.s16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-inline uint p_max(uint a, uint b) {
-    uint r;
-    asm("max.s16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-inline uint p_addmax(uint a, uint b, uint c) {
-    uint r;
-    asm("{.reg .b32 t; add.s16x2 t, %1, %2; max.s16x2 %0, t, %3;}"
-        : "=r"(r) : "r"(a), "r"(b), "r"(c));
-    return r;
-}
-inline uint p_max3(uint a, uint b, uint c) {
-    uint r;
-    asm("{.reg .b32 t; max.s16x2 t, %1, %2; max.s16x2 %0, t, %3;}"
-        : "=r"(r) : "r"(a), "r"(b), "r"(c));
-    return r;
-}
-#else
-inline uint p_add(uint a, uint b) { return as_uint(as_short2(a) + as_short2(b)); }
-inline uint p_max(uint a, uint b) { return as_uint(max(as_short2(a), as_short2(b))); }
-inline uint p_addmax(uint a, uint b, uint c) { return p_max(p_add(a, b), c); }
-inline uint p_max3(uint a, uint b, uint c) { return p_max(p_max(a, b), c); }
-#endif
+#include "s16x2.cl"
 /* The low or high 16-bit halves of a and b, as one pair (one PRMT on NVIDIA). */
 inline uint pair_lo(uint a, uint b) { return (a & 0xFFFFu) | (b << 16); }
 inline uint pair_hi(uint a, uint b) { return (a >> 16) | (b & 0xFFFF0000u); }

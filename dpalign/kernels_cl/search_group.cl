@@ -83,35 +83,9 @@
 typedef uint cell_t;
 #define SPLAT(x) (((uint)(x) & 0xFFFFu) * 0x10001u)
 
+#include "s16x2.cl"
+
 #if USE_PTX
-/* ptxas fuses add.s16x2 feeding max.s16x2 into one DPX VIADDMNMX (two cells). */
-inline uint p_add(uint a, uint b) {
-    uint r;
-    asm("add.s16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-inline uint p_max(uint a, uint b) {
-    uint r;
-    asm("max.s16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-inline uint p_maxrelu(uint a, uint b) {
-    uint r;
-    asm("max.s16x2.relu %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-inline uint p_addmax(uint a, uint b, uint c) {
-    uint r;
-    asm("{.reg .b32 t; add.s16x2 t, %1, %2; max.s16x2 %0, t, %3;}"
-        : "=r"(r) : "r"(a), "r"(b), "r"(c));
-    return r;
-}
-inline uint p_max3(uint a, uint b, uint c) {
-    uint r;
-    asm("{.reg .b32 t; max.s16x2 t, %1, %2; max.s16x2 %0, t, %3;}"
-        : "=r"(r) : "r"(a), "r"(b), "r"(c));
-    return r;
-}
 /* Shuffles inside segments of G lanes of the warp. */
 inline uint shfl_up1(uint v) {
     uint r;
@@ -125,14 +99,6 @@ inline uint shfl_xor(uint v, int lanemask) {
                  : "=r"(r) : "r"(v), "r"(lanemask), "r"(((32 - G) << 8) | 0x1f));
     return r;
 }
-#else
-inline uint p_add(uint a, uint b) { return as_uint(as_short2(a) + as_short2(b)); }
-inline uint p_max(uint a, uint b) { return as_uint(max(as_short2(a), as_short2(b))); }
-inline uint p_maxrelu(uint a, uint b) {
-    return as_uint(max(max(as_short2(a), as_short2(b)), (short2)(0, 0)));
-}
-inline uint p_addmax(uint a, uint b, uint c) { return p_max(p_add(a, b), c); }
-inline uint p_max3(uint a, uint b, uint c) { return p_max(p_max(a, b), c); }
 #endif
 
 #if GLOBAL_MODE
