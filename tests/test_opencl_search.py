@@ -62,6 +62,25 @@ def _codes(rng, size, kind, scoring):
     return rng.integers(0, high, size).astype(np.uint8)
 
 
+def _draw_search(data, longest: int, count: int, m: int):
+    """A random search for hypothesis: scoring, mode, free ends, up to ``count`` targets of
+    fewer than ``longest`` residues, a query of 1 to ``m`` (codes of one alphabet kind)."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    sub, gap = data.draw(st.sampled_from(SCORINGS), label="scoring")
+    scoring = Scoring(sub, gap)
+    kind = data.draw(st.sampled_from(["acgt", "iupac", "all"]), label="codes")
+    mode = data.draw(st.sampled_from(["local", "global", "semiglobal"]), label="mode")
+    free = (
+        data.draw(st.tuples(*[st.booleans()] * 4), label="free_ends") if mode == "global" else None
+    )
+    targets = [
+        _codes(rng, int(rng.integers(0, longest)), kind, scoring)
+        for _ in range(data.draw(st.integers(1, count), label="targets"))
+    ]
+    query = _codes(rng, data.draw(st.integers(1, m), label="m"), kind, scoring)
+    return scoring, mode, free_ends_tuple(mode, free), targets, query
+
+
 VARIANTS = [
     pytest.param({}, id="default"),
     pytest.param({"shifted": False, "best3": False}, id="gframe"),
@@ -73,21 +92,7 @@ VARIANTS = [
 @pytest.mark.parametrize("width", [None, 32], ids=["auto", "i32"])
 @given(data=st.data())
 def test_search_equals_the_oracle(cl_device, options, width, data):
-    seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
-    rng = np.random.default_rng(seed)
-    sub, gap = data.draw(st.sampled_from(SCORINGS), label="scoring")
-    scoring = Scoring(sub, gap)
-    kind = data.draw(st.sampled_from(["acgt", "iupac", "all"]), label="codes")
-    mode = data.draw(st.sampled_from(["local", "global", "semiglobal"]), label="mode")
-    free = (
-        data.draw(st.tuples(*[st.booleans()] * 4), label="free_ends") if mode == "global" else None
-    )
-    ends = free_ends_tuple(mode, free)
-    targets = [
-        _codes(rng, int(rng.integers(0, 30)), kind, scoring)
-        for _ in range(data.draw(st.integers(1, 40), label="targets"))
-    ]
-    query = _codes(rng, data.draw(st.integers(1, 25), label="m"), kind, scoring)
+    scoring, mode, ends, targets, query = _draw_search(data, longest=30, count=40, m=25)
     runner = SearchRunner(device_context(cl_device), targets, **options)
     got = runner.score(query, scoring, mode, ends, width=width)
     np.testing.assert_array_equal(got.scores, _oracle(query, targets, scoring, mode, ends))
@@ -320,21 +325,7 @@ def test_group_kernel_equals_the_oracle(cl_device, small_group_shapes, data):
     """Every mode and free end, every bucket shape, single and multi-pass, odd buckets (an
     empty partner), empty and length-1 targets, any letters of the matrix: the oracle's
     scores, width 16 where the 16-bit range holds them."""
-    seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
-    rng = np.random.default_rng(seed)
-    sub, gap = data.draw(st.sampled_from(SCORINGS), label="scoring")
-    scoring = Scoring(sub, gap)
-    kind = data.draw(st.sampled_from(["acgt", "iupac", "all"]), label="codes")
-    mode = data.draw(st.sampled_from(["local", "global", "semiglobal"]), label="mode")
-    free = (
-        data.draw(st.tuples(*[st.booleans()] * 4), label="free_ends") if mode == "global" else None
-    )
-    ends = free_ends_tuple(mode, free)
-    targets = [
-        _codes(rng, int(rng.integers(0, 60)), kind, scoring)
-        for _ in range(data.draw(st.integers(1, 30), label="targets"))
-    ]
-    query = _codes(rng, data.draw(st.integers(1, 30), label="m"), kind, scoring)
+    scoring, mode, ends, targets, query = _draw_search(data, longest=60, count=30, m=30)
     if data.draw(st.booleans(), label="query inside a target"):
         targets.append(np.concatenate([targets[0], query, targets[-1]]))
     runner = SearchRunner(device_context(cl_device), targets, local_kernel="group")
