@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from dpalign import reference
 from dpalign.engine import Task, get_backend, query_batch, reference_blocks
 from dpalign.scoring import PaparaScoring
-from dpalign.simd import papara as P
+from dpalign.simd import papara_score as P
+from dpalign.simd import papara_trace as T
 
 PROTEIN_GAP = (1 << 20) - 1
 
@@ -216,9 +217,9 @@ def test_single_pair_alignment_equals_the_reference(case, scoring):
     read = reads[0]
     if len(read) == 0:
         with pytest.raises(ValueError):
-            P.papara_align(states[0], flags[0], read, scoring)
+            T.papara_align(states[0], flags[0], read, scoring)
         return
-    got = P.papara_align(states[0], flags[0], read, scoring)
+    got = T.papara_align(states[0], flags[0], read, scoring)
     assert got == reference.papara_align(states[0], flags[0], read, scoring)
 
 
@@ -226,7 +227,7 @@ def test_single_pair_alignment_equals_the_reference(case, scoring):
 def test_many_pairs_equal_the_reference(case, scoring, seed):
     states, flags, reads = case
     edges = np.random.default_rng(seed).integers(-1, len(states), len(reads))
-    scores, ops = P.papara_align_many(states, flags, reads, edges, scoring)
+    scores, ops = T.papara_align_many(states, flags, reads, edges, scoring)
     for k, read in enumerate(reads):
         if edges[k] < 0 or len(read) == 0:
             assert ops[k] is None
@@ -241,8 +242,8 @@ def test_many_pairs_with_very_long_pairs_alone(monkeypatch):
     flags = (rng.random((3, 20)) < 0.3).astype(np.uint8)
     reads = [rng.integers(1, 15, m).astype(np.uint8) for m in (3, 30, 7, 1)]
     edges = np.array([0, 1, 2, 1])
-    monkeypatch.setattr(P, "GROUP_BITS_LIMIT", 20 * 10 * P.LANES)  # pairs longer than 10 alone
-    scores, ops = P.papara_align_many(states, flags, reads, edges, PaparaScoring())
+    monkeypatch.setattr(T, "GROUP_BITS_LIMIT", 20 * 10 * P.LANES)  # pairs longer than 10 alone
+    scores, ops = T.papara_align_many(states, flags, reads, edges, PaparaScoring())
     for k, read in enumerate(reads):
         want = reference.papara_align(states[edges[k]], flags[edges[k]], read, PaparaScoring())
         assert (int(scores[k]), ops[k]) == want
@@ -255,8 +256,8 @@ def test_long_read_traceback_in_32_bits(scoring):
     flags = np.array([[0, 1, 0, 0]], dtype=np.uint8)
     read = np.ones(m, np.uint8)
     want = reference.papara_align(states[0], flags[0], read, scoring)
-    assert P.papara_align(states[0], flags[0], read, scoring) == want
-    scores, ops = P.papara_align_many(states, flags, [read], np.array([0]), scoring)
+    assert T.papara_align(states[0], flags[0], read, scoring) == want
+    scores, ops = T.papara_align_many(states, flags, [read], np.array([0]), scoring)
     assert (int(scores[0]), ops[0]) == want
 
 
@@ -264,7 +265,7 @@ def test_alignment_by_hand():
     states = np.array([1, 2, 4, 8, 1, 2], dtype=np.uint8)  # ACGTAC
     flags = np.zeros(6, dtype=np.uint8)
     read = np.array([2, 4, 8], dtype=np.uint8)  # CGT
-    assert P.papara_align(states, flags, read, PaparaScoring()) == (6, "RMMMRR")
+    assert T.papara_align(states, flags, read, PaparaScoring()) == (6, "RMMMRR")
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engine import Backend, BlockScores, register
+from ..contract import Backend, BlockScores
+from ..engine import register
 from ..errors import BackendUnavailable, OptionError
 from .context import device_context, list_devices
 from .papara import PaparaRunner

@@ -13,7 +13,7 @@ def _aligner(backend_name: str):
     """The pair aligner: Numba's when it is available, else the reference."""
     if backend_name != "reference":
         try:
-            from ..simd.papara import papara_align
+            from ..simd.papara_trace import papara_align
 
             return papara_align
         except ImportError:
@@ -25,7 +25,7 @@ def _batch_aligner(backend_name: str):
     """Numba's many-pairs aligner (32 pairs per SIMD pass), or None."""
     if backend_name != "reference":
         try:
-            from ..simd.papara import papara_align_many
+            from ..simd.papara_trace import papara_align_many
 
             return papara_align_many
         except ImportError:

@@ -1,7 +1,7 @@
 """The ``numba`` backend: CPU worker threads, one block at a time, kernels that release the GIL.
 
 Each kernel family provides ``score_block(task, queries, block) -> BlockScores`` in its own
-module (``simd.papara``, ``simd.pairwise``); the kernels are ``@njit(nogil=True)`` so the
+module (``simd.papara_score``, ``simd.pairwise``); the kernels are ``@njit(nogil=True)`` so the
 worker threads run in parallel. Results do not depend on the number of threads.
 """
 
@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import config
-from ..engine import Backend, BlockScores, register
+from ..contract import Backend, BlockScores
+from ..engine import register
 
 
 def query_slices(lengths: np.ndarray, n_blocks: int, threads: int) -> list[slice]:
@@ -43,7 +44,7 @@ def query_slices(lengths: np.ndarray, n_blocks: int, threads: int) -> list[slice
 def kernel_module(kernel: str):
     """The module holding ``score_block`` for a kernel family."""
     if kernel == "papara":
-        from . import papara as module
+        from . import papara_score as module
     else:
         from . import pairwise as module
     return module

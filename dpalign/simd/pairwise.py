@@ -45,7 +45,7 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
-from ..engine import BlockScores, QueryBatch, ReferenceBlock, Task
+from ..contract import BlockScores, QueryBatch, ReferenceBlock, Task
 from .lanes import (
     LANES,
     LOOKUP_ENTRIES,

@@ -21,7 +21,7 @@ import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils  # noqa: F401  (kept for kernels that extend these)
-from numba.extending import intrinsic, models, register_model
+from numba.extending import intrinsic, models, overload, register_model
 
 _MODELS: dict[tuple[int, int], types.Type] = {}
 
@@ -204,3 +204,154 @@ class VectorOps:
         self.eq = _binary(_mask("=="))
         self.hmax = _reduce("smax")
         self.hmin = _reduce("smin")
+
+
+#: The 32-lane int16 and int32 ops behind the width-generic functions below.
+_GENERIC_OPS = {16: VectorOps(np.int16, 32), 32: VectorOps(np.int32, 32)}
+
+# --------------------------------------------------------------------------------------------
+# Width-generic vector operations (32 lanes): one kernel source serves <32 x i16> and
+# <32 x i32>; Numba
+# specialises on the arrays' dtype and these overloads pick the matching VectorOps intrinsics
+# (LLVM inlines them: the inner loop is plain vpaddw/vpmaxsw on zmm registers).
+# --------------------------------------------------------------------------------------------
+
+
+def _ops_for_array(arr):
+    for bits, ops in _GENERIC_OPS.items():
+        if arr.dtype == types.int16 and bits == 16 or arr.dtype == types.int32 and bits == 32:
+            return ops
+    return None
+
+
+def _ops_for_vector(vec):
+    for ops in _GENERIC_OPS.values():
+        if vec == ops.type:
+            return ops
+    return None
+
+
+def vload(arr, idx):
+    """``LANES`` elements of ``arr`` from flat index ``idx`` as one vector."""
+
+
+def vstore(arr, idx, vec):
+    """Store one vector at flat index ``idx`` of ``arr``."""
+
+
+def vsplat(x, arr):
+    """All lanes set to ``x``, as the vector type of ``arr``'s dtype."""
+
+
+def vadd(a, b):
+    """Lane-wise a + b (wrapping)."""
+
+
+def vsub(a, b):
+    """Lane-wise a - b (wrapping)."""
+
+
+def vmax(a, b):
+    """Lane-wise signed maximum."""
+
+
+def vlane(vec, k):
+    """Lane k as an int64."""
+
+
+def vand(a, b):
+    """Lane-wise bitwise and."""
+
+
+def vor(a, b):
+    """Lane-wise bitwise or."""
+
+
+def vgt(a, b):
+    """Mask: a > b (signed)."""
+
+
+def vge(a, b):
+    """Mask: a >= b (signed)."""
+
+
+def veq(a, b):
+    """Mask: a == b."""
+
+
+def vselect(mask, a, b):
+    """``a`` where the mask is set, else ``b``."""
+
+
+@overload(vload)
+def _vload(arr, idx):
+    load = _ops_for_array(arr).load
+    return lambda arr, idx: load(arr, idx)
+
+
+@overload(vstore)
+def _vstore(arr, idx, vec):
+    store = _ops_for_array(arr).store
+    return lambda arr, idx, vec: store(arr, idx, vec)
+
+
+@overload(vsplat)
+def _vsplat(x, arr):
+    splat = _ops_for_array(arr).splat
+    return lambda x, arr: splat(x)
+
+
+@overload(vadd)
+def _vadd(a, b):
+    add = _ops_for_vector(a).add
+    return lambda a, b: add(a, b)
+
+
+@overload(vsub)
+def _vsub(a, b):
+    sub = _ops_for_vector(a).sub
+    return lambda a, b: sub(a, b)
+
+
+@overload(vmax)
+def _vmax(a, b):
+    vmax_ = _ops_for_vector(a).max
+    return lambda a, b: vmax_(a, b)
+
+
+@overload(vlane)
+def _vlane(vec, k):
+    lane = _ops_for_vector(vec).lane
+    return lambda vec, k: lane(vec, k)
+
+
+def _binary_overload(stub, name):
+    @overload(stub)
+    def _impl(a, b):
+        op = getattr(_ops_for_vector(a), name)
+        return lambda a, b: op(a, b)
+
+
+for _stub, _name in ((vand, "and_"), (vor, "or_"), (vgt, "gt"), (vge, "ge"), (veq, "eq")):
+    _binary_overload(_stub, _name)
+
+
+@overload(vselect)
+def _vselect(mask, a, b):
+    select = _ops_for_vector(a).select
+    return lambda mask, a, b: select(mask, a, b)
+
+
+@intrinsic
+def vstore_u8(typingctx, arr, idx, vec):
+    """Store the low byte of every lane at flat index ``idx`` of a uint8 array."""
+
+    def codegen(context, builder, sig, args):
+        narrow = ir.VectorType(ir.IntType(8), 32)
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        ptr = builder.gep(ary.data, [args[1]])
+        value = builder.trunc(args[2], narrow)
+        builder.store(value, builder.bitcast(ptr, narrow.as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return types.none(arr, idx, vec), codegen

@@ -1,0 +1,462 @@
+"""PaPaRa traceback for the ``numba`` backend: the chosen (read, edge) pairs only.
+
+:func:`papara_align` fills one pair with the bits of spec §6 (scalar Numba) and walks back
+exactly as :func:`dpalign.reference.papara_traceback`; :func:`papara_align_many` does the same
+for many (read, edge) pairs, 32 pairs per vector.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..scoring import PaparaScoring
+from .papara_score import _DTYPES, LANES, _Plan, _plan, kernel_width
+from .vectors import (
+    vadd,
+    vand,
+    veq,
+    vge,
+    vgt,
+    vload,
+    vmax,
+    vor,
+    vselect,
+    vsplat,
+    vstore,
+    vstore_u8,
+    vsub,
+)
+
+# --------------------------------------------------------------------------------------------
+# Traceback: one read against one profile
+# --------------------------------------------------------------------------------------------
+
+E_EXT, F_EXT, H_FROM_E, H_FROM_F = 1, 2, 4, 8  # spec §6, as in dpalign.reference
+_OP_M, _OP_R, _OP_I = 0, 1, 2
+_OP_LETTERS = "MRI"
+_OP_TABLE = bytes.maketrans(bytes([_OP_M, _OP_R, _OP_I]), _OP_LETTERS.encode())
+
+
+@njit(nogil=True, cache=True)
+def _fill_bits(states, flags, read, consts, bits):
+    """Fill one pair with the unified recurrence; return (score, end_col, end_row).
+
+    ``consts`` = (match, mismatch, cgap, e_open, e_ext, f_open, f_ext, border0, border_step,
+    last_column, negate). ``bits[j, i]`` receives the traceback bits of spec §6.
+    """
+    ma, mis, cg, eo, ee, fo, fe, b0, bs, last_col, negate = (
+        consts[0],
+        consts[1],
+        consts[2],
+        consts[3],
+        consts[4],
+        consts[5],
+        consts[6],
+        consts[7],
+        consts[8],
+        consts[9],
+        consts[10],
+    )
+    n = states.size
+    m = read.size
+    neg = -(2**40)
+    h_up = np.zeros(n, dtype=np.int64)
+    f_up = np.full(n, neg, dtype=np.int64)
+    best, end_col, end_row = neg, 0, 0
+    for j in range(m):
+        b = read[j]
+        h_left = b0 + j * bs
+        h_diag = b0 + (j - 1) * bs
+        e_left = neg
+        for i in range(n):
+            flagged = flags[i] != 0
+            sm = h_diag + (ma if (states[i] & b) != 0 else mis) + (cg if flagged else 0)
+            if flagged:
+                e_ext, e_open = e_left, h_left
+            else:
+                e_ext, e_open = e_left + ee, h_left + eo
+            e = max(e_ext, e_open)
+            f_ext, f_open = f_up[i] + fe, h_up[i] + fo
+            f = max(f_ext, f_open)
+            take_f = f > e and f > sm
+            take_e = not take_f and e >= f and e > sm
+            h = f if take_f else (e if take_e else sm)
+            bits[j, i] = (
+                (E_EXT if e_ext > e_open else 0)
+                | (F_EXT if f_ext > f_open else 0)
+                | (H_FROM_E if take_e else 0)
+                | (H_FROM_F if take_f else 0)
+            )
+            if (j == m - 1 or (last_col and i == n - 1)) and h > best:
+                best, end_col, end_row = h, i, j
+            h_diag = h_up[i]
+            h_up[i] = h
+            f_up[i] = f
+            h_left = h
+            e_left = e
+    return (-best if negate else best), end_col, end_row
+
+
+@njit(nogil=True, cache=True)
+def _trace(bits, end_col, end_row):
+    """Walk back from the end cell (spec §6); return op codes in forward order."""
+    m, n = bits.shape
+    ops = np.empty(n + m, dtype=np.uint8)
+    k = 0
+    i, j = n - 1, m - 1
+    while i > end_col:
+        ops[k] = _OP_R
+        k += 1
+        i -= 1
+    while j > end_row:
+        ops[k] = _OP_I
+        k += 1
+        j -= 1
+    state = 0  # 0 diagonal, 1 in E, 2 in F
+    while i >= 0 and j >= 0:
+        cell = bits[j, i]
+        if state == 0:
+            if cell & H_FROM_F:
+                state = 2
+            elif cell & H_FROM_E:
+                state = 1
+            else:
+                ops[k] = _OP_M
+                k += 1
+                i -= 1
+                j -= 1
+        elif state == 2:
+            ops[k] = _OP_I
+            k += 1
+            j -= 1
+            state = 2 if cell & F_EXT else 0
+        else:
+            ops[k] = _OP_R
+            k += 1
+            i -= 1
+            state = 1 if cell & E_EXT else 0
+    while i >= 0:
+        ops[k] = _OP_R
+        k += 1
+        i -= 1
+    while j >= 0:
+        ops[k] = _OP_I
+        k += 1
+        j -= 1
+    return ops[:k][::-1]
+
+
+def _consts(plan: _Plan) -> np.ndarray:
+    return np.asarray(
+        [
+            plan.match,
+            plan.mismatch,
+            plan.cgap,
+            plan.e_open,
+            plan.e_ext,
+            plan.f_open,
+            plan.f_ext,
+            plan.border0,
+            plan.border_step,
+            int(plan.last_column),
+            int(plan.negate),
+        ],
+        dtype=np.int64,
+    )
+
+
+def papara_align(
+    states: np.ndarray, flags: np.ndarray, read: np.ndarray, scoring: PaparaScoring
+) -> tuple[int, str]:
+    """Score and trace back one read against one profile (spec §5, §6, §8).
+
+    Parameters
+    ----------
+    states, flags : ndarray (n,)
+        The edge profile: states (uint8 DNA / uint32 protein bit sets) and gap flags.
+    read : ndarray (m,)
+        Read states.
+    scoring : PaparaScoring
+
+    Returns
+    -------
+    (int, str)
+        The score and the ops (``M``, ``R``, ``I``), identical to
+        :func:`dpalign.reference.papara_align`.
+    """
+    states = np.ascontiguousarray(states)
+    read = np.ascontiguousarray(read, dtype=states.dtype)
+    if len(states) == 0 or len(read) == 0:
+        raise ValueError("the PaPaRa recurrence needs a non-empty read and reference")
+    bits = np.empty((len(read), len(states)), dtype=np.uint8)
+    score, end_col, end_row = _fill_bits(
+        states, np.ascontiguousarray(flags, dtype=np.uint8), read, _consts(_plan(scoring)), bits
+    )
+    ops = _trace(bits, end_col, end_row)
+    return int(score), ops.tobytes().translate(_OP_TABLE).decode()
+
+
+# --------------------------------------------------------------------------------------------
+# Traceback of many pairs at once: lane w holds (read w, its best edge)
+# --------------------------------------------------------------------------------------------
+
+#: Largest traceback-bit matrix (bytes) of one group of LANES pairs; longer pairs go alone.
+GROUP_BITS_LIMIT = 1 << 27
+
+
+@njit(nogil=True, cache=True)
+def _trace_lane(bits, n, lane, end_col, end_row, m, ops):
+    """:func:`_trace` on lane ``lane`` of a group's bits; ops in reverse order, returns count."""
+    k = 0
+    i, j = n - 1, m - 1
+    while i > end_col:
+        ops[k] = _OP_R
+        k += 1
+        i -= 1
+    while j > end_row:
+        ops[k] = _OP_I
+        k += 1
+        j -= 1
+    state = 0
+    while i >= 0 and j >= 0:
+        cell = bits[(j * n + i) * LANES + lane]
+        if state == 0:
+            if cell & H_FROM_F:
+                state = 2
+            elif cell & H_FROM_E:
+                state = 1
+            else:
+                ops[k] = _OP_M
+                k += 1
+                i -= 1
+                j -= 1
+        elif state == 2:
+            ops[k] = _OP_I
+            k += 1
+            j -= 1
+            state = 2 if cell & F_EXT else 0
+        else:
+            ops[k] = _OP_R
+            k += 1
+            i -= 1
+            state = 1 if cell & E_EXT else 0
+    while i >= 0:
+        ops[k] = _OP_R
+        k += 1
+        i -= 1
+    while j >= 0:
+        ops[k] = _OP_I
+        k += 1
+        j -= 1
+    return k
+
+
+@njit(nogil=True, cache=True)
+def _align_group(st, cgm, cgx, goa, gea, rd, mlen, row_ends, consts, work, bits, scores, ops):
+    """Fill LANES pairs with traceback bits, find each end cell, trace back.
+
+    Flat ``[.., LANES]`` tables: ``st`` profile states, ``cgm``/``cgx`` the diagonal score of a
+    match / mismatch (cgap included), ``goa``/``gea`` E's open/extend per column; ``rd[j, w]``
+    the state of read w at row j (0 past its end); ``mlen`` read lengths (0: unused lane);
+    ``row_ends[j]`` whether some read ends at row j; ``consts`` = (f_open, f_ext, border0,
+    border_step, last_column, negate). ``work`` holds 3n + m_max vectors of scratch; ``bits``
+    ``m_max * n * LANES`` bytes. Writes ``scores[w]`` and the reversed ops of lane w to
+    ``ops[w]``, returning the op counts.
+    """
+    n = goa.size // LANES
+    m_max = rd.size // LANES
+    fo, fe, b0, bs, last_col, negate = (
+        consts[0],
+        consts[1],
+        consts[2],
+        consts[3],
+        consts[4],
+        consts[5],
+    )
+    hrow, frow, lastrow, lastcol = 0, n * LANES, 2 * n * LANES, 3 * n * LANES
+    zero = vsplat(0, work)
+    one, two, four, eight = (
+        vsplat(E_EXT, work),
+        vsplat(F_EXT, work),
+        vsplat(H_FROM_E, work),
+        vsplat(H_FROM_F, work),
+    )
+    fov = vsplat(fo, work)
+    fev = vsplat(fe, work)
+    mlast = vadd(vload(mlen, 0), vsplat(-1, work))
+    # row -1: H = 0, F = -inf (any value whose extension loses to the opening, no wrap)
+    ftop = vsplat(fo - fe - 1, work)
+    for i in range(n):
+        vstore(work, hrow + i * LANES, zero)
+        vstore(work, frow + i * LANES, ftop)
+    e0base = vadd(vadd(vload(goa, 0), vsplat(-1, work)), vsub(zero, vload(gea, 0)))
+    for j in range(m_max):
+        b = vload(rd, j * LANES)
+        hl = vsplat(b0 + j * bs, work)
+        hd = vsplat(b0 + (j - 1) * bs, work)
+        el = vadd(hl, e0base)  # E[j][-1]: its extension always loses to the opening
+        base = j * n * LANES
+        for i in range(n):
+            x = i * LANES
+            miss = veq(vand(vload(st, x), b), zero)
+            sm = vadd(hd, vselect(miss, vload(cgx, x), vload(cgm, x)))
+            e_ext = vadd(el, vload(gea, x))
+            e_open = vadd(hl, vload(goa, x))
+            e = vmax(e_ext, e_open)
+            hu = vload(work, hrow + x)
+            f_ext = vadd(vload(work, frow + x), fev)
+            f_open = vadd(hu, fov)
+            f = vmax(f_ext, f_open)
+            take_f = vand(vgt(f, e), vgt(f, sm))
+            take_e = vselect(take_f, zero, vand(vge(e, f), vgt(e, sm)))
+            h = vselect(take_f, f, vselect(take_e, e, sm))
+            bit = vor(
+                vor(vand(vgt(e_ext, e_open), one), vand(vgt(f_ext, f_open), two)),
+                vor(vand(take_e, four), vand(take_f, eight)),
+            )
+            vstore_u8(bits, base + x, bit)
+            hd = hu
+            vstore(work, hrow + x, h)
+            vstore(work, frow + x, f)
+            hl = h
+            el = e
+        vstore(work, lastcol + j * LANES, hl)
+        if row_ends[j]:
+            ending = veq(vsplat(j, work), mlast)
+            for i in range(n):
+                x = i * LANES
+                kept = vload(work, lastrow + x)
+                vstore(work, lastrow + x, vselect(ending, vload(work, hrow + x), kept))
+    counts = np.zeros(LANES, dtype=np.int64)
+    for w in range(LANES):
+        m = mlen[w]
+        if m == 0:
+            continue
+        # the first maximum in row-major order over the last column and the last row
+        best, end_col, end_row = np.int64(-(2**62)), 0, 0
+        if last_col:
+            for j in range(m - 1):
+                value = np.int64(work[lastcol + j * LANES + w])
+                if value > best:
+                    best, end_col, end_row = value, n - 1, j
+        for i in range(n):
+            value = np.int64(work[lastrow + i * LANES + w])
+            if value > best:
+                best, end_col, end_row = value, i, m - 1
+        scores[w] = -best if negate else best
+        counts[w] = _trace_lane(bits, n, w, end_col, end_row, m, ops[w])
+    return counts
+
+
+def _group_tables(states, flags, edges, reads, plan, bits, m_max):
+    """The flat tables of :func:`_align_group` for up to LANES (edge, read) pairs."""
+    dtype = _DTYPES[bits]
+    n = states.shape[1]
+    used = len(edges)
+    st = np.zeros((n, LANES), dtype=dtype)
+    fl = np.zeros((n, LANES), dtype=bool)
+    st[:, :used] = states[edges].T
+    fl[:, :used] = flags[edges].T != 0
+    rd = np.zeros((m_max, LANES), dtype=dtype)
+    mlen = np.zeros(LANES, dtype=dtype)
+    for lane, read in enumerate(reads):
+        rd[: len(read), lane] = read
+        mlen[lane] = len(read)
+    row_ends = np.zeros(m_max, dtype=np.bool_)
+    row_ends[mlen[:used].astype(np.int64) - 1] = True
+    cg = np.where(fl, plan.cgap, 0)
+    tables = (
+        st,
+        plan.match + cg,
+        plan.mismatch + cg,
+        np.where(fl, 0, plan.e_open),
+        np.where(fl, 0, plan.e_ext),
+        rd,
+    )
+    flat = [np.ascontiguousarray(t, dtype=dtype).ravel() for t in tables]
+    return (*flat, mlen, row_ends)
+
+
+def papara_align_many(
+    states: np.ndarray,
+    flags: np.ndarray,
+    reads: list[np.ndarray],
+    edges: np.ndarray,
+    scoring: PaparaScoring,
+) -> tuple[np.ndarray, list[str | None]]:
+    """Score and trace back many reads, each against its own edge, LANES pairs at a time.
+
+    Parameters
+    ----------
+    states, flags : ndarray (E, n)
+        Edge profiles.
+    reads : list of ndarray
+        Read states.
+    edges : ndarray (len(reads),)
+        The edge of each read; -1 (or an empty read) skips the read.
+    scoring : PaparaScoring
+
+    Returns
+    -------
+    (ndarray, list)
+        Scores (int64, 0 where skipped) and ops (None where skipped), each identical to
+        :func:`dpalign.reference.papara_align` of the read against its edge.
+    """
+    states = np.asarray(states)
+    flags = np.asarray(flags)
+    edges = np.asarray(edges, dtype=np.int64)
+    n = states.shape[1] if states.ndim == 2 else 0
+    scores = np.zeros(len(reads), dtype=np.int64)
+    ops: list[str | None] = [None] * len(reads)
+    todo = [k for k in range(len(reads)) if edges[k] >= 0 and len(reads[k]) > 0]
+    if n == 0 or not todo:
+        return scores, ops
+    plan = _plan(scoring)
+    consts = np.asarray(
+        [
+            plan.f_open,
+            plan.f_ext,
+            plan.border0,
+            plan.border_step,
+            int(plan.last_column),
+            int(plan.negate),
+        ],
+        dtype=np.int64,
+    )
+    wide_states = states.dtype.itemsize > 1  # protein bit sets need 32-bit lanes for the AND
+
+    def lane_bits(k: int) -> int:
+        return 32 if wide_states else kernel_width(scoring, len(reads[k]))
+
+    todo.sort(key=lambda k: (lane_bits(k), len(reads[k])))
+    start = 0
+    while start < len(todo):
+        bits = lane_bits(todo[start])
+        group = [todo[start]]
+        while (
+            len(group) < LANES
+            and start + len(group) < len(todo)
+            and lane_bits(todo[start + len(group)]) == bits
+        ):
+            group.append(todo[start + len(group)])
+        m_max = max(len(reads[k]) for k in group)
+        if m_max * n * LANES > GROUP_BITS_LIMIT:
+            group = group[:1]  # one very long pair: the plain single-pair fill
+            k = group[0]
+            scores[k], ops[k] = papara_align(states[edges[k]], flags[edges[k]], reads[k], scoring)
+            start += 1
+            continue
+        tables = _group_tables(
+            states, flags, edges[group], [reads[k] for k in group], plan, bits, m_max
+        )
+        work = np.empty((3 * n + m_max) * LANES, dtype=_DTYPES[bits])
+        bitmat = np.empty(m_max * n * LANES, dtype=np.uint8)
+        out = np.zeros(LANES, dtype=np.int64)
+        buf = np.empty((LANES, n + m_max), dtype=np.uint8)
+        counts = _align_group(*tables, consts, work, bitmat, out, buf)
+        for lane, k in enumerate(group):
+            scores[k] = out[lane]
+            ops[k] = buf[lane, : counts[lane]][::-1].tobytes().translate(_OP_TABLE).decode()
+        start += len(group)
+    return scores, ops
