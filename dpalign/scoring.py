@@ -33,6 +33,7 @@ import math
 import numbers
 from dataclasses import dataclass
 from functools import cache, lru_cache
+from pathlib import Path
 
 import numpy as np
 
@@ -69,18 +70,49 @@ def _as_int(value, what: str) -> int:
     return int(value)
 
 
-@cache
-def substitution_matrix(name: str):
-    """Load a named scikit-bio ``SubstitutionMatrix``; unknown names list the close matches."""
-    from skbio import SubstitutionMatrix
+@dataclass(frozen=True)
+class NamedMatrix:
+    """A named substitution matrix read from dpalign's copy of scikit-bio's matrices.
 
-    names = SubstitutionMatrix.get_names()
+    It has the two attributes dpalign reads from a ``skbio.SubstitutionMatrix``
+    (``alphabet``, ``scores``), so commands never import scikit-bio (which imports scipy.stats,
+    pandas and, where installed, torch and jax). :meth:`to_skbio` gives the real object.
+    """
+
+    name: str
+    alphabet: tuple[str, ...]
+    scores: np.ndarray
+
+    def to_skbio(self):
+        """The same matrix as a ``skbio.SubstitutionMatrix``."""
+        from skbio import SubstitutionMatrix
+
+        return SubstitutionMatrix.by_name(self.name)
+
+
+@cache
+def _named_matrices() -> dict[str, NamedMatrix]:
+    text = (Path(__file__).parent / "substitution_matrices.txt").read_text()
+    matrices = {}
+    for chunk in text.split("\n> ")[1:]:
+        name, header, *rows = chunk.strip("\n").split("\n")
+        alphabet = tuple(header.split())
+        scores = np.array([row.split()[1:] for row in rows], dtype=np.float64)
+        matrices[name] = NamedMatrix(name, alphabet, scores)
+    return matrices
+
+
+@cache
+def substitution_matrix(name: str) -> NamedMatrix:
+    """A named substitution matrix (scikit-bio's names); unknown names list the close matches."""
+    matrices = _named_matrices()
+    names = list(matrices)
     by_upper = {n.upper(): n for n in names}
     if name.upper() not in by_upper:
         close = difflib.get_close_matches(name.upper(), list(by_upper), n=3, cutoff=0.4)
         hint = f"; did you mean {', '.join(by_upper[c] for c in close)}?" if close else ""
         raise OptionError(f"unknown substitution matrix {name!r}{hint} (known: {', '.join(names)})")
-    return SubstitutionMatrix.by_name(by_upper[name.upper()])
+    return matrices[by_upper[name.upper()]]
 
 
 class Scoring:
