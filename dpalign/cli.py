@@ -26,7 +26,24 @@ EXIT_INTERRUPTED = 130
 
 class _Formatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return f"dpalign: {record.levelname.lower()}: {record.getMessage()}"
+        # The library may attach the command line's wording (``cli_message``) to a record
+        # whose own text speaks of the library (log levels rather than -v).
+        message = getattr(record, "cli_message", None) or record.getMessage()
+        return f"dpalign: {record.levelname.lower()}: {message}"
+
+
+#: Library parameters whose command-line option is not ``--`` plus the name.
+_OPTION_FOR = {"workers": "--dask-workers"}
+
+
+def _cli_wording(exc: DpalignError) -> str:
+    """The error as the command line says it: its option, not the library's parameter."""
+    text = str(exc)
+    parameter = getattr(exc, "parameter", None)
+    if parameter and text.startswith(parameter):
+        option = _OPTION_FOR.get(parameter, "--" + parameter.replace("_", "-"))
+        text = option + text[len(parameter) :]
+    return text
 
 
 def _setup_logging(verbose: int) -> None:
@@ -801,7 +818,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except DpalignError as exc:
-        print(f"dpalign: error: {exc}", file=sys.stderr)
+        print(f"dpalign: error: {_cli_wording(exc)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("dpalign: interrupted; no output was written", file=sys.stderr)

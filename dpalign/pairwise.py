@@ -264,6 +264,8 @@ def align(
     if cigar not in CIGAR_STYLES:
         raise OptionError(f"cigar must be '=X' or 'M', not {cigar!r}")
     scoring, ends = _settings(mode, sub_score, gap_cost, free_ends, scoring)
+    if threads is not None:
+        config.cpu_threads(threads)  # refuse 0 and negatives now, as score and search do
     which = _cpu_backend(backend)
     a_codes = scoring.encode(a, record="a")
     b_codes = scoring.encode(b, record="b")

@@ -343,10 +343,13 @@ def papara_scoring(spec: str | PaparaScoring | None = None) -> PaparaScoring:
     parts = text.split(":")
     if len(parts) != 4:
         raise OptionError(
-            f"--scoring {spec!r}: expected papara2, bmc2012 or o:e:m:mc such as -3:-1:2:-3"
+            f"scoring {spec!r}: expected papara2, bmc2012 or o:e:m:mc such as -3:-1:2:-3",
+            parameter="scoring",
         )
     try:
         o, e, m, mc = (int(p) for p in parts)
     except ValueError:
-        raise OptionError(f"--scoring {spec!r}: o:e:m:mc must be four integers") from None
+        raise OptionError(
+            f"scoring {spec!r}: o:e:m:mc must be four integers", parameter="scoring"
+        ) from None
     return PaparaScoring("papara2", o, e, m, mc)

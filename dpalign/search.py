@@ -20,7 +20,7 @@ import numpy as np
 
 from .engine import Backend, ReferenceBlock, Task, get_backend, query_batch
 from .errors import OptionError
-from .pairwise import Alignment, align, encode_many
+from .pairwise import Alignment, _is_single, align, encode_many
 from .pairwise import block_width as block_width_for
 from .scoring import Scoring, as_scoring, free_ends_tuple
 
@@ -49,8 +49,9 @@ class Database:
 
     Parameters
     ----------
-    sequences : collection of sequences
+    sequences : a sequence, or a collection of sequences
         str, bytes, scikit-bio sequences (their ``metadata['id']`` names them) or uint8 codes.
+        A single sequence (one str, say) is a database of one target.
     names : list of str, optional
         Target names (default: scikit-bio ids, else ``"0"``, ``"1"``...).
     sub_score : (match, mismatch), SubstitutionMatrix or str
@@ -83,7 +84,8 @@ class Database:
             self._root = _parent._root
             return
         scoring = sub_score if isinstance(sub_score, Scoring) else Scoring(sub_score)
-        seqs = list(sequences)
+        # One sequence (a str, bytes, a code array) is one target, not one per letter.
+        seqs = [sequences] if _is_single(sequences) else list(sequences)
         self._texts = [None if isinstance(s, np.ndarray) else s for s in seqs]
         codes, auto_names = encode_many(seqs, scoring, "targets")
         if names is None:
@@ -222,7 +224,7 @@ def search(
     Parameters
     ----------
     query : str, bytes, scikit-bio sequence or uint8 codes
-    database : Database or a collection of sequences
+    database : Database, a collection of sequences, or one sequence (one target)
     top : int
         How many hits to return (ranked by score, ties by database index).
     mode, sub_score, gap_cost, free_ends, scoring
