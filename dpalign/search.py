@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .engine import Backend, ReferenceBlock, Task, get_backend, query_batch
+from .engine import Backend, ReferenceBlock, Task, query_batch
 from .errors import OptionError
-from .pairwise import Alignment, _is_single, align, encode_many
+from .pairwise import Alignment, _is_single, align, encode_many, engine_backend_for
 from .pairwise import block_width as block_width_for
 from .scoring import Scoring, as_scoring, free_ends_tuple
 
@@ -35,7 +35,7 @@ class Hit:
 
     target: str
     index: int
-    score: int
+    score: int | float  # in the user's units (float when the scores had decimals)
     query_start: int
     query_end: int
     target_start: int
@@ -282,9 +282,11 @@ def search_many(
     ends = free_ends_tuple(mode, free_ends)
     if not isinstance(database, Database):
         database = Database(database, sub_score=scoring)
-    engine_backend = (
-        backend if isinstance(backend, Backend) else get_backend(backend, threads=threads)
-    )
+    if isinstance(backend, Backend):
+        scoring.require_kernels(backend.name)
+        engine_backend = backend
+    else:
+        engine_backend = engine_backend_for(backend, threads, scoring)
     if _names is not None:
         q_codes = [scoring.encode(q, record=n) for q, n in zip(queries, _names, strict=True)]
     else:
@@ -314,16 +316,17 @@ def _top_hits(q_codes, scores, ids, database, top, scoring, mode, ends) -> list[
             free_ends=ends if mode == "global" else None,
             scoring=scoring,
         )
-        if aln.score != scores[k]:  # pragma: no cover - a kernel bug, never expected
+        score = scoring.user(int(scores[k]))
+        if aln.score != score:  # pragma: no cover - a kernel bug, never expected
             raise RuntimeError(
-                f"internal error: traceback score {aln.score} != kernel score {scores[k]} "
+                f"internal error: traceback score {aln.score} != kernel score {score} "
                 f"for target {database.names[index]!r}"
             )
         hits.append(
             Hit(
                 database.names[index],
                 index,
-                int(scores[k]),
+                score,
                 aln.a_start,
                 aln.a_end,
                 aln.b_start,
