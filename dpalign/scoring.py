@@ -10,20 +10,29 @@ costs are positive numbers subtracted from the score, and
 
 Other tools count the first gap position inside their "open" value:
 
-===============================  =========================  ==========================
+===============================  =========================  ================================
 dpalign / scikit-bio ``(o, e)``  parasail ``open, extend``  Biopython PairwiseAligner
-===============================  =========================  ==========================
+===============================  =========================  ================================
 gap of length k costs o + e*k    ``open = o + e``,          ``open_gap_score = -(o+e)``,
                                  ``extend = e``             ``extend_gap_score = -e``
-===============================  =========================  ==========================
+o < 0 <= o + e (opening          not supported              ``open_gap_score`` above
+cheaper than extending)                                     ``extend_gap_score``
+``a_gap_cost``, ``b_gap_cost``   not supported              insertion scores (gaps in a, the
+(gaps in a, in b)                                           target), deletion scores (in b)
+===============================  =========================  ================================
 
 So BLAST's "11/1" (a gap of length k costs 11 + k) is ``gap_cost=(11, 1)`` here and ``open=12,
-extend=1`` in parasail.
+extend=1`` in parasail. The last two rows run on the reference backend only (see
+:meth:`Scoring.kernel_problem`). Scores and costs may be decimals, kept exact (EMBOSS's 10/0.5):
 
 >>> Scoring(gap_cost=(11, 1)).gap_penalty(3)
 14
 >>> Scoring(gap_cost=2).gap_penalty(3)
 6
+>>> Scoring(gap_cost=(10, 0.5)).gap_penalty(3)
+11.5
+>>> Scoring((1, -1), gap_cost=(-1, 2)).gap_penalty(3)
+5
 """
 
 from __future__ import annotations
@@ -228,6 +237,14 @@ class Scoring:
         if hasattr(self, "affine") and name in Scoring.__slots__:
             raise AttributeError("Scoring is immutable; build a new one")
         object.__setattr__(self, name, value)
+
+    def __getstate__(self):
+        return {name: getattr(self, name) for name in Scoring.__slots__}
+
+    def __setstate__(self, state) -> None:
+        # Pickling (to worker processes) restores the fields past the immutability guard.
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
 
     @staticmethod
     def _substitution(sub_score):

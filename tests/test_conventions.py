@@ -428,3 +428,33 @@ def test_what_matrix_symbols_may_be_is_said():
     ascii_only = Scoring((1, -1))
     with pytest.raises(InputError, match="'α' is not in the letters alphabet"):
         dpalign.align("Aα", "A", scoring=ascii_only)
+
+
+def test_schemes_pickle_for_worker_processes():
+    import pickle
+
+    s = Scoring((9.5, -0.5), (10, 0.5), wildcard="N", unknown="N", case_sensitive=True)
+    t = pickle.loads(pickle.dumps(s))
+    assert t == s and repr(t) == repr(s) and t.scale == 2
+    assert dpalign.align("ACGa", "ACGT", scoring=t).score == 3 * 9.5  # a: unknown, as N
+
+
+def test_cli_wildcard_unknown_and_case_options(tmp_path, capsys):
+    from dpalign.cli import main
+
+    (tmp_path / "a.fa").write_text(">a\nMKUV\n")
+    (tmp_path / "b.fa").write_text(">b\nMKCV\n")
+    (tmp_path / "n.fa").write_text(">n\nACNT\n")
+    (tmp_path / "l.fa").write_text(">l\nacgt\n")
+
+    def cigar_score(*argv):
+        assert main(["align", *map(str, argv[:2]), "--format", "cigar", *argv[2:]]) == 0
+        return capsys.readouterr().out.split("\t")[2]
+
+    a, b, n, low = (tmp_path / f for f in ("a.fa", "b.fa", "n.fa", "l.fa"))
+    blosum = ["--matrix", "BLOSUM62", "--gap-open", "10", "--gap-extend", "1"]
+    assert cigar_score(a, b, *blosum, "--unknown", "X") == str(5 + 5 - 2 + 4)
+    assert cigar_score(a, b, *blosum, "--unknown", "-7") == str(5 + 5 - 7 + 4)
+    assert cigar_score(n, low, "--match", "2", "--wildcard", "N") == "6"
+    assert main(["align", str(n), str(low), "--case-sensitive"]) == 1
+    assert "'a' is not in" in capsys.readouterr().err
