@@ -391,9 +391,9 @@ class Scoring:
         problem = self.kernel_problem()
         if problem is not None and backend != "reference":
             raise OptionError(
-                f"{problem} is computed by backend 'reference' only, not {backend!r} "
-                "(its kernels assume one gap cost with o >= 0); pass backend='reference' "
-                "or 'auto'"
+                f"{problem} is computed by the reference backend only, not by {backend!r} "
+                "(its kernels take one gap cost with o >= 0); the 'auto' backend picks the "
+                "reference for it"
             )
 
     def user(self, value):

@@ -323,12 +323,16 @@ def test_equal_gap_costs_for_a_and_b_are_the_plain_scheme():
 def test_kernel_backends_refuse_what_they_cannot_compute(gaps, problem):
     scoring = Scoring((1, -1), **gaps)
     for backend in ("numba", "opencl"):
-        with pytest.raises(OptionError, match=f"{problem}.*not '{backend}'"):
+        with pytest.raises(OptionError, match=f"{problem}.*not by '{backend}'"):
             dpalign.align("ACGT", "AGT", scoring=scoring, backend=backend)
     with pytest.raises(OptionError, match=problem):
         dpalign.score(["ACGT"], ["AGT"], scoring=scoring, backend="numba")
     with pytest.raises(OptionError, match=problem):
         dpalign.search("ACGT", ["AGT", "ACG"], scoring=scoring, backend="numba")
+    from dpalign.longpair import align_long
+
+    with pytest.raises(OptionError, match=problem):
+        align_long(scoring.encode("ACGT"), scoring.encode("AGT"), scoring, "global")
     hits = dpalign.search("ACGT", ["AGT", "ACG"], scoring=scoring)  # auto: the reference
     assert [h.alignment.backend for h in hits] == ["reference", "reference"]
 
@@ -458,3 +462,28 @@ def test_cli_wildcard_unknown_and_case_options(tmp_path, capsys):
     assert cigar_score(n, low, "--match", "2", "--wildcard", "N") == "6"
     assert main(["align", str(n), str(low), "--case-sensitive"]) == 1
     assert "'a' is not in" in capsys.readouterr().err
+
+
+@settings(max_examples=10)
+@given(data=st.data())
+def test_scaled_and_extended_schemes_run_unchanged_on_opencl(cl_device, data):
+    """The OpenCL kernels see only whole numbers and a bigger alphabet: same scores."""
+    from dpalign.engine import get_backend
+
+    scoring = data.draw(
+        st.sampled_from(
+            [
+                Scoring((2.5, -1.5), (3.5, 0.5)),
+                Scoring("BLOSUM62", (10, 1), unknown=-4, wildcard="J"),
+                Scoring((1, -1), 2, wildcard="N"),
+            ]
+        )
+    )
+    letters = "ACGTN" if scoring.alphabet.name == "letters" else "ARNDCWYVUJO"
+    queries = data.draw(st.lists(st.text(letters, min_size=1, max_size=20), min_size=1, max_size=3))
+    targets = data.draw(st.lists(st.text(letters, max_size=30), min_size=1, max_size=40))
+    mode = data.draw(st.sampled_from(MODES))
+    backend = get_backend("opencl", device=cl_device)
+    got = dpalign.score(queries, targets, mode, scoring=scoring, backend=backend)
+    want = dpalign.score(queries, targets, mode, scoring=scoring, backend="reference")
+    assert got.tolist() == want.tolist()
