@@ -768,9 +768,7 @@ def _run_align(args) -> int:
             a0, a1 = _span(aln.a_start, aln.a_end)
             b0, b1 = _span(aln.b_start, aln.b_end)
             strand = f"\t{aln.strand}" if aln.strand is not None else ""
-            rows.append(
-                f"{na}\t{nb}\t{aln.score}\t{a0}\t{a1}\t{b0}\t{b1}\t{aln.cigar}{strand}\n"
-            )
+            rows.append(f"{na}\t{nb}\t{aln.score}\t{a0}\t{a1}\t{b0}\t{b1}\t{aln.cigar}{strand}\n")
         text = "".join(rows)
     elif args.format == "fasta":
         parts = []

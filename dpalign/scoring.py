@@ -501,6 +501,7 @@ class Scoring:
 def _with_unknown(alphabet: Alphabet, code: int) -> Alphabet:
     return Alphabet(alphabet.name, alphabet.letters, alphabet.case_sensitive, code)
 
+
 def as_scoring(sub_score=(1, -1), gap_cost=2, scoring: Scoring | None = None) -> Scoring:
     """Return ``scoring`` if given, else build one from ``sub_score`` and ``gap_cost``.
 

@@ -181,9 +181,10 @@ def test_unknown_residues_take_the_named_row_or_a_fixed_score():
     with pytest.raises(InputError, match="'U' is not in the BLOSUM62 alphabet"):
         dpalign.align("MKUV", "MKCV", sub_score="BLOSUM62")  # the default: an error
     as_x = Scoring("BLOSUM62", (10, 1), unknown="X")
-    assert dpalign.align("MKUV", "MKCV", scoring=as_x).score == dpalign.align(
-        "MKXV", "MKCV", sub_score="BLOSUM62", gap_cost=(10, 1)
-    ).score
+    assert (
+        dpalign.align("MKUV", "MKCV", scoring=as_x).score
+        == dpalign.align("MKXV", "MKCV", sub_score="BLOSUM62", gap_cost=(10, 1)).score
+    )
     fixed = Scoring("BLOSUM62", (10, 1), unknown=-7)
     got = dpalign.align("MKUV", "MKCV", scoring=fixed, backend="numba").score
     assert got == 5 + 5 - 7 + 4  # M/M 5, K/K 5, U/C -7, V/V 4
@@ -281,16 +282,34 @@ GAP_PAIRS = [(0, 1), (2, 1), (-1, 2), (-2, 3), (3, 0), (1, 2), (-1, 1)]
 def test_reference_gap_schemes_equal_biopython(a, b, a_gap, b_gap, mode, sub):
     s = Scoring(sub, a_gap_cost=a_gap, b_gap_cost=b_gap)
     r = reference.pairwise_align(
-        s.encode(a), s.encode(b), s.matrix, None, None, mode, free_ends_tuple(mode),
-        a_gap=s.a_gap, b_gap=s.b_gap,
+        s.encode(a),
+        s.encode(b),
+        s.matrix,
+        None,
+        None,
+        mode,
+        free_ends_tuple(mode),
+        a_gap=s.a_gap,
+        b_gap=s.b_gap,
     )
     if a and b:  # Biopython refuses empty sequences
         assert r.score == _biopython(mode, *sub, a_gap=a_gap, b_gap=b_gap).score(a, b)
     # the path re-scores to the score, and no gap is split into two adjacent openings
-    assert reference.rescore(
-        r.ops, s.encode(a), s.encode(b), s.matrix, None, None, r.a_start, r.b_start,
-        a_gap=s.a_gap, b_gap=s.b_gap,
-    ) == r.score
+    assert (
+        reference.rescore(
+            r.ops,
+            s.encode(a),
+            s.encode(b),
+            s.matrix,
+            None,
+            None,
+            r.a_start,
+            r.b_start,
+            a_gap=s.a_gap,
+            b_gap=s.b_gap,
+        )
+        == r.score
+    )
     got = dpalign.align(a, b, mode, scoring=s)  # auto: the reference computes these
     assert got.score == r.score and got.ops == r.ops
     assert got.backend == ("reference" if s.kernel_problem() else "numba")
