@@ -812,12 +812,13 @@ def _add_search(sub) -> None:
 
 
 def _run_search(args) -> int:
-    from .engine import get_backend
     from .gcups import gcups
+    from .pairwise import engine_backend_for
     from .search import Database, search_many
 
     scoring = _scoring(args)
-    backend = get_backend(args.backend, threads=args.threads)
+    # auto: the reference for schemes the kernels cannot run (o < 0)
+    backend = engine_backend_for(args.backend, args.threads, scoring)
     queries, q_codes = _read_encoded(args.query, scoring)
     targets, t_codes = _read_encoded(args.db, scoring)
     start = time.perf_counter()

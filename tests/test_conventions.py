@@ -366,6 +366,11 @@ def test_cli_takes_a_negative_gap_open_when_open_plus_extend_is_positive(tmp_pat
     assert capsys.readouterr().out.split("\t")[7].strip() == "2=2D2="
     assert main([*argv, "--gap-open=-4", "--gap-extend", "3"]) != 0
     assert "o + e >= 0" in capsys.readouterr().err
+    search = ["search", "--query", str(tmp_path / "a.fa"), "--db", str(tmp_path / "b.fa")]
+    assert main([*search, "--gap-open=-2", "--gap-extend", "3", "--mode", "global"]) == 0
+    assert capsys.readouterr().out.split("\t")[2] == "0"  # 4 matches, one gap of 2 costs 4
+    assert main([*search, "--gap-open=-2", "--gap-extend", "3", "--backend", "numba"]) == 1
+    assert "reference backend only" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------------------------
