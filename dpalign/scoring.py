@@ -15,9 +15,9 @@ dpalign / scikit-bio ``(o, e)``  parasail ``open, extend``  Biopython PairwiseAl
 ===============================  =========================  ================================
 gap of length k costs o + e*k    ``open = o + e``,          ``open_gap_score = -(o+e)``,
                                  ``extend = e``             ``extend_gap_score = -e``
-o < 0 <= o + e (opening          not supported              ``open_gap_score`` above
+o < 0 <= o + e (opening          ``open`` below ``extend``  ``open_gap_score`` above
 cheaper than extending)                                     ``extend_gap_score``
-``a_gap_cost``, ``b_gap_cost``   not supported              insertion scores (gaps in a, the
+``a_gap_cost``, ``b_gap_cost``   one cost for both          insertion scores (gaps in a, the
 (gaps in a, in b)                                           target), deletion scores (in b)
 ===============================  =========================  ================================
 
