@@ -9,7 +9,11 @@ Two families of encodings live here.
 * **State bit vectors** for PaPaRa: a DNA state is a 4-bit set (A=1, C=2, G=4, T=8), a protein
   state a 20-bit set; two states match when they share a bit.
 
-Input is case-insensitive everywhere (lowercase is upper-cased first).
+Input is case-insensitive (a letter's other case reads as the letter), except where an alphabet
+holds both cases of a letter or is built case-sensitive.
+
+>>> reverse_complement("AACGTN")
+'NACGTT'
 """
 
 from __future__ import annotations
@@ -27,38 +31,83 @@ INVALID = 255  # lookup-table value for characters outside an alphabet
 LETTERS = "ACGTNRYSWKMBDHVUEFIJLOPQXZ*"
 
 
+def _residue_like(ch: str) -> bool:
+    """Whether a character may stand for a residue outside an alphabet (``unknown`` takes it)."""
+    return ch.isalpha() or ch == "*"
+
+
 @dataclass(frozen=True)
 class Alphabet:
-    """An ordered set of single-character symbols and its byte lookup table.
+    """An ordered set of single-character symbols and its lookup table.
 
     Parameters
     ----------
     name : str
         Short name shown in messages (``"letters"``, ``"BLOSUM62"``...).
     letters : str
-        The symbols; a symbol's code is its index. Lowercase input maps to uppercase.
+        The symbols; a symbol's code is its index. Any Unicode characters (``"ABCαβγ"``);
+        sequences over non-ASCII symbols must be given as ``str``.
+    case_sensitive : bool or None
+        ``None`` (the default): a letter's other case means the same symbol unless the
+        other case is a symbol of its own (``"acgtACGT"`` keeps eight distinct symbols,
+        ``"ACGT"`` reads ``acgt`` too). ``True``: every character means only itself.
+        ``False``: both cases of every letter fold together; an alphabet holding both cases
+        of one letter is refused.
+    unknown : int, optional
+        The code that letters (and ``*``) outside the alphabet take (parasail's unknown
+        residue); ``None``: they are an error.
     """
 
     name: str
     letters: str
+    case_sensitive: bool | None = None
+    unknown: int | None = None
     lut: np.ndarray = field(init=False, repr=False, compare=False)
+    index: dict = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if len(set(self.letters)) != len(self.letters):
             raise ValueError(f"alphabet {self.name!r} repeats a symbol")
         if len(self.letters) >= INVALID:
             raise ValueError("an alphabet has at most 254 symbols")
+        if self.unknown is not None and not 0 <= self.unknown < len(self.letters):
+            raise ValueError(f"unknown code {self.unknown} is not a code of the alphabet")
+        index = {ch: code for code, ch in enumerate(self.letters)}
+        if self.case_sensitive is not True:
+            # Exact symbols first, the other case only where it is not a symbol itself: the
+            # order of the symbols never matters ("acgtACGT" and "ACGTacgt" alike).
+            for code, ch in enumerate(self.letters):
+                for other in {ch.lower(), ch.upper()} - {ch}:
+                    if len(other) != 1:
+                        continue
+                    if other in index and index[other] != code:
+                        if self.case_sensitive is False and other in self.letters:
+                            raise ValueError(
+                                f"alphabet {self.name!r} holds both {ch!r} and {other!r}; "
+                                "it cannot be case-insensitive"
+                            )
+                        continue
+                    index[other] = code
         lut = np.full(256, INVALID, dtype=np.uint8)
-        for code, ch in enumerate(self.letters):
-            lut[ord(ch)] = code
-            if ch.isalpha():
-                lut[ord(ch.lower())] = code
+        if self.unknown is not None:
+            for byte in range(128):
+                if _residue_like(chr(byte)):
+                    lut[byte] = self.unknown
+        for ch, code in index.items():
+            if ord(ch) < 128:
+                lut[ord(ch)] = code
         object.__setattr__(self, "lut", lut)
+        object.__setattr__(self, "index", index)
 
     @property
     def size(self) -> int:
         """Number of symbols."""
         return len(self.letters)
+
+    @property
+    def is_ascii(self) -> bool:
+        """Whether every symbol is ASCII (sequences may then be bytes too)."""
+        return self.letters.isascii()
 
     def encode(self, seq: str | bytes, record: str | None = None) -> np.ndarray:
         """Encode a sequence into a ``uint8`` array of codes.
@@ -69,23 +118,46 @@ class Alphabet:
             Naming the record and the 1-based position of the first character that is not in
             the alphabet.
         """
+        if isinstance(seq, str) and not seq.isascii():
+            return self._encode_text(seq, record)
         raw = as_bytes(seq)
         codes = self.lut[np.frombuffer(raw, dtype=np.uint8)]
         bad = np.flatnonzero(codes == INVALID)
         if bad.size:
             pos = int(bad[0])
-            ch = chr(raw[pos])
-            raise InputError(
-                f"character {ch!r} is not in the {self.name} alphabet ({self.letters})",
-                record=record,
-                column=pos + 1,
-            )
+            raise self._not_in(chr(raw[pos]), record, pos)
         return codes
+
+    def _encode_text(self, seq: str, record: str | None) -> np.ndarray:
+        """Encode text holding non-ASCII characters (symbols such as ``α``)."""
+        codes = np.empty(len(seq), dtype=np.uint8)
+        for pos, ch in enumerate(seq):
+            code = self.index.get(ch)
+            if code is None:
+                if self.unknown is None or not _residue_like(ch):
+                    raise self._not_in(ch, record, pos)
+                code = self.unknown
+            codes[pos] = code
+        return codes
+
+    def _not_in(self, ch: str, record: str | None, pos: int) -> InputError:
+        hint = ""
+        if not ch.isascii() and self.is_ascii:
+            hint = "; sequences hold ASCII characters only unless the matrix's symbols do not"
+        return InputError(
+            f"character {ch!r} is not in the {self.name} alphabet ({self.letters}){hint}",
+            record=record,
+            column=pos + 1,
+        )
 
     def decode(self, codes: Iterable[int]) -> str:
         """Turn codes back into text."""
-        table = np.frombuffer(self.letters.encode("ascii"), dtype=np.uint8)
-        return table[np.asarray(codes, dtype=np.intp)].tobytes().decode("ascii")
+        codes = np.asarray(codes, dtype=np.intp)
+        if self.is_ascii:
+            table = np.frombuffer(self.letters.encode("ascii"), dtype=np.uint8)
+            return table[codes].tobytes().decode("ascii")
+        letters = self.letters
+        return "".join(letters[c] for c in codes.tolist())
 
 
 def as_bytes(seq: str | bytes | bytearray | memoryview) -> bytes:
@@ -112,6 +184,75 @@ def sequence_text(seq) -> tuple[str | None, bytes]:
         name = seq.metadata.get("id") or None
         return name, np.asarray(values).tobytes()
     raise TypeError(f"cannot read a sequence from {type(seq).__name__}")
+
+
+# --------------------------------------------------------------------------------------------
+# Reverse complement (IUPAC nucleotides)
+# --------------------------------------------------------------------------------------------
+
+_NUCLEOTIDES = "ACGTURYKMSWBDHVN"
+_COMPLEMENTS = "TGCAAYRMKSWVHDBN"
+#: Each IUPAC nucleotide code (either case) and gaps to their complements (U pairs with A).
+COMPLEMENT = dict(
+    zip(
+        _NUCLEOTIDES + _NUCLEOTIDES.lower() + "-.",
+        _COMPLEMENTS + _COMPLEMENTS.lower() + "-.",
+        strict=True,
+    )
+)
+
+
+def reverse_complement(seq: str | bytes, record: str | None = None) -> str | bytes:
+    """The reverse complement of a nucleotide sequence (IUPAC codes, case kept).
+
+    Raises
+    ------
+    InputError
+        For a character with no complement (a protein letter, a digit), naming its position.
+    """
+    text = seq.decode("ascii", "replace") if isinstance(seq, (bytes, bytearray)) else str(seq)
+    out = []
+    for pos in range(len(text) - 1, -1, -1):
+        mate = COMPLEMENT.get(text[pos])
+        if mate is None:
+            raise InputError(
+                f"character {text[pos]!r} has no complement (the reverse strand needs "
+                "nucleotide codes)",
+                record=record,
+                column=pos + 1,
+            )
+        out.append(mate)
+    joined = "".join(out)
+    return joined.encode("ascii") if isinstance(seq, (bytes, bytearray)) else joined
+
+
+def reverse_complement_codes(
+    codes: np.ndarray, alphabet: Alphabet, record: str | None = None
+) -> np.ndarray:
+    """The reverse complement of a sequence encoded in ``alphabet`` (codes out, same alphabet).
+
+    Raises
+    ------
+    InputError
+        When a symbol's complement is not a symbol of the alphabet (protein letters).
+    """
+    codes = np.asarray(codes, dtype=np.uint8)
+    mates = np.full(alphabet.size, INVALID, dtype=np.uint8)
+    for code, ch in enumerate(alphabet.letters):
+        mate = COMPLEMENT.get(ch)
+        if mate is not None and mate in alphabet.index:
+            mates[code] = alphabet.index[mate]
+    flipped = mates[codes[::-1]]
+    bad = np.flatnonzero(flipped == INVALID)
+    if bad.size:
+        pos = len(codes) - 1 - int(bad[0])
+        raise InputError(
+            f"character {alphabet.letters[codes[pos]]!r} has no complement in the "
+            f"{alphabet.name} alphabet (the reverse strand needs nucleotide codes)",
+            record=record,
+            column=pos + 1,
+        )
+    return flipped
 
 
 # --------------------------------------------------------------------------------------------

@@ -26,7 +26,24 @@ EXIT_INTERRUPTED = 130
 
 class _Formatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return f"dpalign: {record.levelname.lower()}: {record.getMessage()}"
+        # The library may attach the command line's wording (``cli_message``) to a record
+        # whose own text speaks of the library (log levels rather than -v).
+        message = getattr(record, "cli_message", None) or record.getMessage()
+        return f"dpalign: {record.levelname.lower()}: {message}"
+
+
+#: Library parameters whose command-line option is not ``--`` plus the name.
+_OPTION_FOR = {"workers": "--dask-workers"}
+
+
+def _cli_wording(exc: DpalignError) -> str:
+    """The error as the command line says it: its option, not the library's parameter."""
+    text = str(exc)
+    parameter = getattr(exc, "parameter", None)
+    if parameter and text.startswith(parameter):
+        option = _OPTION_FOR.get(parameter, "--" + parameter.replace("_", "-"))
+        text = option + text[len(parameter) :]
+    return text
 
 
 def _setup_logging(verbose: int) -> None:
@@ -487,18 +504,28 @@ def _run_devices(args) -> int:
 _GAP_HELP = (
     "a gap of length k costs OPEN + EXTEND*k (scikit-bio's convention, and BLAST's: its "
     "11/1 is --gap-open 11 --gap-extend 1; parasail's and pyopal's 'open' is OPEN + EXTEND). "
-    "--gap-open 0 gives linear gaps (k*EXTEND)"
+    "--gap-open 0 gives linear gaps (k*EXTEND); OPEN may be below 0 (opening cheaper than "
+    "extending; --backend reference) while OPEN + EXTEND >= 0. Scores and costs may have "
+    "decimals (EMBOSS's 10/0.5), computed exactly"
 )
 
 
-def _cost(text: str) -> int:
-    """argparse type: a gap cost, a whole number >= 0."""
+def _number(text: str) -> int | float:
+    """argparse type: a score, whole or decimal (9.5, -0.5); kept exact (see Scoring)."""
+    from decimal import Decimal, InvalidOperation
+
     try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a whole number, not {text!r} (dpalign scores in integers)"
-        ) from None
+        value = Decimal(text)
+    except InvalidOperation:
+        value = None
+    if value is None or not value.is_finite():
+        raise argparse.ArgumentTypeError(f"expected a number such as 2, -1 or 0.5, not {text!r}")
+    return int(value) if value == value.to_integral_value() else float(text)
+
+
+def _cost(text: str) -> int | float:
+    """argparse type: a gap extension cost, a number >= 0."""
+    value = _number(text)
     if value < 0:
         raise argparse.ArgumentTypeError(
             f"gap costs are positive numbers subtracted from the score, not {value}"
@@ -507,13 +534,11 @@ def _cost(text: str) -> int:
 
 
 def _whole(text: str) -> int:
-    """argparse type: a (possibly negative) whole-number score."""
+    """argparse type: a (possibly negative) whole number."""
     try:
         return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a whole number, not {text!r} (dpalign scores in integers)"
-        ) from None
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
 
 
 def _positive(text: str) -> int:
@@ -537,11 +562,31 @@ def _add_scoring(p: argparse.ArgumentParser, default_mode: str) -> None:
         metavar="NAME",
         help="substitution matrix known to scikit-bio (BLOSUM62, PAM250, NUC.4.4, ...)",
     )
-    sub.add_argument("--match", type=_whole, default=None, metavar="M", help="match score (1)")
-    p.add_argument("--mismatch", type=_whole, default=None, metavar="X", help="mismatch score (-1)")
-    p.add_argument("--gap-open", type=_cost, default=0, metavar="OPEN", help=_GAP_HELP + " (0)")
+    sub.add_argument(
+        "--match", type=_number, default=None, metavar="M", help="match score (1; 2.5 is fine)"
+    )
+    p.add_argument(
+        "--mismatch", type=_number, default=None, metavar="X", help="mismatch score (-1)"
+    )
+    p.add_argument("--gap-open", type=_number, default=0, metavar="OPEN", help=_GAP_HELP + " (0)")
     p.add_argument(
         "--gap-extend", type=_cost, default=2, metavar="EXTEND", help="see --gap-open (2)"
+    )
+    p.add_argument(
+        "--wildcard",
+        metavar="LETTER",
+        help="a letter that scores 0 against anything (Biopython's wildcard; default: none)",
+    )
+    p.add_argument(
+        "--unknown",
+        metavar="SYMBOL|SCORE",
+        help="letters outside the matrix score as this matrix symbol (X with BLOSUM62) or "
+        "this score against everything (default: they are an error)",
+    )
+    p.add_argument(
+        "--case-sensitive",
+        action="store_true",
+        help="lowercase letters are not read as uppercase (they are then outside the matrix)",
     )
 
 
@@ -552,15 +597,27 @@ def _scoring(args):
     if args.matrix and args.mismatch is not None:
         raise OptionError("--mismatch goes with --match, not with --matrix")
     gap = args.gap_extend if args.gap_open == 0 else (args.gap_open, args.gap_extend)
+    unknown = args.unknown
+    if unknown is not None:
+        try:
+            unknown = _number(unknown)
+        except argparse.ArgumentTypeError:
+            pass  # a matrix symbol
+    options = {
+        "wildcard": args.wildcard,
+        "unknown": unknown,
+        "case_sensitive": True if args.case_sensitive else None,
+    }
     if args.matrix:
-        return Scoring(args.matrix, gap)
+        return Scoring(args.matrix, gap, **options)
     match = 1 if args.match is None else args.match
     mismatch = -1 if args.mismatch is None else args.mismatch
-    return Scoring((match, mismatch), gap)
+    return Scoring((match, mismatch), gap, **options)
 
 
 def _describe_scoring(scoring, mode: str) -> str:
-    o, e = scoring.gap_open, scoring.gap_extend
+    cost = scoring.gap_cost
+    o, e = cost if isinstance(cost, tuple) else (0, cost)
     gaps = f"gap of k costs {o} + {e}k" if o else f"linear gaps, {e} per position"
     return f"mode {mode}, {scoring.sub_label}, {gaps}"
 
@@ -608,11 +665,20 @@ def _add_align(sub) -> None:
         default="pretty",
         choices=["pretty", "cigar", "fasta", "json"],
         help="pretty: the alignment in blocks; cigar: one tab-separated line per pair "
-        "(a, b, score, a start, a end, b start, b end, CIGAR); fasta: the gapped pair; "
-        "json: everything (default: pretty)",
+        "(a, b, score, a start, a end, b start, b end, CIGAR, and the strand of B, + or -, "
+        "with --strand minus or both); fasta: the gapped pair; json: everything "
+        "(default: pretty)",
     )
     p.add_argument(
         "--cigar", default="=X", choices=["=X", "M"], help="CIGAR operations (default: =X)"
+    )
+    p.add_argument(
+        "--strand",
+        default="plus",
+        choices=["plus", "minus", "both"],
+        help="align A with B as given (plus), with B's reverse complement (minus), or both, "
+        "keeping the better; minus-strand B coordinates count along the reverse complement "
+        "(default: plus)",
     )
     p.add_argument("--out", default="-", metavar="FILE", help="output file (default: stdout)")
     p.add_argument(
@@ -633,6 +699,13 @@ def _add_align(sub) -> None:
     p.set_defaults(run=_run_align)
 
 
+def _strand_note(aln) -> str:
+    """`` (minus strand)`` where B's reverse complement was aligned (``--strand``)."""
+    if aln.strand is None:
+        return ""
+    return " (minus strand)" if aln.strand == "-" else " (plus strand)"
+
+
 def _pretty(name_a: str, name_b: str, aln, width: int = 60) -> str:
     top, bottom = aln.gapped()
     middle = "".join(
@@ -643,7 +716,8 @@ def _pretty(name_a: str, name_b: str, aln, width: int = 60) -> str:
     b0, b1 = _span(aln.b_start, aln.b_end)
     label = max(len(name_a), len(name_b))
     out = [
-        f"# {name_a} vs {name_b}: score {aln.score}, {aln.mode}; {name_a} {a0}-{a1}, "
+        f"# {name_a} vs {name_b}{_strand_note(aln)}: score {aln.score}, {aln.mode}; "
+        f"{name_a} {a0}-{a1}, "
         f"{name_b} {b0}-{b1}; CIGAR {aln.cigar or '(empty)'}\n"
     ]
     i, j = aln.a_start, aln.b_start
@@ -680,6 +754,7 @@ def _run_align(args) -> int:
                 backend=args.backend,
                 cigar=args.cigar,
                 device=args.device,
+                strand=args.strand,
             )
             results.append((ra.name, rb.name, aln))
     if args.format == "json":
@@ -692,13 +767,15 @@ def _run_align(args) -> int:
         for na, nb, aln in results:
             a0, a1 = _span(aln.a_start, aln.a_end)
             b0, b1 = _span(aln.b_start, aln.b_end)
-            rows.append(f"{na}\t{nb}\t{aln.score}\t{a0}\t{a1}\t{b0}\t{b1}\t{aln.cigar}\n")
+            strand = f"\t{aln.strand}" if aln.strand is not None else ""
+            rows.append(f"{na}\t{nb}\t{aln.score}\t{a0}\t{a1}\t{b0}\t{b1}\t{aln.cigar}{strand}\n")
         text = "".join(rows)
     elif args.format == "fasta":
         parts = []
         for na, nb, aln in results:
             top, bottom = aln.gapped()
-            parts.append(f">{na} score={aln.score}\n{top}\n>{nb}\n{bottom}\n")
+            strand = f" strand={aln.strand}" if aln.strand is not None else ""
+            parts.append(f">{na} score={aln.score}\n{top}\n>{nb}{strand}\n{bottom}\n")
         text = "".join(parts)
     else:
         text = "".join(_pretty(na, nb, aln) for na, nb, aln in results)
@@ -735,12 +812,13 @@ def _add_search(sub) -> None:
 
 
 def _run_search(args) -> int:
-    from .engine import get_backend
     from .gcups import gcups
+    from .pairwise import engine_backend_for
     from .search import Database, search_many
 
     scoring = _scoring(args)
-    backend = get_backend(args.backend, threads=args.threads)
+    # auto: the reference for schemes the kernels cannot run (o < 0)
+    backend = engine_backend_for(args.backend, args.threads, scoring)
     queries, q_codes = _read_encoded(args.query, scoring)
     targets, t_codes = _read_encoded(args.db, scoring)
     start = time.perf_counter()
@@ -801,7 +879,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except DpalignError as exc:
-        print(f"dpalign: error: {exc}", file=sys.stderr)
+        print(f"dpalign: error: {_cli_wording(exc)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("dpalign: interrupted; no output was written", file=sys.stderr)

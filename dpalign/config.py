@@ -90,7 +90,7 @@ def cpu_threads(requested: int | None = None) -> int:
         if requested < 1:
             from .errors import OptionError
 
-            raise OptionError(f"--threads must be at least 1, not {requested}")
+            raise OptionError(f"threads must be at least 1, not {requested}", parameter="threads")
         return requested
     if THREADS:
         return THREADS

@@ -184,6 +184,8 @@ class ReferenceBackend(Backend):
                             sc.gap_extend,
                             task.mode,
                             task.free_ends,
+                            a_gap=sc.a_gap,
+                            b_gap=sc.b_gap,
                         ).score
                 if progress is not None:
                     progress(m * block.residues)

@@ -62,7 +62,20 @@ class InputError(DpalignError, ValueError):
 
 
 class OptionError(DpalignError, ValueError):
-    """An option or parameter value that cannot be used (unknown matrix, negative gap cost)."""
+    """An option or parameter value that cannot be used (unknown matrix, negative gap cost).
+
+    Parameters
+    ----------
+    message : str
+        What is wrong, naming the library's parameter (``threads must be at least 1``).
+    parameter : str, optional
+        That parameter's name, when the message starts with it: the command line replaces it
+        with its own option (``--threads``), so neither face names the other's spelling.
+    """
+
+    def __init__(self, message: str = "", *, parameter: str | None = None) -> None:
+        super().__init__(message)
+        self.parameter = parameter
 
 
 class BackendUnavailable(DpalignError, RuntimeError):

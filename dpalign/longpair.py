@@ -434,6 +434,7 @@ def align_long(
     a, b, ends = _validate(a_codes, b_codes, scoring, mode, free_ends)
     if backend not in ("cpu", "opencl"):
         raise OptionError(f"backend must be 'cpu' or 'opencl', not {backend!r}")
+    scoring.require_kernels("opencl" if backend == "opencl" else "numba")
     threads = config.cpu_threads(threads)
     tiling = tiling or Tiling()
     m, n = len(a), len(b)

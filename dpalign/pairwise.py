@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import config, reference
+from .alphabet import reverse_complement_codes
 from .engine import Backend, Task, gather_scores, get_backend, query_batch, reference_blocks
 from .errors import OptionError
 from .scoring import Scoring, as_scoring, free_ends_tuple
@@ -54,7 +55,8 @@ class Alignment:
 
     Attributes
     ----------
-    score : int
+    score : int or float
+        In the user's units: a float when the scores had decimals (see :class:`Scoring`).
     a_start, a_end, b_start, b_end : int
         0-based, half-open: ``a[a_start:a_end]`` is aligned to ``b[b_start:b_end]``. Free end
         gaps are not part of the alignment; penalised ones are.
@@ -68,9 +70,14 @@ class Alignment:
     mode : str
     cigar_style : str
         ``"=X"`` (default) or ``"M"`` (matches and mismatches both ``M``).
+    strand : {"+", "-"} or None
+        With ``strand="minus"`` or ``"both"``: the strand of b aligned (``"-"``: b's reverse
+        complement, and ``b_start``/``b_end`` count along that reverse complement, whose
+        position p is b's position ``len(b) - 1 - p``). ``None`` when only the given strand
+        was aligned.
     """
 
-    score: int
+    score: int | float
     a_start: int
     a_end: int
     b_start: int
@@ -80,6 +87,7 @@ class Alignment:
     backend: str
     mode: str
     cigar_style: str = "=X"
+    strand: str | None = None
     a_text: str = field(default="", repr=False)
     b_text: str = field(default="", repr=False)
 
@@ -138,7 +146,7 @@ class Alignment:
             "mode": self.mode,
             "width": self.width,
             "backend": self.backend,
-        }
+        } | ({"strand": self.strand} if self.strand is not None else {})
 
 
 # --------------------------------------------------------------------------------------------
@@ -181,10 +189,12 @@ def _settings(mode, sub_score, gap_cost, free_ends, scoring):
     return scoring, ends
 
 
-def _cpu_backend(backend) -> str:
+def _cpu_backend(backend, scoring: Scoring | None = None) -> str:
     if isinstance(backend, Backend):
         backend = backend.name
     if backend == "auto":
+        if scoring is not None and scoring.kernel_problem() is not None:
+            return "reference"  # the one backend that computes every scheme
         try:
             import numba  # noqa: F401
         except ImportError:  # pragma: no cover - numba is a dependency
@@ -194,6 +204,8 @@ def _cpu_backend(backend) -> str:
         raise OptionError(
             f"align() backend must be 'auto', 'numba', 'opencl' or 'reference', not {backend!r}"
         )
+    if scoring is not None:
+        scoring.require_kernels(backend)
     return backend
 
 
@@ -215,6 +227,7 @@ def align(
     scoring: Scoring | None = None,
     threads: int | None = None,
     device: str | None = None,
+    strand: str = "plus",
 ) -> Alignment:
     """Align two sequences with traceback.
 
@@ -247,6 +260,9 @@ def align(
     device : str, optional
         OpenCL device for ``backend="opencl"`` (see ``dpalign devices``; default: the
         ``DPALIGN_OPENCL_DEVICE`` variable, else the first GPU, else the first CPU device).
+    strand : {"plus", "minus", "both"}
+        Which strand of b (nucleotides) to align a with: b as given, its reverse complement,
+        or both, keeping the better (ties: plus); ``Alignment.strand`` says which.
 
     Returns
     -------
@@ -259,25 +275,80 @@ def align(
     InputError
         A character outside the scoring's alphabet (the message gives the position).
     OptionError
-        Bad mode, scores or gap costs.
+        Bad mode, scores or gap costs; a scheme the chosen backend's kernels cannot run
+        (separate gap costs for a and b, or ``o < 0``: backend ``"reference"`` only, which
+        ``"auto"`` then picks).
     """
     if cigar not in CIGAR_STYLES:
         raise OptionError(f"cigar must be '=X' or 'M', not {cigar!r}")
     scoring, ends = _settings(mode, sub_score, gap_cost, free_ends, scoring)
-    which = _cpu_backend(backend)
+    if threads is not None:
+        config.cpu_threads(threads)  # refuse 0 and negatives now, as score and search do
+    which = _cpu_backend(backend, scoring)
+    check_strand(strand)
     a_codes = scoring.encode(a, record="a")
     b_codes = scoring.encode(b, record="b")
+    fields, which = _align_codes(a_codes, b_codes, scoring, mode, ends, which, threads, device)
+    b_shown, shown_strand = b_codes, None
+    if strand != "plus":
+        shown_strand = "+"
+        b_minus = reverse_complement_codes(b_codes, scoring.alphabet, record="b")
+        if strand == "minus":
+            fields, which = _align_codes(
+                a_codes, b_minus, scoring, mode, ends, which, threads, device
+            )
+            b_shown, shown_strand = b_minus, "-"
+        else:
+            minus, which_minus = _align_codes(
+                a_codes, b_minus, scoring, mode, ends, which, threads, device
+            )
+            if minus[0] > fields[0]:  # ties stay on the plus strand
+                fields, which, b_shown, shown_strand = minus, which_minus, b_minus, "-"
+    decode = scoring.alphabet.decode
+    return Alignment(
+        scoring.user(fields[0]),
+        *fields[1:],
+        width=64,
+        backend=which,
+        mode=mode,
+        cigar_style=cigar,
+        strand=shown_strand,
+        a_text=decode(a_codes),
+        b_text=decode(b_shown),
+    )
+
+
+STRANDS = ("plus", "minus", "both")
+
+
+def check_strand(strand: str) -> None:
+    """Refuse a ``strand`` other than ``"plus"``, ``"minus"`` and ``"both"``."""
+    if strand not in STRANDS:
+        raise OptionError(f"strand must be 'plus', 'minus' or 'both', not {strand!r}")
+
+
+def _align_codes(a_codes, b_codes, scoring, mode, ends, which, threads, device):
+    """``((score, a_start, a_end, b_start, b_end, ops), backend label)`` of encoded a and b."""
     local = mode == "local"
     if which == "reference":
         r = reference.pairwise_align(
-            a_codes, b_codes, scoring.matrix, scoring.gap_open, scoring.gap_extend, mode, ends
+            a_codes,
+            b_codes,
+            scoring.matrix,
+            scoring.gap_open,
+            scoring.gap_extend,
+            mode,
+            ends,
+            a_gap=scoring.a_gap,
+            b_gap=scoring.b_gap,
         )
-        fields = (r.score, r.a_start, r.a_end, r.b_start, r.b_end, r.ops)
-    elif which == "opencl" or len(a_codes) * len(b_codes) > config.LONG_PAIR_CELLS:
+        return (r.score, r.a_start, r.a_end, r.b_start, r.b_end, r.ops), which
+    if which.startswith("opencl") or len(a_codes) * len(b_codes) > config.LONG_PAIR_CELLS:
         # Long pairs: tiles on every core (or a device), traceback in near-linear memory
         # (same alignment).
         from .longpair import align_long
 
+        base = which.split(" ")[0]
         r = align_long(
             a_codes,
             b_codes,
@@ -285,25 +356,13 @@ def align(
             mode,
             ends if mode == "global" else None,
             threads=threads,
-            backend="opencl" if which == "opencl" else "cpu",
+            backend="opencl" if base == "opencl" else "cpu",
             device=device,
         )
-        fields = (r.score, r.a_start, r.a_end, r.b_start, r.b_end, r.ops)
-        which = f"{which} (long pair)"
-    else:
-        from .simd.traceback import align_pair
+        return (r.score, r.a_start, r.a_end, r.b_start, r.b_end, r.ops), f"{base} (long pair)"
+    from .simd.traceback import align_pair
 
-        fields = align_pair(a_codes, b_codes, scoring, local, ends)
-    decode = scoring.alphabet.decode
-    return Alignment(
-        *fields,
-        width=64,
-        backend=which,
-        mode=mode,
-        cigar_style=cigar,
-        a_text=decode(a_codes),
-        b_text=decode(b_codes),
-    )
+    return tuple(align_pair(a_codes, b_codes, scoring, local, ends)), which
 
 
 # --------------------------------------------------------------------------------------------
@@ -312,13 +371,8 @@ def align(
 
 
 def transposed(scoring: Scoring) -> Scoring:
-    """The scoring with a and b swapped (the matrix transposed)."""
-    if np.array_equal(scoring.matrix, scoring.matrix.T):
-        return scoring
-    from types import SimpleNamespace
-
-    matrix = SimpleNamespace(alphabet=list(scoring.alphabet.letters), scores=scoring.matrix.T)
-    return Scoring(matrix, scoring.gap_cost)
+    """The scoring with a and b swapped (the matrix transposed, gap costs exchanged)."""
+    return scoring.transposed()
 
 
 def swap_ends(ends):
@@ -415,6 +469,8 @@ def _score_zip(q_codes, t_codes, scoring, mode, ends, backend, threads, progress
                 scoring.gap_extend,
                 mode,
                 ends,
+                a_gap=scoring.a_gap,
+                b_gap=scoring.b_gap,
             ).score
             if progress is not None:
                 progress(len(q_codes[k]) * len(t_codes[k]))
@@ -455,7 +511,7 @@ def _score_zip(q_codes, t_codes, scoring, mode, ends, backend, threads, progress
 def _score_database(q_codes, database, scoring, mode, ends, backend, threads, progress):
     from .search import score_database
 
-    engine_backend = get_backend(backend, threads=threads)
+    engine_backend = engine_backend_for(backend, threads, scoring)
     got, ids = score_database(q_codes, database, scoring, mode, ends, engine_backend, progress)
     out = np.empty_like(got)
     out[:, np.argsort(np.argsort(ids))] = got
@@ -476,6 +532,7 @@ def score(
     scoring: Scoring | None = None,
     with_width: bool = False,
     progress=None,
+    strand: str = "plus",
 ):
     """Score many pairs at once (no traceback).
 
@@ -501,32 +558,64 @@ def score(
         Also return the integer width (8, 16, 32, 64) that produced each score.
     progress : callable, optional
         Called with the number of cells finished, as work completes.
+    strand : {"plus", "minus", "both"}
+        Score each query against the targets as given, their reverse complements
+        (nucleotides), or both, keeping the better score per pair (``align`` says which
+        strand won).
 
     Returns
     -------
-    ndarray of int64 (and an ndarray of uint8 widths with ``with_width``)
+    ndarray of int64, or float64 when the scores had decimals (and an ndarray of uint8
+    widths with ``with_width``)
     """
     if pairs not in ("all", "zip"):
         raise OptionError(f"pairs must be 'all' or 'zip', not {pairs!r}")
+    check_strand(strand)
     scoring, ends = _settings(mode, sub_score, gap_cost, free_ends, scoring)
     single_q, single_t = _is_single(queries), _is_single(targets)
     q_codes, _ = encode_many([queries] if single_q else queries, scoring, "queries")
     if hasattr(targets, "blocks") and hasattr(targets, "ids"):  # a search.Database
         if pairs != "all" or with_width:
             raise OptionError("a Database takes pairs='all' without with_width")
-        return _score_database(q_codes, targets, scoring, mode, ends, backend, threads, progress)[
-            0 if single_q else slice(None)
-        ]
+        if strand != "plus":
+            raise OptionError("a Database is scored on its plus strand (dpalign.search has strand)")
+        got = _score_database(q_codes, targets, scoring, mode, ends, backend, threads, progress)
+        return scoring.user(got[0 if single_q else slice(None)])
     t_codes, _ = encode_many([targets] if single_t else targets, scoring, "targets")
-    engine_backend = get_backend(backend, threads=threads)
+    engine_backend = engine_backend_for(backend, threads, scoring)
+    strands = [t_codes]
+    if strand != "plus":
+        minus = [
+            reverse_complement_codes(t, scoring.alphabet, record=f"targets[{k}]")
+            for k, t in enumerate(t_codes)
+        ]
+        strands = [minus] if strand == "minus" else [t_codes, minus]
     if pairs == "zip":
         if with_width:
             raise OptionError("with_width is available for pairs='all'")
-        return _score_zip(q_codes, t_codes, scoring, mode, ends, engine_backend, threads, progress)
-    result = score_all(
-        q_codes, t_codes, scoring, mode, ends, engine_backend, progress, with_width=True
-    )
-    scores, width = result
+        got = [
+            _score_zip(q_codes, t, scoring, mode, ends, engine_backend, threads, progress)
+            for t in strands
+        ]
+        return scoring.user(np.maximum.reduce(got))
+    scores = width = None
+    for t in strands:  # both strands: the better score, and the width that produced it
+        s, w = score_all(q_codes, t, scoring, mode, ends, engine_backend, progress, True)
+        if scores is None:
+            scores, width = s, w
+        else:
+            better = s > scores
+            scores, width = np.where(better, s, scores), np.where(better, w, width)
     index = (0 if single_q else slice(None), 0 if single_t else slice(None))
-    scores, width = scores[index], width[index]
+    scores, width = scoring.user(scores[index]), width[index]
     return (scores, width) if with_width else scores
+
+
+def engine_backend_for(backend, threads, scoring: Scoring) -> Backend:
+    """The engine backend for a scheme: ``"auto"`` takes the reference for schemes the
+    kernels cannot run; a named kernel backend is refused for them (:class:`OptionError`)."""
+    if backend == "auto" and scoring.kernel_problem() is not None:
+        backend = "reference"
+    engine_backend = get_backend(backend, threads=threads)
+    scoring.require_kernels(engine_backend.name)
+    return engine_backend

@@ -8,7 +8,9 @@ W profiles at once with NumPy arrays over the W lanes (the code reads like the s
 Pairwise conventions (scikit-bio 0.7 ``pair_align``)
 ----------------------------------------------------
 ``a`` has length m (matrix rows i = 0..m), ``b`` length n (columns j = 0..n). A gap of length k
-costs ``o + e*k`` (linear gaps: ``o = 0``). Three matrices (Gotoh):
+costs ``o + e*k`` (linear gaps: ``o = 0``; gaps in a and in b may have their own ``(o, e)``;
+``o`` may be negative, opening cheaper than extending, while ``o + e >= 0``). Three matrices
+(Gotoh):
 
 * ``D[i][j]``: alignments of ``a[:i]``, ``b[:j]`` ending with ``a[i-1]`` against a gap in b,
 * ``I[i][j]``: ... ending with ``b[j-1]`` against a gap in a,
@@ -79,18 +81,28 @@ def run_length(ops: str) -> str:
     return "".join(out)
 
 
-def _fill_pairwise(a, b, matrix, o, e, mode, free_ends):
+def _fill_pairwise(a, b, matrix, a_gap, b_gap, mode, free_ends):
+    """H, D, I and the two "open from" matrices: H without D (HnD) and H without I (HnI).
+
+    A gap opens from the best state that is not the same gap already: with ``o >= 0`` that
+    is H itself (splitting a gap never gains), with ``o < 0`` it is not, and a gap must not
+    re-open from itself (Biopython's recurrence: Ix opens from M and Iy, never from Ix).
+    """
     m, n = len(a), len(b)
+    (oa, ea), (ob, eb) = a_gap, b_gap
     a_lead, _, b_lead, _ = free_ends
     local = mode == "local"
-    H = [[NEG_INF] * (n + 1) for _ in range(m + 1)]
-    D = [[NEG_INF] * (n + 1) for _ in range(m + 1)]
-    I = [[NEG_INF] * (n + 1) for _ in range(m + 1)]  # noqa: E741
-    H[0][0] = 0
+    floor = 0 if local else NEG_INF
+
+    def grid():
+        return [[NEG_INF] * (n + 1) for _ in range(m + 1)]
+
+    H, D, I, HnD, HnI = grid(), grid(), grid(), grid(), grid()  # noqa: E741
+    H[0][0] = HnD[0][0] = HnI[0][0] = 0
     for j in range(1, n + 1):
-        H[0][j] = I[0][j] = 0 if (local or a_lead) else -(o + e * j)
+        H[0][j] = I[0][j] = HnD[0][j] = 0 if (local or a_lead) else -(oa + ea * j)
     for i in range(1, m + 1):
-        H[i][0] = D[i][0] = 0 if (local or b_lead) else -(o + e * i)
+        H[i][0] = D[i][0] = HnI[i][0] = 0 if (local or b_lead) else -(ob + eb * i)
     if local:
         for j in range(1, n + 1):
             I[0][j] = NEG_INF
@@ -98,11 +110,13 @@ def _fill_pairwise(a, b, matrix, o, e, mode, free_ends):
             D[i][0] = NEG_INF
     for i in range(1, m + 1):
         for j in range(1, n + 1):
-            D[i][j] = max(D[i - 1][j] - e, H[i - 1][j] - o - e)
-            I[i][j] = max(I[i][j - 1] - e, H[i][j - 1] - o - e)
+            D[i][j] = max(D[i - 1][j] - eb, HnD[i - 1][j] - ob - eb)
+            I[i][j] = max(I[i][j - 1] - ea, HnI[i][j - 1] - oa - ea)
             diag = H[i - 1][j - 1] + int(matrix[a[i - 1], b[j - 1]])
-            H[i][j] = max(diag, D[i][j], I[i][j], 0 if local else NEG_INF)
-    return H, D, I
+            HnD[i][j] = max(diag, I[i][j], floor)
+            HnI[i][j] = max(diag, D[i][j], floor)
+            H[i][j] = max(HnD[i][j], D[i][j])
+    return H, D, I, HnD, HnI
 
 
 def _end_cell(H, mode, free_ends):
@@ -124,7 +138,16 @@ def _default_ends(mode: str) -> tuple[bool, bool, bool, bool]:
     return (True, True, False, False) if mode == "semiglobal" else (False,) * 4
 
 
-def pairwise_score(a, b, matrix, gap_open, gap_extend, mode="global", free_ends=None):
+def _gap_pairs(gap_open, gap_extend, a_gap, b_gap):
+    o_e = (gap_open, gap_extend)
+    a_gap = tuple(int(x) for x in (a_gap if a_gap is not None else o_e))
+    b_gap = tuple(int(x) for x in (b_gap if b_gap is not None else o_e))
+    return a_gap, b_gap
+
+
+def pairwise_score(
+    a, b, matrix, gap_open, gap_extend, mode="global", free_ends=None, *, a_gap=None, b_gap=None
+):
     """Score one pair; return a :class:`PairwiseResult` without ops (start = end cell).
 
     Parameters
@@ -134,34 +157,47 @@ def pairwise_score(a, b, matrix, gap_open, gap_extend, mode="global", free_ends=
     matrix : ndarray (K, K)
         Substitution scores.
     gap_open, gap_extend : int
-        ``o`` and ``e`` (a gap of length k costs ``o + e*k``).
+        ``o`` and ``e`` (a gap of length k costs ``o + e*k``). ``o`` may be negative
+        (opening cheaper than extending) while ``o + e >= 0``.
     mode : {"global", "local", "semiglobal"}
     free_ends : 4-tuple of bool, optional
         ``(a_lead, a_trail, b_lead, b_trail)`` (see :func:`dpalign.scoring.free_ends_tuple`);
         by default all False for global, ``(True, True, False, False)`` for semiglobal.
+    a_gap, b_gap : (int, int), optional
+        Separate ``(o, e)`` for gaps in a (``I``) and in b (``D``); default
+        ``(gap_open, gap_extend)``.
     """
-    result = pairwise_align(a, b, matrix, gap_open, gap_extend, mode, free_ends)
+    result = pairwise_align(
+        a, b, matrix, gap_open, gap_extend, mode, free_ends, a_gap=a_gap, b_gap=b_gap
+    )
     return PairwiseResult(result.score, result.a_end, result.a_end, result.b_end, result.b_end)
 
 
-def pairwise_align(a, b, matrix, gap_open, gap_extend, mode="global", free_ends=None):
+def pairwise_align(
+    a, b, matrix, gap_open, gap_extend, mode="global", free_ends=None, *, a_gap=None, b_gap=None
+):
     """Align one pair with traceback; return a :class:`PairwiseResult`.
 
-    See the module docstring for the recurrence and the tie rules.
+    See the module docstring for the recurrence and the tie rules, and
+    :func:`pairwise_score` for the parameters.
     """
     ends = _default_ends(mode) if free_ends is None else tuple(bool(x) for x in free_ends)
     a, b = [int(x) for x in a], [int(x) for x in b]
-    o, e = int(gap_open), int(gap_extend)
-    H, D, I = _fill_pairwise(a, b, matrix, o, e, mode, ends)  # noqa: E741
+    a_gap, b_gap = _gap_pairs(gap_open, gap_extend, a_gap, b_gap)
+    (oa, ea), (ob, eb) = a_gap, b_gap
+    H, D, I, HnD, HnI = _fill_pairwise(a, b, matrix, a_gap, b_gap, mode, ends)  # noqa: E741
     score, (i, j) = _end_cell(H, mode, ends)
     a_end, b_end = i, j
     a_lead, _, b_lead, _ = ends
     local = mode == "local"
     ops: list[str] = []
     state = "H"
+    # After a gap opened with o < 0, the cell it opened from must not be that same gap.
+    exclude = None
     while True:
         if state == "H":
-            if (local and H[i][j] == 0) or (i == 0 and j == 0):
+            value = H[i][j] if exclude is None else (HnD if exclude == "D" else HnI)[i][j]
+            if (local and value == 0) or (i == 0 and j == 0):
                 break
             if i == 0:
                 if a_lead:
@@ -174,40 +210,52 @@ def pairwise_align(a, b, matrix, gap_open, gap_extend, mode="global", free_ends=
                 state = "D"
                 continue
             s = int(matrix[a[i - 1], b[j - 1]])
-            if H[i][j] == H[i - 1][j - 1] + s:
+            if value == H[i - 1][j - 1] + s:
                 ops.append("=" if a[i - 1] == b[j - 1] else "X")
                 i, j = i - 1, j - 1
-            elif H[i][j] == D[i][j]:
+            elif exclude != "D" and value == D[i][j]:
                 state = "D"
             else:
-                state = "I"
+                state = "I" if exclude != "I" else "D"
+            exclude = None
         elif state == "D":
             ops.append("D")
-            opened = D[i][j] == H[i - 1][j] - o - e
+            if ob >= 0:
+                opened, exclude = D[i][j] == H[i - 1][j] - ob - eb, None
+            else:
+                opened, exclude = D[i][j] == HnD[i - 1][j] - ob - eb, "D"
             i -= 1
             state = "H" if opened else "D"
+            exclude = exclude if opened else None
         else:
             ops.append("I")
-            opened = I[i][j] == H[i][j - 1] - o - e
+            if oa >= 0:
+                opened, exclude = I[i][j] == H[i][j - 1] - oa - ea, None
+            else:
+                opened, exclude = I[i][j] == HnI[i][j - 1] - oa - ea, "I"
             j -= 1
             state = "H" if opened else "I"
+            exclude = exclude if opened else None
     if local and score == 0:
         return PairwiseResult(0, 0, 0, 0, 0, "")
     return PairwiseResult(int(score), i, a_end, j, b_end, "".join(reversed(ops)))
 
 
-def rescore(ops: str, a, b, matrix, gap_open, gap_extend, a_start=0, b_start=0) -> int:
+def rescore(
+    ops: str, a, b, matrix, gap_open, gap_extend, a_start=0, b_start=0, *, a_gap=None, b_gap=None
+) -> int:
     """Score an alignment given by its ops (independently of any DP): the CIGAR check."""
+    (oa, ea), (ob, eb) = _gap_pairs(gap_open, gap_extend, a_gap, b_gap)
     score, i, j, prev = 0, a_start, b_start, None
     for op in ops:
         if op in "=XM":
             score += int(matrix[int(a[i]), int(b[j])])
             i, j = i + 1, j + 1
         elif op == "D":
-            score -= gap_extend + (gap_open if prev != "D" else 0)
+            score -= eb + (ob if prev != "D" else 0)
             i += 1
         elif op == "I":
-            score -= gap_extend + (gap_open if prev != "I" else 0)
+            score -= ea + (oa if prev != "I" else 0)
             j += 1
         else:
             raise ValueError(f"unknown op {op!r}")

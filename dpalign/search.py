@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .engine import Backend, ReferenceBlock, Task, get_backend, query_batch
+from .engine import Backend, ReferenceBlock, Task, query_batch
 from .errors import OptionError
-from .pairwise import Alignment, align, encode_many
+from .pairwise import Alignment, _is_single, align, encode_many, engine_backend_for
 from .pairwise import block_width as block_width_for
 from .scoring import Scoring, as_scoring, free_ends_tuple
 
@@ -35,7 +35,7 @@ class Hit:
 
     target: str
     index: int
-    score: int
+    score: int | float  # in the user's units (float when the scores had decimals)
     query_start: int
     query_end: int
     target_start: int
@@ -49,8 +49,9 @@ class Database:
 
     Parameters
     ----------
-    sequences : collection of sequences
+    sequences : a sequence, or a collection of sequences
         str, bytes, scikit-bio sequences (their ``metadata['id']`` names them) or uint8 codes.
+        A single sequence (one str, say) is a database of one target.
     names : list of str, optional
         Target names (default: scikit-bio ids, else ``"0"``, ``"1"``...).
     sub_score : (match, mismatch), SubstitutionMatrix or str
@@ -83,7 +84,8 @@ class Database:
             self._root = _parent._root
             return
         scoring = sub_score if isinstance(sub_score, Scoring) else Scoring(sub_score)
-        seqs = list(sequences)
+        # One sequence (a str, bytes, a code array) is one target, not one per letter.
+        seqs = [sequences] if _is_single(sequences) else list(sequences)
         self._texts = [None if isinstance(s, np.ndarray) else s for s in seqs]
         codes, auto_names = encode_many(seqs, scoring, "targets")
         if names is None:
@@ -222,7 +224,7 @@ def search(
     Parameters
     ----------
     query : str, bytes, scikit-bio sequence or uint8 codes
-    database : Database or a collection of sequences
+    database : Database, a collection of sequences, or one sequence (one target)
     top : int
         How many hits to return (ranked by score, ties by database index).
     mode, sub_score, gap_cost, free_ends, scoring
@@ -280,9 +282,11 @@ def search_many(
     ends = free_ends_tuple(mode, free_ends)
     if not isinstance(database, Database):
         database = Database(database, sub_score=scoring)
-    engine_backend = (
-        backend if isinstance(backend, Backend) else get_backend(backend, threads=threads)
-    )
+    if isinstance(backend, Backend):
+        scoring.require_kernels(backend.name)
+        engine_backend = backend
+    else:
+        engine_backend = engine_backend_for(backend, threads, scoring)
     if _names is not None:
         q_codes = [scoring.encode(q, record=n) for q, n in zip(queries, _names, strict=True)]
     else:
@@ -312,16 +316,17 @@ def _top_hits(q_codes, scores, ids, database, top, scoring, mode, ends) -> list[
             free_ends=ends if mode == "global" else None,
             scoring=scoring,
         )
-        if aln.score != scores[k]:  # pragma: no cover - a kernel bug, never expected
+        score = scoring.user(int(scores[k]))
+        if aln.score != score:  # pragma: no cover - a kernel bug, never expected
             raise RuntimeError(
-                f"internal error: traceback score {aln.score} != kernel score {scores[k]} "
+                f"internal error: traceback score {aln.score} != kernel score {score} "
                 f"for target {database.names[index]!r}"
             )
         hits.append(
             Hit(
                 database.names[index],
                 index,
-                int(scores[k]),
+                score,
                 aln.a_start,
                 aln.a_end,
                 aln.b_start,

@@ -186,7 +186,7 @@ def test_bad_input_and_options_are_clear():
     with pytest.raises(OptionError, match="BLOSUM62"):
         align("A", "A", sub_score="BLOSUM63")
     with pytest.raises(OptionError, match="positive"):
-        align("A", "A", gap_cost=(-1, 1))
+        align("A", "A", gap_cost=(-2, 1))
     with pytest.raises(OptionError, match="pairs must be"):
         score("A", "A", pairs="some")
     with pytest.raises(OptionError, match="as many queries as targets"):

@@ -25,8 +25,8 @@ def _align(a, b, scoring, mode, free_ends=None):
 
 def test_fill_linear_matrix_by_hand():
     s = Scoring((1, -1), 2)
-    H, _, _ = R._fill_pairwise(
-        list(s.encode("AC")), list(s.encode("A")), s.matrix, 0, 2, "global", (False,) * 4
+    H, *_ = R._fill_pairwise(
+        list(s.encode("AC")), list(s.encode("A")), s.matrix, (0, 2), (0, 2), "global", (False,) * 4
     )
     assert H == [[0, -2], [-2, 1], [-4, -1]]
 
@@ -34,8 +34,8 @@ def test_fill_linear_matrix_by_hand():
 def test_fill_affine_matrix_by_hand():
     # gap of length k costs 3 + k; "AAT" vs "T": T-T match after a gap of 2 (cost 5)
     s = Scoring((2, -1), (3, 1))
-    H, D, _ = R._fill_pairwise(
-        list(s.encode("AAT")), list(s.encode("T")), s.matrix, 3, 1, "global", (False,) * 4
+    H, D, *_ = R._fill_pairwise(
+        list(s.encode("AAT")), list(s.encode("T")), s.matrix, (3, 1), (3, 1), "global", (False,) * 4
     )
     assert [row[0] for row in H] == [0, -4, -5, -6]
     assert H[3][1] == -5 + 2  # gap AA (3 + 2) then T=T (+2)

@@ -33,7 +33,7 @@ def test_unknown_matrix_lists_close_matches():
         Scoring("BLOSUM26")
 
 
-@pytest.mark.parametrize("gap", [-1, (3, -1), "2", (1, 2, 3), float("inf"), 1.5])
+@pytest.mark.parametrize("gap", [-1, (3, -1), (-3, 2), "2", (1, 2, 3), float("inf"), 1e-9])
 def test_bad_gap_costs_are_rejected(gap):
     with pytest.raises(OptionError):
         Scoring((1, -1), gap)

@@ -104,7 +104,10 @@ class DaskBackend(Backend):
                 ) from None
         else:
             if self.workers is not None and self.workers < 1:
-                raise OptionError("--dask-workers must be at least 1")
+                raise OptionError(
+                    "workers (the local Dask cluster's processes) must be at least 1",
+                    parameter="workers",
+                )
             self._cluster = LocalCluster(
                 n_workers=self.workers or 2,
                 threads_per_worker=1,

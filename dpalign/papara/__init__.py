@@ -9,13 +9,15 @@ the alignment (``msa``).
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import dataclass, field
 
 from ..engine import Backend, get_backend
 from ..gcups import RunStats
 from ..io import format_fasta, format_phylip
 from ..scoring import PaparaScoring, papara_scoring
-from . import dataset, msa, placement, profiles, traceback
+from . import dataset, placement, profiles, traceback
+from . import msa as msa_output
 
 log = logging.getLogger("dpalign.papara")
 
@@ -39,7 +41,8 @@ class ReadPlacement:
 class PaparaResult:
     """The extended alignment and the placements.
 
-    Unpacks as ``alignment, placements = dpalign.papara(...)``.
+    Unpacks and indexes like the pair ``(alignment, placements)``:
+    ``alignment, placements = dpalign.papara(...)``, or ``result[0]``, ``result[1]``.
 
     Attributes
     ----------
@@ -60,6 +63,18 @@ class PaparaResult:
     def __iter__(self):
         yield self.alignment
         yield self.placements
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        if index in (0, -2):
+            return self.alignment
+        if index in (1, -1):
+            return self.placements
+        raise IndexError(f"PaparaResult index {index} out of range (it is a pair)")
 
     @property
     def alignment(self):
@@ -93,7 +108,7 @@ class PaparaResult:
 
 def papara(
     tree,
-    msa_,
+    msa=None,
     reads=None,
     *,
     protein: bool = False,
@@ -103,6 +118,7 @@ def papara(
     backend: str | Backend = "auto",
     threads: int | None = None,
     progress=None,
+    msa_=None,
 ) -> PaparaResult:
     """Align reads to a reference alignment and tree, as PaPaRa 2.5 does.
 
@@ -110,8 +126,9 @@ def papara(
     ----------
     tree : path, Newick text or skbio.TreeNode
         The reference tree (3-child root or rooted binary).
-    msa_ : path (FASTA/PHYLIP), skbio.TabularMSA or list of (name, row)
-        The reference alignment; rows that are not tips become extra reads.
+    msa : path (FASTA/PHYLIP), skbio.TabularMSA or list of (name, row)
+        The reference alignment; rows that are not tips become extra reads. (``msa_``, its
+        old name, still works and warns.)
     reads : path (FASTA), list of (name, seq) or skbio sequences, optional
     protein : bool
         Protein data.
@@ -131,11 +148,22 @@ def papara(
     -------
     PaparaResult
     """
+    if msa_ is not None:
+        if msa is not None:
+            raise TypeError("papara() got the reference alignment twice (msa and msa_)")
+        warnings.warn(
+            "papara(msa_=...) is now papara(msa=...); msa_ will go away",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        msa = msa_
+    if msa is None:
+        raise TypeError("papara() needs the reference alignment (msa)")
     scoring = papara_scoring(scoring)
     engine = get_backend(backend, threads=threads) if not isinstance(backend, Backend) else backend
     stats = engine.stats
     with stats.phase("load"):
-        data = dataset.load(tree, msa_, reads, protein=protein)
+        data = dataset.load(tree, msa, reads, protein=protein)
     with stats.phase("profiles"):
         states, flags = profiles.dataset_profiles(data, gap_model)
     n_edges, n_cols = states.shape
@@ -157,7 +185,7 @@ def papara(
             states, flags, data.reads, placed.edge, placed.score, scoring, engine.name
         )
     with stats.phase("output"):
-        rows = msa.extended_alignment(
+        rows = msa_output.extended_alignment(
             data.ref_names,
             data.ref_rows,
             data.ref_states,

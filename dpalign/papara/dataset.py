@@ -139,7 +139,12 @@ def load(
     for message in data_warnings[:_WARN_EACH]:
         log.warning(message)
     if len(data_warnings) > _WARN_EACH:
-        log.warning("... and %d more such reads (-v lists them)", len(data_warnings) - _WARN_EACH)
+        more = len(data_warnings) - _WARN_EACH
+        log.warning(
+            "... and %d more such reads (logged at level INFO)",
+            more,
+            extra={"cli_message": f"... and {more} more such reads (-v lists them)"},
+        )
         for message in data_warnings[_WARN_EACH:]:
             log.info(message)
     name_to_row = {name: k for k, name in enumerate(r.name for r in ref_records)}
