@@ -14,7 +14,14 @@ import numpy as np
 
 from ..alphabet import DNA, PROTEIN, StateAlphabet
 from ..errors import InputError
-from ..io import Record, check_unique, read_alignment, read_fasta, read_newick
+from ..io import (
+    Record,
+    check_unique,
+    locate_in_fasta,
+    read_alignment,
+    read_fasta,
+    read_newick,
+)
 from .tree import PaparaTree, build_tree
 
 log = logging.getLogger("dpalign.papara")
@@ -99,8 +106,8 @@ def load(
     extra_records = [rec for rec in msa_records if rec.name not in tip_names]
     check_unique(
         [r.name for r in msa_records] + [r.name for r in read_records],
-        reads_path or msa_path,
-        [r.line for r in msa_records] + [r.line for r in read_records],
+        lines=[r.line for r in msa_records] + [r.line for r in read_records],
+        paths=[msa_path] * len(msa_records) + [reads_path] * len(read_records),
     )
 
     states = np.stack([_encode_row(alphabet, rec, msa_path) for rec in ref_records])
@@ -126,7 +133,7 @@ def load(
         try:
             encoded, lost = alphabet.encode_read(rec.seq, rec.name)
         except InputError as exc:
-            raise exc.located(path=str(source) if source else None, line=rec.line) from None
+            raise _located(exc, rec, source) from None
         if lost:
             data_warnings.append(
                 f"read {rec.name!r}: {lost} character(s) that are not {alphabet.name} states "
@@ -163,7 +170,16 @@ def _encode_row(alphabet: StateAlphabet, rec: Record, path) -> np.ndarray:
     try:
         return alphabet.encode_reference(rec.seq, rec.name)
     except InputError as exc:
-        raise exc.located(path=str(path) if path else None, line=rec.line) from None
+        raise _located(exc, rec, path) from None
+
+
+def _located(exc: InputError, rec: Record, path) -> InputError:
+    """The error placed on the line its character is on (a wrapped FASTA record spans
+    several lines), else on the record's line."""
+    line = rec.line
+    if path is not None and exc.column:
+        line = locate_in_fasta(path, rec, exc.column)
+    return exc.located(path=str(path) if path else None, line=line)
 
 
 def _tree(tree, path):
