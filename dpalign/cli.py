@@ -77,23 +77,96 @@ def _write_outputs(outputs: dict[str, str]) -> None:
         sys.stdout.flush()
 
 
-def _check_outputs(paths: list[str | None]) -> None:
-    """Fail before the work, not after it, when an output cannot be written."""
+def _check_outputs(
+    outputs: dict[str, str | None], inputs: dict[str, str | None] | None = None
+) -> None:
+    """Fail before the work, not after it, when an output cannot be written.
+
+    ``outputs`` and ``inputs`` map an option (``--out``) to the path it names (``-``:
+    standard output or input; None: not given). Refused: two outputs on standard output, two
+    outputs on one file, an output that is one of the inputs (the same file, however named),
+    a missing folder, a folder where nothing can be written, an output that is a folder.
+    """
     import os
     from pathlib import Path
 
-    named = [p for p in paths if p and p != "-"]
-    if len(set(named)) != len(named):
-        twice = sorted({p for p in named if named.count(p) > 1})
-        raise DpalignError(f"two outputs name the same file: {', '.join(twice)}")
-    for path in named:
-        folder = Path(path).parent
+    on_stdout = [flag for flag, path in outputs.items() if path == "-"]
+    if len(on_stdout) > 1:
+        raise DpalignError(
+            f"{' and '.join(on_stdout)} would all go to standard output, where they could not be "
+            "told apart; name a file for all but one"
+        )
+    named = {flag: path for flag, path in outputs.items() if path and path != "-"}
+    seen: dict[str, str] = {}
+    for flag, path in named.items():
+        key = os.path.realpath(path)
+        if key in seen:
+            raise DpalignError(f"{seen[key]} and {flag} name the same file: {path}")
+        seen[key] = flag
+    probed: set[str] = set()
+    for flag, path in named.items():
+        target = Path(path)
+        folder = target.parent
         if not folder.is_dir():
-            raise DpalignError(f"{path}: the folder {folder} does not exist")
-        if not os.access(folder, os.W_OK):
-            raise DpalignError(f"{path}: cannot write in {folder}")
-        if Path(path).is_dir():
-            raise DpalignError(f"{path} is a folder")
+            raise DpalignError(f"{flag} {path}: the folder {folder} does not exist")
+        if target.is_dir():
+            raise DpalignError(f"{flag} {path} is a folder")
+        if target.exists():
+            for in_flag, in_path in (inputs or {}).items():
+                if in_path and in_path != "-" and _same_file(path, in_path):
+                    raise DpalignError(
+                        f"{flag} {path} is also an input ({in_flag} {in_path}); writing it would "
+                        "destroy that input: name another file"
+                    )
+        if str(folder.resolve()) not in probed:
+            _probe_folder(flag, path, folder)
+            probed.add(str(folder.resolve()))
+
+
+def _same_file(a: str, b: str) -> bool:
+    import os
+
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _probe_folder(flag: str, path: str, folder) -> None:
+    """Create and remove a file where the output will go: the one sure test that it can be
+    written there (os.access says yes to root in /proc, and nothing of read-only mounts)."""
+    import os
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".dpalign-probe.", dir=folder)
+    except OSError as exc:
+        raise DpalignError(f"{flag} {path}: cannot write in {folder} ({exc.strerror})") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _cap_threads(args) -> None:
+    """More threads than cores only slows the run (each core switches between threads):
+    cap ``--threads`` at the cores this process may use, with a note."""
+    cores = _cores()
+    if args.threads is not None and args.threads > cores:
+        log.warning(
+            "note: --threads %d is more than the %d cores this process may use; using %d",
+            args.threads,
+            cores,
+            cores,
+        )
+        args.threads = cores
+
+
+def _cores() -> int:
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -133,7 +206,7 @@ def _add_backend(parser: argparse.ArgumentParser, choices: list[str]) -> None:
     )
     parser.add_argument(
         "--dask-workers",
-        type=int,
+        type=_positive,
         metavar="N",
         help="start a local Dask cluster of N worker processes for the run; implies --backend dask",
     )
@@ -149,7 +222,8 @@ def _backend_from_args(args):
     from .engine import get_backend
 
     device = getattr(args, "device", None)
-    if args.scheduler or args.dask_workers:
+    _cap_threads(args)
+    if args.scheduler or args.dask_workers is not None:
         if args.backend not in ("auto", "dask"):
             raise DpalignError(
                 f"--scheduler/--dask-workers run on Dask; drop --backend {args.backend}"
@@ -203,7 +277,20 @@ def _add_papara(sub) -> None:
     )
     p.add_argument("--reads", metavar="FASTA", help="reads to align (FASTA)")
     p.add_argument("--out", default="-", metavar="FILE", help="output file (default: stdout)")
-    p.add_argument("--format", default="phylip", choices=["phylip", "fasta"])
+    p.add_argument(
+        "--format",
+        default=None,
+        choices=["phylip", "fasta"],
+        help="the alignment's format, to any --out name (default: fasta when the --out name "
+        f"ends in {', '.join(_FASTA_SUFFIXES)}, else phylip)",
+    )
+    p.add_argument(
+        "--split-out",
+        metavar="DIR",
+        help="also write DIR/reference.fasta and DIR/query.fasta, exactly as "
+        "'epa-ng --split MSA OUT' would cut them from the whole output (rows named in --msa, "
+        "then the others; upper case, 80 columns a line); DIR is made if missing",
+    )
     p.add_argument(
         "--no-ref-gaps",
         action="store_true",
@@ -220,7 +307,8 @@ def _add_papara(sub) -> None:
         "--scoring",
         default="papara2",
         metavar="SCHEME",
-        help="papara2 (default), bmc2012, or o:e:m:mc such as -3:-1:2:-3",
+        help="papara2 (default), bmc2012, or o:e:m:mc such as -3:-1:2:-3 "
+        "('--scoring -3:-1:2:-3' and '--scoring=-3:-1:2:-3' alike)",
     )
     p.add_argument("--protein", action="store_true", help="protein data (PaPaRa -a)")
     p.add_argument(
@@ -241,10 +329,25 @@ def _add_papara(sub) -> None:
 
 
 def _run_papara(args) -> int:
+    import os
+
     from .gcups import gcups
     from .papara import papara
 
-    _check_outputs([args.out, args.placements, args.report])
+    if args.split_out == "-":
+        raise DpalignError("--split-out names a folder for two files, not standard output")
+    split = _split_paths(args.split_out)
+    split_checked = split if args.split_out and os.path.isdir(args.split_out) else {}
+    _check_outputs(
+        {
+            "--out": args.out,
+            "--placements": args.placements,
+            "--report": args.report,
+            **split_checked,
+        },
+        {"--ref": args.ref, "--msa": args.msa, "--reads": args.reads},
+    )
+    fmt = args.format or _format_from_name(args.out)
     backend = _backend_from_args(args)
     start = time.perf_counter()
     bar = None
@@ -271,7 +374,14 @@ def _run_papara(args) -> int:
         bar.close()
     s, stats = result.settings, result.stats
     elapsed = time.perf_counter() - start
-    outputs = {args.out: result.to_phylip() if args.format == "phylip" else result.to_fasta()}
+    outputs = {args.out: result.to_phylip() if fmt == "phylip" else result.to_fasta()}
+    if split:
+        from .io import epa_split, read_alignment
+
+        reference, query = epa_split(result.rows, {r.name for r in read_alignment(args.msa)})
+        os.makedirs(args.split_out, exist_ok=True)
+        outputs[split["--split-out reference"]] = reference
+        outputs[split["--split-out query"]] = query
     if args.placements:
         outputs[args.placements] = result.placements_tsv()
     if args.report:
@@ -286,6 +396,34 @@ def _run_papara(args) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+_FASTA_SUFFIXES = (".fasta", ".fa", ".fas", ".fna", ".faa", ".afa")
+
+
+def _format_from_name(path: str) -> str:
+    """fasta for an --out name with a FASTA extension, else PaPaRa's phylip."""
+    return "fasta" if path.lower().endswith(_FASTA_SUFFIXES) else "phylip"
+
+
+def _split_paths(folder: str | None) -> dict[str, str]:
+    """The two files of --split-out. The folder may be missing if its parent is there (it
+    is made after the work); where it exists, its two files are checked like any output."""
+    import os
+
+    if folder is None:
+        return {}
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise DpalignError(f"--split-out {folder} is a file, not a folder")
+    if not os.path.isdir(folder):
+        parent = os.path.dirname(os.path.abspath(folder))
+        if not os.path.isdir(parent):
+            raise DpalignError(f"--split-out {folder}: the folder {parent} does not exist")
+        _probe_folder("--split-out", folder, parent)
+    return {
+        "--split-out reference": os.path.join(folder, "reference.fasta"),
+        "--split-out query": os.path.join(folder, "query.fasta"),
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -359,7 +497,7 @@ def _run_bench(args) -> int:
     # everything that can fail without benchmarking fails first
     if args.json == "-" or args.plot == "-":
         raise DpalignError("--json and --plot take a file name (the table goes to standard output)")
-    _check_outputs([args.json, args.plot])
+    _check_outputs({"--json": args.json, "--plot": args.plot})
     if args.plot:
         from .benchmarks.plot import check
 
@@ -666,6 +804,7 @@ def _run_align(args) -> int:
 
     if args.device is not None and args.backend != "opencl":
         raise DpalignError(f"--device applies to --backend opencl, not {args.backend}")
+    _check_outputs({"--out": args.out}, {"A": args.a, "B": args.b})
     scoring = _scoring(args)
     recs_a, codes_a = _read_encoded(args.a, scoring)
     recs_b, codes_b = _read_encoded(args.b, scoring)
@@ -739,6 +878,8 @@ def _run_search(args) -> int:
     from .gcups import gcups
     from .search import Database, search_many
 
+    _check_outputs({"--out": args.out}, {"--query": args.query, "--db": args.db})
+    _cap_threads(args)
     scoring = _scoring(args)
     backend = get_backend(args.backend, threads=args.threads)
     queries, q_codes = _read_encoded(args.query, scoring)
@@ -759,6 +900,8 @@ def _run_search(args) -> int:
     )
     for rec, hits in zip(queries, all_hits, strict=True):
         for h in hits:
+            if args.mode == "local" and h.score <= 0:
+                continue  # an empty local alignment is no hit (BLAST reports none)
             q0, q1 = _span(h.query_start, h.query_end)
             t0, t1 = _span(h.target_start, h.target_end)
             rows.append(f"{rec.name}\t{h.target}\t{h.score}\t{q0}\t{q1}\t{t0}\t{t1}\n")
@@ -794,9 +937,32 @@ def build_parser() -> argparse.ArgumentParser:
 _SUBCOMMANDS = [_add_papara, _add_devices, _add_align, _add_search, _add_bench]
 
 
+def _join_negative_values(argv: list[str]) -> list[str]:
+    """``--scoring -3:-1:2:-3`` as ``--scoring=-3:-1:2:-3``: argparse takes a value that
+    starts with '-' (and is not a plain negative number) for an option of its own."""
+    out, k = [], 0
+    while k < len(argv):
+        item = argv[k]
+        if (
+            item in _NEGATIVE_VALUED
+            and k + 1 < len(argv)
+            and argv[k + 1][:1] == "-"
+            and argv[k + 1][1:2].isdigit()
+        ):
+            out.append(f"{item}={argv[k + 1]}")
+            k += 2
+            continue
+        out.append(item)
+        k += 1
+    return out
+
+
+_NEGATIVE_VALUED = {"--scoring"}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_join_negative_values(sys.argv[1:] if argv is None else list(argv)))
     _setup_logging(args.verbose)
     try:
         return args.run(args)

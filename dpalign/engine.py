@@ -139,6 +139,11 @@ class Backend(abc.ABC):
         """True when this backend, built with ``options``, can run on this machine."""
         return True
 
+    @classmethod
+    def unavailable_reason(cls, **options) -> str:
+        """Why :meth:`available` says no, in words a user can act on."""
+        return "it cannot run on this machine"
+
     @abc.abstractmethod
     def score(
         self,
@@ -200,7 +205,10 @@ def get_backend(name: str | Backend = "auto", **options) -> Backend:
         raise OptionError(f"unknown backend {name!r} (known: {', '.join(sorted(_REGISTRY))})")
     cls = _REGISTRY[name]
     if not cls.available(**options):
-        raise BackendUnavailable(f"backend {name!r} is not available on this machine")
+        raise BackendUnavailable(
+            f"backend {name!r} is not available on this machine: "
+            f"{cls.unavailable_reason(**options)}"
+        )
     return cls(**options)
 
 

@@ -373,12 +373,16 @@ def _phylip_sequential(path, body, n_rows, n_cols) -> list[Record]:
         rest = line[len(name) :]
         seq = "".join(rest.split())
         k += 1
+        before = len(seq)
         while len(seq) < n_cols and k < len(body):
+            before = len(seq)
             seq += "".join(body[k][1].split())
             k += 1
         if len(seq) != n_cols:
+            # a short row swallows the next row when read as wrapped: count only its own
+            size = before if len(seq) > n_cols else len(seq)
             raise InputError(
-                f"sequence has {len(seq)} characters, the header says {n_cols}",
+                f"sequence has {size} characters, the header says {n_cols}",
                 path=str(path),
                 line=line_no,
                 record=name,
@@ -569,6 +573,29 @@ def format_phylip(rows: list[tuple[str, str]]) -> str:
 def format_fasta(rows: list[tuple[str, str]]) -> str:
     """``>name`` and the row on one line each."""
     return "".join(f">{name}\n{seq}\n" for name, seq in rows)
+
+
+def epa_split(rows: list[tuple[str, str]], reference_names) -> tuple[str, str]:
+    """What ``epa-ng --split REF.fasta FULL`` writes from a whole alignment: the texts of
+    ``reference.fasta`` (rows named in the reference, in ``rows`` order) and ``query.fasta``
+    (the other rows).
+
+    epa-ng (``src/util/split.hpp``) reads with genesis, whose FASTA and PHYLIP readers turn
+    sites to upper case, and writes with genesis' ``FastaWriter``: ``>label``, then the
+    sequence in lines of 80 characters.
+    """
+    names = set(reference_names)
+
+    def fasta(subset) -> str:
+        return "".join(
+            f">{name}\n" + "".join(f"{seq[k : k + 80]}\n" for k in range(0, len(seq), 80))
+            for name, seq in ((n, s.upper()) for n, s in subset)
+        )
+
+    return (
+        fasta([row for row in rows if row[0] in names]),
+        fasta([row for row in rows if row[0] not in names]),
+    )
 
 
 def _read_umask() -> int:
