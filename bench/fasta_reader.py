@@ -69,6 +69,7 @@ def _readers(old: str | None) -> dict:
         spec = importlib.util.spec_from_file_location("dpalign._old_io", old)
         module = importlib.util.module_from_spec(spec)
         module.__package__ = "dpalign"
+        sys.modules[spec.name] = module
         spec.loader.exec_module(module)
 
         def previous(path):

@@ -187,7 +187,7 @@ def _add_backend(parser: argparse.ArgumentParser, choices: list[str]) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="CPU worker threads (default: one per core)",
+        help="CPU worker threads (default: one per core; more than the cores are capped at them)",
     )
     parser.add_argument(
         "--progress",
@@ -208,7 +208,8 @@ def _add_backend(parser: argparse.ArgumentParser, choices: list[str]) -> None:
         "--dask-workers",
         type=_positive,
         metavar="N",
-        help="start a local Dask cluster of N worker processes for the run; implies --backend dask",
+        help="start a local Dask cluster of N (at least 1) worker processes for the run; "
+        "implies --backend dask",
     )
     parser.add_argument(
         "--report",
@@ -858,8 +859,9 @@ def _add_search(sub) -> None:
         description="Score every query against every database sequence with the SIMD "
         "kernels, trace back the best hits. Output: one tab-separated row per hit: query, "
         "target, score, query start, query end, target start, target end; coordinates are "
-        "1-based and inclusive like BLAST's (an empty local alignment prints 0 0). A summary "
-        "with the GCUPS achieved goes to standard error.",
+        "1-based and inclusive like BLAST's; a local search prints no zero-score rows (an "
+        "empty local alignment is no hit). A summary with the GCUPS achieved goes to "
+        "standard error.",
     )
     p.add_argument("--query", required=True, metavar="FASTA", help="query sequences")
     p.add_argument("--db", required=True, metavar="FASTA", help="database sequences")
