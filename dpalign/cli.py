@@ -175,7 +175,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_backend(parser: argparse.ArgumentParser, choices: list[str]) -> None:
+def _add_backend(parser: argparse.ArgumentParser, choices: list[str], dask: bool = True) -> None:
     parser.add_argument(
         "--backend",
         default="auto",
@@ -199,18 +199,19 @@ def _add_backend(parser: argparse.ArgumentParser, choices: list[str]) -> None:
     parser.add_argument(
         "--no-progress", dest="progress", action="store_false", help="never show a progress bar"
     )
-    parser.add_argument(
-        "--scheduler",
-        metavar="ADDRESS",
-        help="run on an existing Dask cluster (tcp://host:8786); implies --backend dask",
-    )
-    parser.add_argument(
-        "--dask-workers",
-        type=_positive,
-        metavar="N",
-        help="start a local Dask cluster of N (at least 1) worker processes for the run; "
-        "implies --backend dask",
-    )
+    if dask:
+        parser.add_argument(
+            "--scheduler",
+            metavar="ADDRESS",
+            help="run on an existing Dask cluster (tcp://host:8786); implies --backend dask",
+        )
+        parser.add_argument(
+            "--dask-workers",
+            type=_positive,
+            metavar="N",
+            help="start a local Dask cluster of N (at least 1) worker processes for the run; "
+            "implies --backend dask",
+        )
     parser.add_argument(
         "--report",
         metavar="FILE.json",
@@ -224,12 +225,14 @@ def _backend_from_args(args):
 
     device = getattr(args, "device", None)
     _cap_threads(args)
-    if args.scheduler or args.dask_workers is not None:
+    scheduler = getattr(args, "scheduler", None)
+    workers = getattr(args, "dask_workers", None)
+    if scheduler or workers is not None:
         if args.backend not in ("auto", "dask"):
             raise DpalignError(
                 f"--scheduler/--dask-workers run on Dask; drop --backend {args.backend}"
             )
-        return get_backend("dask", scheduler=args.scheduler, workers=args.dask_workers)
+        return get_backend("dask", scheduler=scheduler, workers=workers)
     if device is not None:
         if args.backend == "opencl":
             return get_backend("opencl", device=device)
@@ -870,20 +873,22 @@ def _add_search(sub) -> None:
         "--top", type=_positive, default=10, metavar="N", help="hits per query (default: 10)"
     )
     p.add_argument("--out", default="-", metavar="FILE", help="output file (default: stdout)")
-    _add_backend(p, ["auto", "numba", "reference", "opencl", "hybrid"])
+    # no Dask for search: its Scoring does not survive the trip to a worker (it cannot be
+    # unpickled), so --scheduler/--dask-workers would only fail
+    _add_backend(p, ["auto", "numba", "reference", "opencl", "hybrid"], dask=False)
     _add_common(p)
     p.set_defaults(run=_run_search)
 
 
 def _run_search(args) -> int:
-    from .engine import get_backend
     from .gcups import gcups
     from .search import Database, search_many
 
-    _check_outputs({"--out": args.out}, {"--query": args.query, "--db": args.db})
-    _cap_threads(args)
+    _check_outputs(
+        {"--out": args.out, "--report": args.report}, {"--query": args.query, "--db": args.db}
+    )
     scoring = _scoring(args)
-    backend = get_backend(args.backend, threads=args.threads)
+    backend = _backend_from_args(args)
     queries, q_codes = _read_encoded(args.query, scoring)
     targets, t_codes = _read_encoded(args.db, scoring)
     start = time.perf_counter()
@@ -910,7 +915,23 @@ def _run_search(args) -> int:
     if bar:
         bar.close()
     elapsed = time.perf_counter() - start
-    _write_outputs({args.out: "".join(rows)})
+    outputs = {args.out: "".join(rows)}
+    if args.report:
+        report = {
+            "command": "search",
+            "settings": {
+                "queries": len(queries),
+                "targets": len(db),
+                "cells": cells,
+                "mode": args.mode,
+                "scoring": _describe_scoring(scoring, args.mode),
+                "backend": backend.describe(),
+            },
+            "seconds": elapsed,
+            **backend.stats.as_dict(),
+        }
+        outputs[args.report] = json.dumps(report, indent=2) + "\n"
+    _write_outputs(outputs)
     print(
         f"dpalign search: {len(queries)} queries x {len(db)} targets = {cells:.3e} cells in "
         f"{elapsed:.2f} s: {gcups(cells, elapsed):.2f} GCUPS on {backend.describe()} "

@@ -283,3 +283,19 @@ def test_split_out_folder_is_checked_before_the_work(paths, capsys):
     target = paths["dir"] / "missing" / "deeper"
     code, _, err = _run(capsys, lambda: _papara(paths, "--split-out", str(target)))
     assert code == 1 and "does not exist" in err
+
+
+def test_search_options_all_do_something(paths, capsys):
+    """--report writes the accounting; no Dask options are offered where they cannot run."""
+    import json
+
+    a = paths["write"]("a.fa", ">a\nACGTACGT\n>b\nTTTT\n")
+    report = paths["dir"] / "r.json"
+    argv = ["search", "--query", a, "--db", a, "--report", str(report)]
+    code, out, _ = _run(capsys, lambda: main([*argv, "--backend", "reference"]))
+    assert code == 0 and out
+    data = json.loads(report.read_text())
+    assert data["command"] == "search" and data["settings"]["targets"] == 2
+    with pytest.raises(SystemExit):
+        main([*argv, "--dask-workers", "1"])
+    assert "unrecognized arguments: --dask-workers" in capsys.readouterr().err
