@@ -7,6 +7,7 @@ import gzip
 import lzma
 import subprocess
 import sys
+from contextlib import contextmanager
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -192,7 +193,7 @@ def _fasta_files(draw):
     return text, records
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_fasta_files(), st.sampled_from(["plain", "bom", "gzip", "bz2"]))
 def test_reader_agrees_with_scikit_bio(tmp_path_factory, drawn, packing):
     import io
@@ -213,7 +214,37 @@ def test_reader_agrees_with_scikit_bio(tmp_path_factory, drawn, packing):
     }[packing]
     path = tmp_path_factory.mktemp("fa") / "x.fa"
     path.write_bytes(raw)
-    assert _pairs(read_fasta(path)) == want
+    records = read_fasta(path)
+    assert _pairs(records) == want
+    # read in pieces of a few bytes, the records and their lines are the same
+    with _chunk_bytes(8):
+        assert read_fasta(path) == records
+
+
+@contextmanager
+def _chunk_bytes(size):
+    import dpalign.io
+
+    saved = dpalign.io._CHUNK_BYTES
+    dpalign.io._CHUNK_BYTES = size
+    try:
+        yield
+    finally:
+        dpalign.io._CHUNK_BYTES = saved
+
+
+def test_errors_name_the_right_line_when_read_in_pieces(tmp_path):
+    path = tmp_path / "many.fa"
+    path.write_text("".join(f">r{k}\nACGT\nAC\n" for k in range(50)) + ">bad\nAC\nA\x07C\n")
+    for size in (8, 64, 1 << 20):
+        with _chunk_bytes(size), pytest.raises(InputError) as info:
+            read_fasta(path)
+        assert info.value.line == 153 and "control character 0x07 at column 2" in str(info.value)
+        assert info.value.record == "bad"
+    path.write_text("".join(f">r{k}\nACGT\n" for k in range(50)) + ">r7\nAC\n")
+    with _chunk_bytes(16), pytest.raises(InputError) as info:
+        read_fasta(path)
+    assert info.value.line == 101 and "(first at line 15)" in str(info.value)
 
 
 def test_a_read_named_like_a_reference_row_names_both_files(tmp_path, capsys):
