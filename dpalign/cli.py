@@ -93,8 +93,9 @@ def _check_outputs(
     on_stdout = [flag for flag, path in outputs.items() if path == "-"]
     if len(on_stdout) > 1:
         raise DpalignError(
-            f"{' and '.join(on_stdout)} would all go to standard output, where they could not be "
-            "told apart; name a file for all but one"
+            f"{' and '.join(on_stdout)} would {'both' if len(on_stdout) == 2 else 'all'} go to "
+            "standard output, where they could not be told apart; name a file for "
+            f"{'one of them' if len(on_stdout) == 2 else 'all but one'}"
         )
     named = {flag: path for flag, path in outputs.items() if path and path != "-"}
     seen: dict[str, str] = {}
@@ -152,7 +153,7 @@ def _cap_threads(args) -> None:
     cores = _cores()
     if args.threads is not None and args.threads > cores:
         log.warning(
-            "note: --threads %d is more than the %d cores this process may use; using %d",
+            "--threads %d is more than the %d cores this process may use; using %d",
             args.threads,
             cores,
             cores,
