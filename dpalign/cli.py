@@ -94,23 +94,97 @@ def _write_outputs(outputs: dict[str, str]) -> None:
         sys.stdout.flush()
 
 
-def _check_outputs(paths: list[str | None]) -> None:
-    """Fail before the work, not after it, when an output cannot be written."""
+def _check_outputs(
+    outputs: dict[str, str | None], inputs: dict[str, str | None] | None = None
+) -> None:
+    """Fail before the work, not after it, when an output cannot be written.
+
+    ``outputs`` and ``inputs`` map an option (``--out``) to the path it names (``-``:
+    standard output or input; None: not given). Refused: two outputs on standard output, two
+    outputs on one file, an output that is one of the inputs (the same file, however named),
+    a missing folder, a folder where nothing can be written, an output that is a folder.
+    """
     import os
     from pathlib import Path
 
-    named = [p for p in paths if p and p != "-"]
-    if len(set(named)) != len(named):
-        twice = sorted({p for p in named if named.count(p) > 1})
-        raise DpalignError(f"two outputs name the same file: {', '.join(twice)}")
-    for path in named:
-        folder = Path(path).parent
+    on_stdout = [flag for flag, path in outputs.items() if path == "-"]
+    if len(on_stdout) > 1:
+        raise DpalignError(
+            f"{' and '.join(on_stdout)} would {'both' if len(on_stdout) == 2 else 'all'} go to "
+            "standard output, where they could not be told apart; name a file for "
+            f"{'one of them' if len(on_stdout) == 2 else 'all but one'}"
+        )
+    named = {flag: path for flag, path in outputs.items() if path and path != "-"}
+    seen: dict[str, str] = {}
+    for flag, path in named.items():
+        key = os.path.realpath(path)
+        if key in seen:
+            raise DpalignError(f"{seen[key]} and {flag} name the same file: {path}")
+        seen[key] = flag
+    probed: set[str] = set()
+    for flag, path in named.items():
+        target = Path(path)
+        folder = target.parent
         if not folder.is_dir():
-            raise DpalignError(f"{path}: the folder {folder} does not exist")
-        if not os.access(folder, os.W_OK):
-            raise DpalignError(f"{path}: cannot write in {folder}")
-        if Path(path).is_dir():
-            raise DpalignError(f"{path} is a folder")
+            raise DpalignError(f"{flag} {path}: the folder {folder} does not exist")
+        if target.is_dir():
+            raise DpalignError(f"{flag} {path} is a folder")
+        if target.exists():
+            for in_flag, in_path in (inputs or {}).items():
+                if in_path and in_path != "-" and _same_file(path, in_path):
+                    raise DpalignError(
+                        f"{flag} {path} is also an input ({in_flag} {in_path}); writing it would "
+                        "destroy that input: name another file"
+                    )
+        if str(folder.resolve()) not in probed:
+            _probe_folder(flag, path, folder)
+            probed.add(str(folder.resolve()))
+
+
+def _same_file(a: str, b: str) -> bool:
+    import os
+
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _probe_folder(flag: str, path: str, folder) -> None:
+    """Create and remove a file where the output will go: the one sure test that it can be
+    written there (os.access says yes to root in /proc, and nothing of read-only mounts)."""
+    import os
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".dpalign-probe.", dir=folder)
+    except OSError as exc:
+        raise DpalignError(f"{flag} {path}: cannot write in {folder} ({exc.strerror})") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _cap_threads(args) -> None:
+    """More threads than cores only slows the run (each core switches between threads):
+    cap ``--threads`` at the cores this process may use, with a note."""
+    cores = _cores()
+    if args.threads is not None and args.threads > cores:
+        log.warning(
+            "--threads %d is more than the %d cores this process may use; using %d",
+            args.threads,
+            cores,
+            cores,
+        )
+        args.threads = cores
+
+
+def _cores() -> int:
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -119,7 +193,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_backend(parser: argparse.ArgumentParser, choices: list[str]) -> None:
+def _add_backend(parser: argparse.ArgumentParser, choices: list[str], dask: bool = True) -> None:
     parser.add_argument(
         "--backend",
         default="auto",
@@ -131,7 +205,7 @@ def _add_backend(parser: argparse.ArgumentParser, choices: list[str]) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="CPU worker threads (default: one per core)",
+        help="CPU worker threads (default: one per core; more than the cores are capped at them)",
     )
     parser.add_argument(
         "--progress",
@@ -143,17 +217,19 @@ def _add_backend(parser: argparse.ArgumentParser, choices: list[str]) -> None:
     parser.add_argument(
         "--no-progress", dest="progress", action="store_false", help="never show a progress bar"
     )
-    parser.add_argument(
-        "--scheduler",
-        metavar="ADDRESS",
-        help="run on an existing Dask cluster (tcp://host:8786); implies --backend dask",
-    )
-    parser.add_argument(
-        "--dask-workers",
-        type=int,
-        metavar="N",
-        help="start a local Dask cluster of N worker processes for the run; implies --backend dask",
-    )
+    if dask:
+        parser.add_argument(
+            "--scheduler",
+            metavar="ADDRESS",
+            help="run on an existing Dask cluster (tcp://host:8786); implies --backend dask",
+        )
+        parser.add_argument(
+            "--dask-workers",
+            type=_positive,
+            metavar="N",
+            help="start a local Dask cluster of N (at least 1) worker processes for the run; "
+            "implies --backend dask",
+        )
     parser.add_argument(
         "--report",
         metavar="FILE.json",
@@ -166,12 +242,15 @@ def _backend_from_args(args):
     from .engine import get_backend
 
     device = getattr(args, "device", None)
-    if args.scheduler or args.dask_workers:
+    _cap_threads(args)
+    scheduler = getattr(args, "scheduler", None)
+    workers = getattr(args, "dask_workers", None)
+    if scheduler or workers is not None:
         if args.backend not in ("auto", "dask"):
             raise DpalignError(
                 f"--scheduler/--dask-workers run on Dask; drop --backend {args.backend}"
             )
-        return get_backend("dask", scheduler=args.scheduler, workers=args.dask_workers)
+        return get_backend("dask", scheduler=scheduler, workers=workers)
     if device is not None:
         if args.backend == "opencl":
             return get_backend("opencl", device=device)
@@ -220,7 +299,20 @@ def _add_papara(sub) -> None:
     )
     p.add_argument("--reads", metavar="FASTA", help="reads to align (FASTA)")
     p.add_argument("--out", default="-", metavar="FILE", help="output file (default: stdout)")
-    p.add_argument("--format", default="phylip", choices=["phylip", "fasta"])
+    p.add_argument(
+        "--format",
+        default=None,
+        choices=["phylip", "fasta"],
+        help="the alignment's format, to any --out name (default: fasta when the --out name "
+        f"ends in {', '.join(_FASTA_SUFFIXES)}, else phylip)",
+    )
+    p.add_argument(
+        "--split-out",
+        metavar="DIR",
+        help="also write DIR/reference.fasta and DIR/query.fasta, exactly as "
+        "'epa-ng --split MSA OUT' would cut them from the whole output (rows named in --msa, "
+        "then the others; upper case, 80 columns a line); DIR is made if missing",
+    )
     p.add_argument(
         "--no-ref-gaps",
         action="store_true",
@@ -237,7 +329,8 @@ def _add_papara(sub) -> None:
         "--scoring",
         default="papara2",
         metavar="SCHEME",
-        help="papara2 (default), bmc2012, or o:e:m:mc such as -3:-1:2:-3",
+        help="papara2 (default), bmc2012, or o:e:m:mc such as -3:-1:2:-3 "
+        "('--scoring -3:-1:2:-3' and '--scoring=-3:-1:2:-3' alike)",
     )
     p.add_argument("--protein", action="store_true", help="protein data (PaPaRa -a)")
     p.add_argument(
@@ -258,10 +351,25 @@ def _add_papara(sub) -> None:
 
 
 def _run_papara(args) -> int:
+    import os
+
     from .gcups import gcups
     from .papara import papara
 
-    _check_outputs([args.out, args.placements, args.report])
+    if args.split_out == "-":
+        raise DpalignError("--split-out names a folder for two files, not standard output")
+    split = _split_paths(args.split_out)
+    split_checked = split if args.split_out and os.path.isdir(args.split_out) else {}
+    _check_outputs(
+        {
+            "--out": args.out,
+            "--placements": args.placements,
+            "--report": args.report,
+            **split_checked,
+        },
+        {"--ref": args.ref, "--msa": args.msa, "--reads": args.reads},
+    )
+    fmt = args.format or _format_from_name(args.out)
     backend = _backend_from_args(args)
     start = time.perf_counter()
     bar = None
@@ -288,7 +396,14 @@ def _run_papara(args) -> int:
         bar.close()
     s, stats = result.settings, result.stats
     elapsed = time.perf_counter() - start
-    outputs = {args.out: result.to_phylip() if args.format == "phylip" else result.to_fasta()}
+    outputs = {args.out: result.to_phylip() if fmt == "phylip" else result.to_fasta()}
+    if split:
+        from .io import epa_split, read_alignment
+
+        reference, query = epa_split(result.rows, {r.name for r in read_alignment(args.msa)})
+        os.makedirs(args.split_out, exist_ok=True)
+        outputs[split["--split-out reference"]] = reference
+        outputs[split["--split-out query"]] = query
     if args.placements:
         outputs[args.placements] = result.placements_tsv()
     if args.report:
@@ -303,6 +418,34 @@ def _run_papara(args) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+_FASTA_SUFFIXES = (".fasta", ".fa", ".fas", ".fna", ".faa", ".afa")
+
+
+def _format_from_name(path: str) -> str:
+    """fasta for an --out name with a FASTA extension, else PaPaRa's phylip."""
+    return "fasta" if path.lower().endswith(_FASTA_SUFFIXES) else "phylip"
+
+
+def _split_paths(folder: str | None) -> dict[str, str]:
+    """The two files of --split-out. The folder may be missing if its parent is there (it
+    is made after the work); where it exists, its two files are checked like any output."""
+    import os
+
+    if folder is None:
+        return {}
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise DpalignError(f"--split-out {folder} is a file, not a folder")
+    if not os.path.isdir(folder):
+        parent = os.path.dirname(os.path.abspath(folder))
+        if not os.path.isdir(parent):
+            raise DpalignError(f"--split-out {folder}: the folder {parent} does not exist")
+        _probe_folder("--split-out", folder, parent)
+    return {
+        "--split-out reference": os.path.join(folder, "reference.fasta"),
+        "--split-out query": os.path.join(folder, "query.fasta"),
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -376,7 +519,7 @@ def _run_bench(args) -> int:
     # everything that can fail without benchmarking fails first
     if args.json == "-" or args.plot == "-":
         raise DpalignError("--json and --plot take a file name (the table goes to standard output)")
-    _check_outputs([args.json, args.plot])
+    _check_outputs({"--json": args.json, "--plot": args.plot})
     if args.plot:
         from .benchmarks.plot import check
 
@@ -740,6 +883,7 @@ def _run_align(args) -> int:
 
     if args.device is not None and args.backend != "opencl":
         raise DpalignError(f"--device applies to --backend opencl, not {args.backend}")
+    _check_outputs({"--out": args.out}, {"A": args.a, "B": args.b})
     scoring = _scoring(args)
     recs_a, codes_a = _read_encoded(args.a, scoring)
     recs_b, codes_b = _read_encoded(args.b, scoring)
@@ -796,8 +940,9 @@ def _add_search(sub) -> None:
         description="Score every query against every database sequence with the SIMD "
         "kernels, trace back the best hits. Output: one tab-separated row per hit: query, "
         "target, score, query start, query end, target start, target end; coordinates are "
-        "1-based and inclusive like BLAST's (an empty local alignment prints 0 0). A summary "
-        "with the GCUPS achieved goes to standard error.",
+        "1-based and inclusive like BLAST's; a local search prints no zero-score rows (an "
+        "empty local alignment is no hit). A summary with the GCUPS achieved goes to "
+        "standard error.",
     )
     p.add_argument("--query", required=True, metavar="FASTA", help="query sequences")
     p.add_argument("--db", required=True, metavar="FASTA", help="database sequences")
@@ -806,19 +951,25 @@ def _add_search(sub) -> None:
         "--top", type=_positive, default=10, metavar="N", help="hits per query (default: 10)"
     )
     p.add_argument("--out", default="-", metavar="FILE", help="output file (default: stdout)")
-    _add_backend(p, ["auto", "numba", "reference", "opencl", "hybrid"])
+    # no Dask for search: its Scoring does not survive the trip to a worker (it cannot be
+    # unpickled), so --scheduler/--dask-workers would only fail
+    _add_backend(p, ["auto", "numba", "reference", "opencl", "hybrid"], dask=False)
     _add_common(p)
     p.set_defaults(run=_run_search)
 
 
 def _run_search(args) -> int:
     from .gcups import gcups
-    from .pairwise import engine_backend_for
     from .search import Database, search_many
 
+    _check_outputs(
+        {"--out": args.out, "--report": args.report}, {"--query": args.query, "--db": args.db}
+    )
     scoring = _scoring(args)
-    # auto: the reference for schemes the kernels cannot run (o < 0)
-    backend = engine_backend_for(args.backend, args.threads, scoring)
+    if args.backend == "auto" and scoring.kernel_problem() is not None:
+        args.backend = "reference"  # auto: the reference for schemes the kernels cannot run
+    backend = _backend_from_args(args)
+    scoring.require_kernels(backend.name)
     queries, q_codes = _read_encoded(args.query, scoring)
     targets, t_codes = _read_encoded(args.db, scoring)
     start = time.perf_counter()
@@ -837,13 +988,31 @@ def _run_search(args) -> int:
     )
     for rec, hits in zip(queries, all_hits, strict=True):
         for h in hits:
+            if args.mode == "local" and h.score <= 0:
+                continue  # an empty local alignment is no hit (BLAST reports none)
             q0, q1 = _span(h.query_start, h.query_end)
             t0, t1 = _span(h.target_start, h.target_end)
             rows.append(f"{rec.name}\t{h.target}\t{h.score}\t{q0}\t{q1}\t{t0}\t{t1}\n")
     if bar:
         bar.close()
     elapsed = time.perf_counter() - start
-    _write_outputs({args.out: "".join(rows)})
+    outputs = {args.out: "".join(rows)}
+    if args.report:
+        report = {
+            "command": "search",
+            "settings": {
+                "queries": len(queries),
+                "targets": len(db),
+                "cells": cells,
+                "mode": args.mode,
+                "scoring": _describe_scoring(scoring, args.mode),
+                "backend": backend.describe(),
+            },
+            "seconds": elapsed,
+            **backend.stats.as_dict(),
+        }
+        outputs[args.report] = json.dumps(report, indent=2) + "\n"
+    _write_outputs(outputs)
     print(
         f"dpalign search: {len(queries)} queries x {len(db)} targets = {cells:.3e} cells in "
         f"{elapsed:.2f} s: {gcups(cells, elapsed):.2f} GCUPS on {backend.describe()} "
@@ -872,9 +1041,32 @@ def build_parser() -> argparse.ArgumentParser:
 _SUBCOMMANDS = [_add_papara, _add_devices, _add_align, _add_search, _add_bench]
 
 
+def _join_negative_values(argv: list[str]) -> list[str]:
+    """``--scoring -3:-1:2:-3`` as ``--scoring=-3:-1:2:-3``: argparse takes a value that
+    starts with '-' (and is not a plain negative number) for an option of its own."""
+    out, k = [], 0
+    while k < len(argv):
+        item = argv[k]
+        if (
+            item in _NEGATIVE_VALUED
+            and k + 1 < len(argv)
+            and argv[k + 1][:1] == "-"
+            and argv[k + 1][1:2].isdigit()
+        ):
+            out.append(f"{item}={argv[k + 1]}")
+            k += 2
+            continue
+        out.append(item)
+        k += 1
+    return out
+
+
+_NEGATIVE_VALUED = {"--scoring"}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_join_negative_values(sys.argv[1:] if argv is None else list(argv)))
     _setup_logging(args.verbose)
     try:
         return args.run(args)

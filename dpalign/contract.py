@@ -135,6 +135,11 @@ class Backend(abc.ABC):
         """True when this backend, built with ``options``, can run on this machine."""
         return True
 
+    @classmethod
+    def unavailable_reason(cls, **options) -> str:
+        """Why :meth:`available` says no, in words a user can act on."""
+        return "it cannot run on this machine"
+
     @abc.abstractmethod
     def score(
         self,

@@ -71,7 +71,10 @@ def get_backend(name: str | Backend = "auto", **options) -> Backend:
         raise OptionError(f"unknown backend {name!r} (known: {', '.join(sorted(_REGISTRY))})")
     cls = _REGISTRY[name]
     if not cls.available(**options):
-        raise BackendUnavailable(f"backend {name!r} is not available on this machine")
+        raise BackendUnavailable(
+            f"backend {name!r} is not available on this machine: "
+            f"{cls.unavailable_reason(**options)}"
+        )
     return cls(**options)
 
 

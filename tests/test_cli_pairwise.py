@@ -112,7 +112,10 @@ def test_empty_sequences_give_the_defined_result(files, capsys):
     assert code == 0
     assert out.splitlines()[1].split("\t") == ["nothing", "b", "-6", "0", "0", "1", "3", "3I"]
     code, out, _ = _run(["search", "--query", b, "--db", a], capsys)
-    assert out.splitlines()[-1].split("\t")[:3] == ["b", "nothing", "0"]
+    assert code == 0 and [row.split("\t")[1] for row in out.splitlines()] == ["a"]
+    # a global search does report the empty target
+    code, out, _ = _run(["search", "--query", b, "--db", a, "--mode", "global"], capsys)
+    assert out.splitlines()[-1].split("\t")[:3] == ["b", "nothing", "-6"]
 
 
 @pytest.mark.parametrize(

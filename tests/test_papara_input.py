@@ -107,13 +107,13 @@ def test_illegal_reference_character_names_row_and_column(files, tmp_path, capsy
     rows[1] = ("t2", "ACGTJCCTAC-GT")
     assert _run(files, msa=_write(tmp_path / "bad.fasta", _fasta(rows))) == 1
     err = _error(capsys)
-    assert "bad.fasta:3" in err and "record 't2'" in err and "position 5" in err and "'J'" in err
+    assert "bad.fasta:4" in err and "record 't2'" in err and "position 5" in err and "'J'" in err
 
 
 def test_illegal_read_character(files, tmp_path, capsys):
     assert _run(files, reads=_write(tmp_path / "r.fa", ">ok\nACGT\n>bad\nAC1GT\n")) == 1
     err = _error(capsys)
-    assert "r.fa:3" in err and "record 'bad'" in err and "position 3" in err
+    assert "r.fa:4" in err and "record 'bad'" in err and "position 3" in err
 
 
 @pytest.mark.parametrize(

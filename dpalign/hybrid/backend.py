@@ -98,6 +98,22 @@ class HybridBackend(Backend):
         except Exception:  # pragma: no cover - a broken OpenCL installation
             return False
 
+    @classmethod
+    def unavailable_reason(cls, devices=None, **options) -> str:
+        try:
+            found = gpu_selectors()
+        except Exception as exc:  # pragma: no cover - a broken OpenCL installation
+            return f"OpenCL does not work here ({exc})"
+        if "opencl" not in _registered():
+            return "the OpenCL backend could not be loaded (is pyopencl installed?)"
+        if not found:
+            return (
+                "it shares the work between the CPU and OpenCL GPUs, and no GPU was found "
+                "('dpalign devices' lists the devices; --device names a CPU device, or use "
+                "--backend numba)"
+            )
+        return "it cannot run with these options"
+
     def _device_workers(self, n_blocks: int, failures: dict, chunk_reads: int) -> list:
         """The device workers: ``config.HYBRID_STREAMS`` per OpenCL device (``gpu-0``,
         ``gpu-0.1``...), each with queues of its own, in a child process when ``processes``;

@@ -78,6 +78,10 @@ class DaskBackend(Backend):
             return False
         return True
 
+    @classmethod
+    def unavailable_reason(cls, **options) -> str:
+        return "Dask's 'distributed' package is not installed (pip install dpalign[dask])"
+
     def describe(self) -> str:
         where = self.scheduler or f"LocalCluster of {self.n_workers()} workers"
         return f"dask ({where})"

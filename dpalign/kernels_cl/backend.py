@@ -80,6 +80,14 @@ class OpenCLBackend(Backend):
         except BackendUnavailable:
             return False
 
+    @classmethod
+    def unavailable_reason(cls, **options) -> str:
+        try:
+            list_devices()
+        except BackendUnavailable as exc:
+            return str(exc)
+        return "no OpenCL device was found (is an ICD such as pocl-binary-distribution installed?)"
+
     def describe(self) -> str:
         from .. import config
 

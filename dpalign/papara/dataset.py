@@ -14,7 +14,14 @@ import numpy as np
 
 from ..alphabet import DNA, PROTEIN, StateAlphabet
 from ..errors import InputError
-from ..io import Record, check_unique, read_alignment, read_fasta, read_newick
+from ..io import (
+    Record,
+    check_unique,
+    locate_in_fasta,
+    read_alignment,
+    read_fasta,
+    read_newick,
+)
 from .tree import PaparaTree, build_tree
 
 log = logging.getLogger("dpalign.papara")
@@ -99,10 +106,11 @@ def load(
     extra_records = [rec for rec in msa_records if rec.name not in tip_names]
     check_unique(
         [r.name for r in msa_records] + [r.name for r in read_records],
-        reads_path or msa_path,
-        [r.line for r in msa_records] + [r.line for r in read_records],
+        lines=[r.line for r in msa_records] + [r.line for r in read_records],
+        paths=[msa_path] * len(msa_records) + [reads_path] * len(read_records),
     )
 
+    _check_alphabet(alphabet, ref_records, read_records + extra_records)
     states = np.stack([_encode_row(alphabet, rec, msa_path) for rec in ref_records])
     kept = np.flatnonzero((states != alphabet.gap).any(axis=0))
     if kept.size == 0:
@@ -126,7 +134,7 @@ def load(
         try:
             encoded, lost = alphabet.encode_read(rec.seq, rec.name)
         except InputError as exc:
-            raise exc.located(path=str(source) if source else None, line=rec.line) from None
+            raise _located(exc, rec, source) from None
         if lost:
             data_warnings.append(
                 f"read {rec.name!r}: {lost} character(s) that are not {alphabet.name} states "
@@ -164,11 +172,58 @@ def load(
     )
 
 
+_LETTER = np.zeros(256, dtype=bool)
+_LETTER[[*range(ord("A"), ord("Z") + 1), *range(ord("a"), ord("z") + 1)]] = True
+_ACGTUN = np.zeros(256, dtype=bool)
+_ACGTUN[list(b"ACGTUNacgtun")] = True
+# Nucleotide data are nearly all A, C, G, T, U, N (MAFFT calls a set nucleotide from 85% on);
+# proteins hold about 25% of these letters (and ~60% of all IUPAC nucleotide letters, so
+# those say little). Below half, the data are protein; from 90% on, nucleotides.
+_PROTEIN_BELOW = 0.5
+_DNA_FROM = 0.9
+
+
+def _check_alphabet(alphabet: StateAlphabet, ref_records, read_records) -> None:
+    """Stop when the data are of the other kind than the one asked for: protein reads or a
+    protein reference with DNA settings, DNA data with protein settings."""
+
+    def share(records) -> float | None:
+        raw = np.frombuffer("".join(r.seq for r in records).encode("ascii", "replace"), np.uint8)
+        letters = raw[_LETTER[raw]]
+        return float(_ACGTUN[letters].mean()) if letters.size else None
+
+    if alphabet is DNA:
+        for what, records in (("reference alignment", ref_records), ("reads", read_records)):
+            found = share(records)
+            if found is not None and found < _PROTEIN_BELOW:
+                raise InputError(
+                    f"the {what} look like protein: only {found:.0%} of the letters are "
+                    "A, C, G, T, U or N; align protein data with --protein (protein=True)"
+                )
+    else:
+        found = share(list(ref_records) + list(read_records))
+        if found is not None and found >= _DNA_FROM:
+            raise InputError(
+                f"the data look like DNA: {found:.0%} of the letters of the reference and the "
+                "reads are A, C, G, T, U or N; run without --protein (protein=False) for "
+                "nucleotide data"
+            )
+
+
 def _encode_row(alphabet: StateAlphabet, rec: Record, path) -> np.ndarray:
     try:
         return alphabet.encode_reference(rec.seq, rec.name)
     except InputError as exc:
-        raise exc.located(path=str(path) if path else None, line=rec.line) from None
+        raise _located(exc, rec, path) from None
+
+
+def _located(exc: InputError, rec: Record, path) -> InputError:
+    """The error placed on the line its character is on (a wrapped FASTA record spans
+    several lines), else on the record's line."""
+    line = rec.line
+    if path is not None and exc.column:
+        line = locate_in_fasta(path, rec, exc.column)
+    return exc.located(path=str(path) if path else None, line=line)
 
 
 def _tree(tree, path):

@@ -109,7 +109,8 @@ def build_tree(root, path=None) -> PaparaTree:
     children = list(root.children)
     if len(children) not in (2, 3):
         raise InputError(
-            f"the tree root has {len(children)} children; PaPaRa needs 3 (unrooted) or 2 "
+            f"the tree root has {len(children)} "
+            f"{'child' if len(children) == 1 else 'children'}; PaPaRa needs 3 (unrooted) or 2 "
             "(rooted binary)",
             path=str(path) if path else None,
         )
