@@ -114,6 +114,34 @@ def sequence_text(seq) -> tuple[str | None, bytes]:
     raise TypeError(f"cannot read a sequence from {type(seq).__name__}")
 
 
+#: IUPAC nucleotide complements (U pairs with A; N, S, W and gaps are their own complements).
+_COMPLEMENT = bytes.maketrans(
+    b"ACGTUNRYSWKMBDHV-.acgtunryswkmbdhv", b"TGCAANYRSWMKVHDB-.tgcaanyrswmkvhdb"
+)
+_NOT_NUCLEOTIDE = bytes(set(range(256)) - set(b"ACGTUNRYSWKMBDHV-.acgtunryswkmbdhv"))
+
+
+def reverse_complement(seq) -> str:
+    """The reverse complement of a DNA/RNA sequence (IUPAC codes, case kept; U becomes A).
+
+    >>> reverse_complement("ACGTn-R")
+    'Y-nACGT'
+
+    Raises
+    ------
+    InputError
+        A character that is not a nucleotide code (the message gives its position).
+    """
+    _, text = sequence_text(seq)
+    if len(text.translate(None, _NOT_NUCLEOTIDE)) != len(text):
+        column = next(k for k, ch in enumerate(text) if ch in _NOT_NUCLEOTIDE)
+        raise InputError(
+            f"{chr(text[column])!r} is not a nucleotide code (reverse complement)",
+            column=column + 1,
+        )
+    return text.translate(_COMPLEMENT)[::-1].decode("ascii")
+
+
 # --------------------------------------------------------------------------------------------
 # PaPaRa state bit vectors
 # --------------------------------------------------------------------------------------------

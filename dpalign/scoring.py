@@ -115,6 +115,14 @@ class Scoring:
             raise AttributeError("Scoring is immutable; build a new one")
         object.__setattr__(self, name, value)
 
+    def __getstate__(self):
+        return {name: getattr(self, name) for name in Scoring.__slots__}
+
+    def __setstate__(self, state):
+        # Unpickling (Dask workers) restores slots through setattr, which immutability forbids.
+        for name in Scoring.__slots__:
+            object.__setattr__(self, name, state[name])
+
     @staticmethod
     def _substitution(sub_score):
         label = None

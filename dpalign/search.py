@@ -14,34 +14,84 @@ a large database.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
+from .alphabet import reverse_complement
 from .engine import Backend, ReferenceBlock, Task, get_backend, query_batch
-from .errors import OptionError
+from .errors import InputError, OptionError
 from .pairwise import Alignment, align, encode_many
 from .pairwise import block_width as block_width_for
 from .scoring import Scoring, as_scoring, free_ends_tuple
 
 
-@dataclass(frozen=True)
 class Hit:
     """One ranked target.
 
-    Coordinates are 0-based, half-open (``query[query_start:query_end]`` aligned to
-    ``target[target_start:target_end]``), from a traceback of this pair.
+    The score comes from the score-only pass; the alignment (and with it the start
+    coordinates and the CIGAR) is traced back the first time it is asked for, so ranking many
+    hits costs no traceback. Coordinates are 0-based, half-open
+    (``query[query_start:query_end]`` aligned to ``target[target_start:target_end]``); a hit
+    on the minus strand (``strand == "-"``, ``search(..., strand="both")``) is an alignment of
+    the query's reverse complement, and its query coordinates are positions in that reverse
+    complement.
     """
 
-    target: str
-    index: int
-    score: int
-    query_start: int
-    query_end: int
-    target_start: int
-    target_end: int
-    cigar: str
-    alignment: Alignment
+    __slots__ = ("target", "index", "score", "strand", "_pair", "_alignment")
+
+    def __init__(self, target: str, index: int, score: int, strand: str = "+", pair=None):
+        self.target = target
+        self.index = index
+        self.score = score
+        self.strand = strand
+        self._pair = pair
+        self._alignment = None
+
+    @property
+    def alignment(self) -> Alignment:
+        """The traced-back alignment (computed once, on first use)."""
+        if self._alignment is None:
+            q_codes, t_codes, mode, ends, scoring = self._pair
+            aln = align(
+                q_codes,
+                t_codes,
+                mode,
+                free_ends=ends if mode == "global" else None,
+                scoring=scoring,
+            )
+            if aln.score != self.score:  # pragma: no cover - a kernel bug, never expected
+                raise RuntimeError(
+                    f"internal error: traceback score {aln.score} != kernel score "
+                    f"{self.score} for target {self.target!r}"
+                )
+            self._alignment = aln
+        return self._alignment
+
+    @property
+    def query_start(self) -> int:
+        return self.alignment.a_start
+
+    @property
+    def query_end(self) -> int:
+        return self.alignment.a_end
+
+    @property
+    def target_start(self) -> int:
+        return self.alignment.b_start
+
+    @property
+    def target_end(self) -> int:
+        return self.alignment.b_end
+
+    @property
+    def cigar(self) -> str:
+        return self.alignment.cigar
+
+    def __repr__(self) -> str:
+        return (
+            f"Hit(target={self.target!r}, index={self.index}, score={self.score}, "
+            f"strand={self.strand!r})"
+        )
 
 
 class Database:
@@ -203,6 +253,9 @@ def _pack(codes, lengths, ids, width) -> list[ReferenceBlock]:
 QUERY_CHUNK = 64
 
 
+STRANDS = ("plus", "both")
+
+
 def search(
     query,
     database,
@@ -212,21 +265,26 @@ def search(
     gap_cost=2,
     free_ends=None,
     *,
+    strand: str = "plus",
     threads: int | None = None,
     backend="auto",
     scoring: Scoring | None = None,
     progress=None,
 ) -> list[Hit]:
-    """Score a query against every target of a database; trace back the best ``top``.
+    """Score a query against every target of a database; rank the best ``top``.
 
     Parameters
     ----------
     query : str, bytes, scikit-bio sequence or uint8 codes
     database : Database or a collection of sequences
     top : int
-        How many hits to return (ranked by score, ties by database index).
+        How many hits to return (ranked by score, ties by database index, then the plus
+        strand first).
     mode, sub_score, gap_cost, free_ends, scoring
         As in :func:`dpalign.align`; the default mode here is ``"local"``.
+    strand : {"plus", "both"}
+        ``"both"`` (nucleotides): the query's reverse complement is scored in the same pass,
+        and each target is ranked by its better strand (``Hit.strand``).
     threads, backend
         Where the scoring runs (default: every core, the fastest backend).
     progress : callable, optional
@@ -235,8 +293,9 @@ def search(
     Returns
     -------
     list of Hit
-        Top hits are traced back with :func:`dpalign.align`, so long pairs take its
-        near-linear-memory path.
+        Ranking needs scores only; a hit's alignment is traced back with
+        :func:`dpalign.align` when first asked for (long pairs take its near-linear-memory
+        path).
     """
     return search_many(
         [query],
@@ -246,6 +305,7 @@ def search(
         sub_score,
         gap_cost,
         free_ends,
+        strand=strand,
         threads=threads,
         backend=backend,
         scoring=scoring,
@@ -263,6 +323,7 @@ def search_many(
     gap_cost=2,
     free_ends=None,
     *,
+    strand: str = "plus",
     threads: int | None = None,
     backend="auto",
     scoring: Scoring | None = None,
@@ -276,6 +337,8 @@ def search_many(
     """
     if top < 0:
         raise OptionError(f"top must be at least 0, not {top}")
+    if strand not in STRANDS:
+        raise OptionError(f"strand must be 'plus' or 'both', not {strand!r}")
     scoring = as_scoring(sub_score, gap_cost, scoring)
     ends = free_ends_tuple(mode, free_ends)
     if not isinstance(database, Database):
@@ -287,47 +350,67 @@ def search_many(
         q_codes = [scoring.encode(q, record=n) for q, n in zip(queries, _names, strict=True)]
     else:
         q_codes, _ = encode_many(queries, scoring, "queries")
+    both = strand == "both"
+    if both and not _nucleotide_scoring(scoring):
+        raise OptionError(
+            f"strand='both' searches reverse complements: it needs a nucleotide scoring "
+            f"(match/mismatch scores or a nucleotide matrix), not {scoring.sub_label}"
+        )
+    if both:
+        q_codes = [c for codes in q_codes for c in (codes, minus_strand(codes, scoring))]
+    step = QUERY_CHUNK * (2 if both else 1)
     results = []
-    for start in range(0, len(q_codes), QUERY_CHUNK):
-        chunk = q_codes[start : start + QUERY_CHUNK]
+    for start in range(0, len(q_codes), step):
+        chunk = q_codes[start : start + step]
         scores, ids = score_database(chunk, database, scoring, mode, ends, engine_backend, progress)
-        for row, codes in enumerate(chunk):
-            results.append(_top_hits(codes, scores[row], ids, database, top, scoring, mode, ends))
+        rows = range(0, len(chunk), 2) if both else range(len(chunk))
+        for row in rows:
+            strands = (chunk[row], chunk[row + 1]) if both else (chunk[row],)
+            per_strand = scores[row : row + len(strands)]
+            results.append(_top_hits(strands, per_strand, ids, database, top, scoring, mode, ends))
     return results
 
 
-def _top_hits(q_codes, scores, ids, database, top, scoring, mode, ends) -> list[Hit]:
-    """Rank one query's scores (ties by database index) and trace back the best ``top``."""
+def _nucleotide_scoring(scoring: Scoring) -> bool:
+    letters = set(scoring.alphabet.letters) - set("*-")
+    return scoring.alphabet.name == "letters" or letters <= set("ACGTUNRYSWKMBDHV")
+
+
+def minus_strand(codes: np.ndarray, scoring: Scoring) -> np.ndarray:
+    """The reverse complement of encoded nucleotides, in the same alphabet."""
+    text = scoring.alphabet.decode(codes)
+    try:
+        rc = reverse_complement(text)
+    except InputError as exc:
+        raise OptionError(
+            f"strand='both' needs nucleotide sequences: {exc} (the {scoring.sub_label} scoring)"
+        ) from None
+    return np.ascontiguousarray(scoring.encode(rc), dtype=np.uint8)
+
+
+def _top_hits(strands, scores, ids, database, top, scoring, mode, ends) -> list[Hit]:
+    """Rank one query's scores (ties by database index, then plus strand first).
+
+    ``strands`` holds the query's codes (and its reverse complement's); ``scores`` one row of
+    scores per strand. No traceback here: each hit traces itself back when asked.
+    """
     if top == 0 or not len(ids):
         return []
-    ranked = np.lexsort((ids, -scores))[:top]
+    best_strand = np.argmax(scores, axis=0)  # first maximum: plus wins ties
+    best = scores[best_strand, np.arange(scores.shape[1])]
+    ranked = np.lexsort((ids, -best))[:top]
     t_codes = database.codes(scoring.alphabet)
     hits = []
     for k in ranked:
         index = int(ids[k])
-        aln = align(
-            q_codes,
-            t_codes[index],
-            mode,
-            free_ends=ends if mode == "global" else None,
-            scoring=scoring,
-        )
-        if aln.score != scores[k]:  # pragma: no cover - a kernel bug, never expected
-            raise RuntimeError(
-                f"internal error: traceback score {aln.score} != kernel score {scores[k]} "
-                f"for target {database.names[index]!r}"
-            )
+        s = int(best_strand[k])
         hits.append(
             Hit(
                 database.names[index],
                 index,
-                int(scores[k]),
-                aln.a_start,
-                aln.a_end,
-                aln.b_start,
-                aln.b_end,
-                aln.cigar,
-                aln,
+                int(best[k]),
+                "+-"[s],
+                (strands[s], t_codes[index], mode, ends, scoring),
             )
         )
     return hits
@@ -360,3 +443,84 @@ def score_database(
         lanes = block.ids >= 0
         scores[:, k * width : k * width + int(lanes.sum())] = result.scores[:, lanes]
     return (scores[0] if single else scores), ids
+
+
+# --------------------------------------------------------------------------------------------
+# BLAST tabular rows
+# --------------------------------------------------------------------------------------------
+
+#: The columns of BLAST's ``-outfmt 6``.
+TABULAR_COLUMNS = (
+    "qseqid",
+    "sseqid",
+    "pident",
+    "length",
+    "mismatch",
+    "gapopen",
+    "qstart",
+    "qend",
+    "sstart",
+    "send",
+    "evalue",
+    "bitscore",
+)
+
+
+def alignment_counts(ops: str) -> tuple[int, int, int, int]:
+    """``(length, identities, mismatches, gap openings)`` of alignment columns.
+
+    ``ops`` as :attr:`dpalign.pairwise.Alignment.ops`; a gap opening is a run of ``I`` or of
+    ``D`` columns (a D run followed by an I run opens two), as BLAST counts them.
+    """
+    length = len(ops)
+    identities = ops.count("=")
+    gaps = ops.count("I") + ops.count("D")
+    opens = sum(1 for k, op in enumerate(ops) if op in "ID" and (k == 0 or ops[k - 1] != op))
+    return length, identities, length - identities - gaps, opens
+
+
+def blast_coordinates(hit: Hit, query_length: int) -> tuple[int, int, int, int]:
+    """1-based inclusive ``(qstart, qend, sstart, send)`` as BLAST prints them.
+
+    A minus-strand hit is given on the query's plus strand with the target coordinates
+    reversed (``sstart > send``), as blastn does. An empty alignment gives zeros.
+    """
+    aln = hit.alignment
+    if aln.a_end <= aln.a_start and aln.b_end <= aln.b_start:
+        return 0, 0, 0, 0
+    if hit.strand == "-":
+        return query_length - aln.a_end + 1, query_length - aln.a_start, aln.b_end, aln.b_start + 1
+    return aln.a_start + 1, aln.a_end, aln.b_start + 1, aln.b_end
+
+
+def tabular_rows(
+    query_name: str,
+    query_length: int,
+    hits: Sequence[Hit],
+    stats,
+    db_residues: int,
+    db_count: int,
+) -> list[str]:
+    """BLAST ``-outfmt 6`` lines (with newlines) for one query's hits.
+
+    ``stats`` is a :class:`dpalign.stats.KarlinAltschul`; E-values use BLAST's effective
+    search space for this query against ``db_count`` targets of ``db_residues`` in all.
+    """
+    from .stats import format_bit_score, format_evalue, format_percent
+
+    if not hits:
+        return []
+    scores = np.array([h.score for h in hits], dtype=np.int64)
+    evalues = stats.evalue(scores, query_length, db_residues, db_count)
+    bits = stats.bit_score(scores)
+    rows = []
+    for hit, evalue, bit in zip(hits, evalues, bits, strict=True):
+        length, ident, mismatch, opens = alignment_counts(hit.alignment.ops)
+        pident = 100.0 * ident / length if length else 0.0
+        q0, q1, s0, s1 = blast_coordinates(hit, query_length)
+        rows.append(
+            f"{query_name}\t{hit.target}\t{format_percent(pident)}\t{length}\t{mismatch}\t"
+            f"{opens}\t{q0}\t{q1}\t{s0}\t{s1}\t{format_evalue(float(evalue))}\t"
+            f"{format_bit_score(float(bit))}\n"
+        )
+    return rows
