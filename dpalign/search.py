@@ -28,30 +28,52 @@ from .scoring import Scoring, as_scoring, free_ends_tuple
 class Hit:
     """One ranked target.
 
-    The score comes from the score-only pass; the alignment (and with it the start
-    coordinates and the CIGAR) is traced back the first time it is asked for, so ranking many
-    hits costs no traceback. Coordinates are 0-based, half-open
+    The score comes from the score-only pass, and in local mode on the numba backend so do
+    the end coordinates (the pass tracks each target's first best cell in row-major order,
+    the cell the traceback starts from); the alignment (and with it the start coordinates
+    and the CIGAR) is traced back the first time it is asked for, so ranking many hits costs
+    no traceback. Coordinates are 0-based, half-open
     (``query[query_start:query_end]`` aligned to ``target[target_start:target_end]``); a hit
     on the minus strand (``strand == "-"``, ``search(..., strand="both")``) is an alignment of
     the query's reverse complement, and its query coordinates are positions in that reverse
     complement.
     """
 
-    __slots__ = ("target", "index", "score", "strand", "_pair", "_alignment")
+    __slots__ = ("target", "index", "score", "strand", "_context", "_qend", "_tend", "_alignment")
 
-    def __init__(self, target: str, index: int, score: int, strand: str = "+", pair=None):
+    def __init__(
+        self,
+        target: str,
+        index: int,
+        score: int,
+        strand: str = "+",
+        context=None,
+        query_end: int = -1,
+        target_end: int = -1,
+    ):
+        # ``context``: (query strands' codes, every target's codes, mode, free ends, scoring),
+        # shared by a query's hits; ends of -1 are not known until the traceback.
         self.target = target
         self.index = index
         self.score = score
         self.strand = strand
-        self._pair = pair
+        self._context = context
+        self._qend = query_end
+        self._tend = target_end
         self._alignment = None
+
+    @property
+    def end_known(self) -> bool:
+        """True when the end coordinates came from the scoring pass (no traceback needed)."""
+        return self._qend >= 0
 
     @property
     def alignment(self) -> Alignment:
         """The traced-back alignment (computed once, on first use)."""
         if self._alignment is None:
-            q_codes, t_codes, mode, ends, scoring = self._pair
+            strands, t_codes, mode, ends, scoring = self._context
+            q_codes = strands[self.strand == "-"]
+            t_codes = t_codes[self.index]
             aln = align(
                 q_codes,
                 t_codes,
@@ -59,10 +81,12 @@ class Hit:
                 free_ends=ends if mode == "global" else None,
                 scoring=scoring,
             )
-            if aln.score != self.score:  # pragma: no cover - a kernel bug, never expected
-                raise RuntimeError(
-                    f"internal error: traceback score {aln.score} != kernel score "
-                    f"{self.score} for target {self.target!r}"
+            known = (self._qend, self._tend) if self._qend >= 0 else (aln.a_end, aln.b_end)
+            if (aln.score, aln.a_end, aln.b_end) != (self.score, *known):  # pragma: no cover
+                raise RuntimeError(  # a kernel bug, never expected
+                    f"internal error: traceback score {aln.score} ending at "
+                    f"({aln.a_end}, {aln.b_end}) != kernel score {self.score} ending at "
+                    f"{known} for target {self.target!r}"
                 )
             self._alignment = aln
         return self._alignment
@@ -73,7 +97,7 @@ class Hit:
 
     @property
     def query_end(self) -> int:
-        return self.alignment.a_end
+        return self._qend if self._qend >= 0 else self.alignment.a_end
 
     @property
     def target_start(self) -> int:
@@ -81,7 +105,7 @@ class Hit:
 
     @property
     def target_end(self) -> int:
-        return self.alignment.b_end
+        return self._tend if self._tend >= 0 else self.alignment.b_end
 
     @property
     def cigar(self) -> str:
@@ -362,12 +386,19 @@ def search_many(
     results = []
     for start in range(0, len(q_codes), step):
         chunk = q_codes[start : start + step]
-        scores, ids = score_database(chunk, database, scoring, mode, ends, engine_backend, progress)
+        scores, ids, cells = _score_view(
+            chunk, database, scoring, mode, ends, engine_backend, progress, with_ends=top > 0
+        )
         rows = range(0, len(chunk), 2) if both else range(len(chunk))
         for row in rows:
             strands = (chunk[row], chunk[row + 1]) if both else (chunk[row],)
-            per_strand = scores[row : row + len(strands)]
-            results.append(_top_hits(strands, per_strand, ids, database, top, scoring, mode, ends))
+            rows_here = slice(row, row + len(strands))
+            end_cells = None if cells is None else (cells[0][rows_here], cells[1][rows_here])
+            results.append(
+                _top_hits(
+                    strands, scores[rows_here], ids, database, top, scoring, mode, ends, end_cells
+                )
+            )
     return results
 
 
@@ -388,31 +419,42 @@ def minus_strand(codes: np.ndarray, scoring: Scoring) -> np.ndarray:
     return np.ascontiguousarray(scoring.encode(rc), dtype=np.uint8)
 
 
-def _top_hits(strands, scores, ids, database, top, scoring, mode, ends) -> list[Hit]:
+def _top_hits(strands, scores, ids, database, top, scoring, mode, ends, end_cells) -> list[Hit]:
     """Rank one query's scores (ties by database index, then plus strand first).
 
     ``strands`` holds the query's codes (and its reverse complement's); ``scores`` one row of
-    scores per strand. No traceback here: each hit traces itself back when asked.
+    scores per strand, ``end_cells`` (a_end, b_end) rows alike or None. No traceback here:
+    each hit traces itself back when asked.
     """
     if top == 0 or not len(ids):
         return []
-    best_strand = np.argmax(scores, axis=0)  # first maximum: plus wins ties
-    best = scores[best_strand, np.arange(scores.shape[1])]
-    ranked = np.lexsort((ids, -best))[:top]
-    t_codes = database.codes(scoring.alphabet)
-    hits = []
-    for k in ranked:
-        index = int(ids[k])
-        s = int(best_strand[k])
-        hits.append(
-            Hit(
-                database.names[index],
-                index,
-                int(best[k]),
-                "+-"[s],
-                (strands[s], t_codes[index], mode, ends, scoring),
-            )
-        )
+    if len(strands) == 1:
+        best_strand = np.zeros(scores.shape[1], dtype=np.intp)
+        best = scores[0]
+    else:
+        best_strand = np.argmax(scores, axis=0)  # first maximum: plus wins ties
+        best = np.take_along_axis(scores, best_strand[None], 0)[0]
+    if top < len(best):  # partial selection first: ranking needs only the best ``top``
+        cut = np.argpartition(-best, top - 1)[:top]
+        threshold = best[cut].min()
+        keep = np.flatnonzero(best >= threshold)
+    else:
+        keep = np.arange(len(best))
+    ranked = keep[np.lexsort((ids[keep], -best[keep]))][:top]
+    chosen = best_strand[ranked]
+    context = (strands, database.codes(scoring.alphabet), mode, ends, scoring)
+    names = database.names
+    index = ids[ranked].tolist()
+    score = best[ranked].tolist()
+    sign = ["+-"[s] for s in chosen.tolist()]
+    if end_cells is None:
+        return [Hit(names[k], k, v, s, context) for k, v, s in zip(index, score, sign, strict=True)]
+    q_end = end_cells[0][chosen, ranked].tolist()
+    t_end = end_cells[1][chosen, ranked].tolist()
+    hits = [
+        Hit(names[k], k, v, s, context, a, b)
+        for k, v, s, a, b in zip(index, score, sign, q_end, t_end, strict=True)
+    ]
     return hits
 
 
@@ -432,17 +474,39 @@ def score_database(
     Returns ``(scores, ids)``.
     """
     single = isinstance(q_codes, np.ndarray)
-    batch = query_batch([q_codes] if single else list(q_codes))
+    scores, ids, _ = _score_view(
+        [q_codes] if single else list(q_codes), database, scoring, mode, ends, backend, progress
+    )
+    return (scores[0] if single else scores), ids
+
+
+def _score_view(q_codes, database, scoring, mode, ends, backend, progress, with_ends=False):
+    """``(scores [Q, N], ids, end cells)`` of queries against a view; the end cells
+    (``(a_end, b_end)``, each ``[Q, N]``) only where the backend reports them
+    (``backend.score_ends``, local mode), else None."""
+    batch = query_batch(q_codes)
     width = database.block_width if backend.name == "numba" else block_width_for(backend, 0)
     blocks = database.blocks(scoring.alphabet, width)
     task = Task("pairwise", scoring, mode, tuple(ends))
-    results = backend.score(task, batch, blocks, progress)
+    supported = getattr(backend, "ends_supported", None)
+    with_ends = with_ends and supported is not None and supported(task)
+    if with_ends:
+        got = backend.score_ends(task, batch, blocks, progress)
+        results = [r[0] for r in got]
+    else:
+        results = backend.score(task, batch, blocks, progress)
     ids = database.ids
     scores = np.empty((len(batch), len(ids)), dtype=np.int64)
+    a_end = np.empty_like(scores) if with_ends else None
+    b_end = np.empty_like(scores) if with_ends else None
     for k, (result, block) in enumerate(zip(results, blocks, strict=True)):
         lanes = block.ids >= 0
-        scores[:, k * width : k * width + int(lanes.sum())] = result.scores[:, lanes]
-    return (scores[0] if single else scores), ids
+        span = slice(k * width, k * width + int(lanes.sum()))
+        scores[:, span] = result.scores[:, lanes]
+        if with_ends:
+            a_end[:, span] = got[k][1][:, lanes]
+            b_end[:, span] = got[k][2][:, lanes]
+    return scores, ids, ((a_end, b_end) if with_ends else None)
 
 
 # --------------------------------------------------------------------------------------------
