@@ -335,8 +335,7 @@ class SearchRunner:
         (NVIDIA sm_90+) wherever the query's pair table fits local memory (H100: local
         3,520 GCUPS; global and semiglobal 3,065 / 3,070 against the strip kernel's 1,513 /
         1,523 in issue 13's measurements, and ``bench/opencl_search.py check`` passed in every
-        mode); "group": the
-        group kernel on any device (how PoCL tests it); "strip": never.
+        mode); "group": the group kernel on any device (how PoCL tests it); "strip": never.
     """
 
     def __init__(
