@@ -759,6 +759,26 @@ def _add_search(sub) -> None:
     p.set_defaults(run=_run_search)
 
 
+def _read_database(path, scoring):
+    """A search database as ``(names, codes of every record in one buffer, offsets)``:
+    encoded in one pass; a bad character is reported as :func:`_read_encoded` reports it."""
+    import numpy as np
+
+    from .errors import InputError
+    from .io import read_fasta_allow_empty
+
+    records = read_fasta_allow_empty(path)
+    sizes = np.fromiter((len(r.seq) for r in records), dtype=np.int64, count=len(records))
+    offsets = np.zeros(len(records) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    try:
+        residues = scoring.alphabet.encode("".join(r.seq for r in records))
+    except InputError:
+        _read_encoded(path, scoring)  # raises with the record, line and column
+        raise
+    return [r.name for r in records], residues, offsets
+
+
 def _run_search(args) -> int:
     from .errors import OptionError
     from .gcups import gcups
@@ -781,9 +801,9 @@ def _run_search(args) -> int:
     whole = time.perf_counter()
     with run.phase("read"):
         queries, q_codes = _read_encoded(args.query, scoring)
-        targets, t_codes = _read_encoded(args.db, scoring)
+        names, residues, offsets = _read_database(args.db, scoring)
     with run.phase("pack"):
-        db = Database(t_codes, names=[r.name for r in targets], sub_score=scoring)
+        db = Database.from_codes(residues, offsets, names, sub_score=scoring)
     strands = 2 if args.strand == "both" else 1
     cells = strands * sum(len(q) for q in q_codes) * db.residues
     bar = _progress_bar(cells, args.progress, "searching")

@@ -71,7 +71,20 @@ def _as_int(value, what: str) -> int:
 
 @cache
 def substitution_matrix(name: str):
-    """Load a named scikit-bio ``SubstitutionMatrix``; unknown names list the close matches."""
+    """A named substitution matrix (scikit-bio's names; ``.alphabet`` and ``.scores`` as a
+    ``skbio.SubstitutionMatrix`` has them); unknown names list the close matches.
+
+    scikit-bio's own matrices come from :mod:`dpalign.matrices` without importing scikit-bio
+    (seconds of start-up); other names are looked up in scikit-bio.
+    """
+    from types import SimpleNamespace
+
+    from .matrices import table
+
+    found = table(name)
+    if found is not None:
+        letters, rows = found
+        return SimpleNamespace(alphabet=list(letters), scores=np.array(rows, dtype=np.float64))
     from skbio import SubstitutionMatrix
 
     names = SubstitutionMatrix.get_names()

@@ -167,17 +167,58 @@ class Database:
         names = [str(n) for n in names]
         if len(names) != len(codes):
             raise OptionError(f"{len(names)} names for {len(codes)} sequences")
+        lengths = np.fromiter((len(c) for c in codes), dtype=np.int64, count=len(codes))
+        self._setup(names, scoring, codes, lengths, block_width)
+
+    def _setup(self, names, scoring, codes, lengths, block_width) -> None:
         self.names = names
         self.alphabet = scoring.alphabet
         self.block_width = int(block_width or block_width_for(None, len(codes)))
         self._codes = {scoring.alphabet: codes}
-        self.lengths = np.fromiter((len(c) for c in codes), dtype=np.int64, count=len(codes))
+        self._buffers = {}
+        self.lengths = lengths
         # Longest first: worker threads take blocks in order (heaviest first balances them).
         self.order = np.argsort(-self.lengths, kind="stable")
         self._start, self._end = 0, len(codes)
         self._block_cache = {}
         self._root = self
         self.blocks(scoring.alphabet)  # pack now: the database is reused across queries
+
+    @classmethod
+    def from_codes(
+        cls,
+        residues: np.ndarray,
+        offsets: np.ndarray,
+        names: Sequence[str],
+        *,
+        sub_score=(1, -1),
+        block_width: int | None = None,
+    ) -> Database:
+        """A database from every target's codes in one buffer (no per-target encoding).
+
+        Parameters
+        ----------
+        residues : ndarray of uint8
+            Codes of the scoring's alphabet, all targets concatenated.
+        offsets : ndarray of int64, shape (n + 1,)
+            Target k is ``residues[offsets[k]:offsets[k + 1]]``.
+        names : list of str
+        sub_score, block_width
+            As for :class:`Database`.
+        """
+        scoring = sub_score if isinstance(sub_score, Scoring) else Scoring(sub_score)
+        residues = np.ascontiguousarray(residues, dtype=np.uint8)
+        offsets = np.asarray(offsets, dtype=np.int64)
+        if len(names) != len(offsets) - 1:
+            raise OptionError(f"{len(names)} names for {len(offsets) - 1} sequences")
+        if residues.size and int(residues.max()) >= scoring.alphabet.size:
+            raise OptionError(f"codes outside the {scoring.alphabet.name} alphabet")
+        bounds = offsets.tolist()
+        codes = [residues[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        db = cls.__new__(cls)
+        db._texts = [None] * len(codes)
+        db._setup([str(n) for n in names], scoring, codes, np.diff(offsets), block_width)
+        return db
 
     # ----------------------------------------------------------------------------------------
 
@@ -258,6 +299,10 @@ def _trim(block: ReferenceBlock, lanes: int) -> ReferenceBlock:
 
 
 def _pack(codes, lengths, ids, width) -> list[ReferenceBlock]:
+    """Blocks of ``width`` lanes, filled by gathers from one buffer of every target."""
+    buf = np.concatenate(codes) if codes else np.zeros(0, dtype=np.uint8)
+    starts = np.zeros(len(codes), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
     blocks = []
     for start in range(0, len(ids), width):
         chunk = ids[start : start + width]
@@ -265,9 +310,12 @@ def _pack(codes, lengths, ids, width) -> list[ReferenceBlock]:
         lane_ids[: len(chunk)] = chunk
         lane_len = np.zeros(width, dtype=np.int64)
         lane_len[: len(chunk)] = lengths[chunk]
-        packed = np.zeros((int(lane_len.max()), width), dtype=np.uint8)
-        for lane, k in enumerate(chunk):
-            packed[: lengths[k], lane] = codes[k]
+        # Lane-major first (each target's residues are one contiguous copy), then transposed.
+        lanes = np.zeros((width, int(lane_len.max())), dtype=np.uint8)
+        spans = zip(starts[chunk].tolist(), lengths[chunk].tolist(), strict=True)
+        for k, (a, size) in enumerate(spans):
+            lanes[k, :size] = buf[a : a + size]
+        packed = np.ascontiguousarray(lanes.T)
         blocks.append(ReferenceBlock(packed, lane_len, lane_ids))
     return blocks
 

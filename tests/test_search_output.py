@@ -294,3 +294,69 @@ def test_scheduler_option_reaches_a_running_cluster(files, capsys):
         n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
     ) as cluster:
         assert _rows([*base, "--scheduler", cluster.scheduler_address], capsys) == want
+
+
+# --------------------------------------------------------------------------------------------
+# Start-up: named matrices without scikit-bio
+# --------------------------------------------------------------------------------------------
+
+
+def test_builtin_matrices_equal_scikit_bios():
+    from skbio import SubstitutionMatrix
+
+    from dpalign.matrices import NAMES
+    from dpalign.scoring import substitution_matrix
+
+    assert NAMES == list(SubstitutionMatrix.get_names())
+    for name in NAMES:
+        theirs = SubstitutionMatrix.by_name(name)
+        ours = substitution_matrix(name.lower())
+        assert ours.alphabet == list(theirs.alphabet)
+        assert np.array_equal(ours.scores, theirs.scores)
+    named = Scoring("blosum62", (11, 1))
+    given = Scoring(SubstitutionMatrix.by_name("BLOSUM62"), (11, 1))
+    assert np.array_equal(named.matrix, given.matrix)
+    assert named.alphabet.letters == given.alphabet.letters
+    with pytest.raises(OptionError, match="did you mean BLOSUM62"):
+        Scoring("BLOSUM26")
+
+
+def test_naming_a_matrix_does_not_import_scikit_bio():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from dpalign.scoring import Scoring; Scoring('BLOSUM62', (11, 1)); "
+        "print('skbio' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_a_database_from_one_buffer_equals_one_from_sequences():
+    from dpalign.search import Database
+
+    rng = np.random.default_rng(4)
+    seqs = ["".join(rng.choice(list(PROTEIN), rng.integers(0, 90))) for _ in range(300)]
+    scoring = Scoring("BLOSUM62", (11, 1))
+    residues = scoring.encode("".join(seqs))
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in seqs])])
+    names = [f"p{k}" for k in range(300)]
+    fast = Database.from_codes(residues, offsets, names, sub_score=scoring)
+    slow = Database(seqs, names=names, sub_score=scoring)
+    for a, b in zip(fast.blocks(), slow.blocks(), strict=True):
+        assert np.array_equal(a.codes, b.codes) and np.array_equal(a.ids, b.ids)
+    hits = search(seqs[7][5:60], fast, 5, sub_score="BLOSUM62", gap_cost=(11, 1))
+    assert [(h.target, h.score) for h in hits] == [
+        (h.target, h.score)
+        for h in search(seqs[7][5:60], slow, 5, sub_score="BLOSUM62", gap_cost=(11, 1))
+    ]
+    with pytest.raises(OptionError, match="names"):
+        Database.from_codes(residues, offsets, names[:-1], sub_score=scoring)
+
+
+def test_a_bad_database_character_names_its_line(files, capsys):
+    q = files("q.fa", ">q\nACGT\n")
+    db = files("db.fa", ">a\nACGT\n>b\nAC\nG!T\n")
+    code, _, err = _run(["search", "--query", q, "--db", db], capsys)
+    assert code == 1 and "db.fa:5, record 'b', position 4" in err and "'!'" in err
