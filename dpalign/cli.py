@@ -804,6 +804,13 @@ def _run_search(args) -> int:
         names, residues, offsets = _read_database(args.db, scoring)
     with run.phase("pack"):
         db = Database.from_codes(residues, offsets, names, sub_score=scoring)
+    warm = getattr(backend, "warm_up", None)
+    if warm is not None:  # kernel loading (JIT) is timed apart from the search
+        from .engine import Task
+        from .scoring import free_ends_tuple
+
+        with run.phase("jit"):
+            warm(Task("pairwise", scoring, args.mode, free_ends_tuple(args.mode)))
     strands = 2 if args.strand == "both" else 1
     cells = strands * sum(len(q) for q in q_codes) * db.residues
     bar = _progress_bar(cells, args.progress, "searching")
