@@ -779,6 +779,19 @@ def _read_database(path, scoring):
     return [r.name for r in records], residues, offsets
 
 
+def _trace_back(hits, threads) -> None:
+    """Trace back the hits to be printed, on every core (the kernels release the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .config import cpu_threads
+
+    threads = min(cpu_threads(threads), len(hits))
+    if threads < 2:
+        return
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda hit: hit.alignment, hits))
+
+
 def _run_search(args) -> int:
     from .errors import OptionError
     from .gcups import gcups
@@ -836,6 +849,7 @@ def _run_search(args) -> int:
     elapsed = time.perf_counter() - start
     rows = []
     with run.phase("traceback"):
+        _trace_back([h for hits in all_hits for h in hits], args.threads)
         for rec, codes, hits in zip(queries, q_codes, all_hits, strict=True):
             if stats is not None:
                 rows.extend(tabular_rows(rec.name, len(codes), hits, stats, db.residues, len(db)))
