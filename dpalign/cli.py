@@ -779,6 +779,18 @@ def _read_database(path, scoring):
     return [r.name for r in records], residues, offsets
 
 
+def _warm_long_pairs(scoring, mode: str) -> None:
+    """Load the long-pair traceback kernels (printed hits over ``LONG_PAIR_CELLS`` take them)."""
+    import numpy as np
+
+    from .config import LONG_PAIR_CELLS
+    from .pairwise import align
+
+    side = int(LONG_PAIR_CELLS**0.5) + 2
+    codes = np.zeros(side, dtype=np.uint8)
+    align(codes, codes, mode, scoring=scoring, threads=1)
+
+
 def _trace_back(hits, threads) -> None:
     """Trace back the hits to be printed, on every core (the kernels release the GIL)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -824,6 +836,7 @@ def _run_search(args) -> int:
 
         with run.phase("jit"):
             warm(Task("pairwise", scoring, args.mode, free_ends_tuple(args.mode)))
+            _warm_long_pairs(scoring, args.mode)
     strands = 2 if args.strand == "both" else 1
     cells = strands * sum(len(q) for q in q_codes) * db.residues
     bar = _progress_bar(cells, args.progress, "searching")
