@@ -14,6 +14,7 @@ a large database.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -431,22 +432,31 @@ def search_many(
     if both:
         q_codes = [c for codes in q_codes for c in (codes, minus_strand(codes, scoring))]
     step = QUERY_CHUNK * (2 if both else 1)
-    results = []
-    for start in range(0, len(q_codes), step):
-        chunk = q_codes[start : start + step]
-        scores, ids, cells = _score_view(
+    chunks = [q_codes[start : start + step] for start in range(0, len(q_codes), step)]
+
+    def run(chunk):
+        return _score_view(
             chunk, database, scoring, mode, ends, engine_backend, progress, with_ends=top > 0
         )
-        rows = range(0, len(chunk), 2) if both else range(len(chunk))
-        for row in rows:
-            strands = (chunk[row], chunk[row + 1]) if both else (chunk[row],)
-            rows_here = slice(row, row + len(strands))
-            end_cells = None if cells is None else (cells[0][rows_here], cells[1][rows_here])
-            results.append(
-                _top_hits(
-                    strands, scores[rows_here], ids, database, top, scoring, mode, ends, end_cells
+
+    results = []
+    # The next chunk is scored while this one is ranked (ranking is serial host work).
+    with ThreadPoolExecutor(1, thread_name_prefix="dpalign-search") as pool:
+        pending = pool.submit(run, chunks[0]) if chunks else None
+        for k, chunk in enumerate(chunks):
+            scores, ids, cells = pending.result()
+            if k + 1 < len(chunks):
+                pending = pool.submit(run, chunks[k + 1])
+            rows = range(0, len(chunk), 2) if both else range(len(chunk))
+            for row in rows:
+                strands = (chunk[row], chunk[row + 1]) if both else (chunk[row],)
+                here = slice(row, row + len(strands))
+                end_cells = None if cells is None else (cells[0][here], cells[1][here])
+                results.append(
+                    _top_hits(
+                        strands, scores[here], ids, database, top, scoring, mode, ends, end_cells
+                    )
                 )
-            )
     return results
 
 
