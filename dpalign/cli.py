@@ -857,8 +857,8 @@ def _run_search(args) -> int:
     finally:
         if bar:
             bar.close()
-        close = getattr(backend, "close", None)
-        if close is not None and backend.name == "dask":
+        close = getattr(backend, "close", None)  # Dask clusters, hybrid device processes
+        if close is not None:
             close()
     elapsed = time.perf_counter() - start
     rows = []
