@@ -176,7 +176,6 @@ class Database:
         self.alphabet = scoring.alphabet
         self.block_width = int(block_width or block_width_for(None, len(codes)))
         self._codes = {scoring.alphabet: codes}
-        self._buffers = {}
         self.lengths = lengths
         # Longest first: worker threads take blocks in order (heaviest first balances them).
         self.order = np.argsort(-self.lengths, kind="stable")
@@ -212,6 +211,8 @@ class Database:
         offsets = np.asarray(offsets, dtype=np.int64)
         if len(names) != len(offsets) - 1:
             raise OptionError(f"{len(names)} names for {len(offsets) - 1} sequences")
+        if offsets[0] != 0 or offsets[-1] != len(residues) or (np.diff(offsets) < 0).any():
+            raise OptionError("offsets must rise from 0 to the number of residues")
         if residues.size and int(residues.max()) >= scoring.alphabet.size:
             raise OptionError(f"codes outside the {scoring.alphabet.name} alphabet")
         bounds = offsets.tolist()

@@ -353,6 +353,8 @@ def test_a_database_from_one_buffer_equals_one_from_sequences():
     ]
     with pytest.raises(OptionError, match="names"):
         Database.from_codes(residues, offsets, names[:-1], sub_score=scoring)
+    with pytest.raises(OptionError, match="offsets"):
+        Database.from_codes(residues, offsets[::-1].copy(), names, sub_score=scoring)
 
 
 def test_a_bad_database_character_names_its_line(files, capsys):
