@@ -742,6 +742,14 @@ def _add_search(sub) -> None:
         "default: dpalign",
     )
     p.add_argument(
+        "--evalue",
+        type=float,
+        default=None,
+        metavar="E",
+        help="--outfmt 6: print only hits with an E-value of at most E (BLAST's -evalue, "
+        "whose default is 10; default here: every one of the --top hits)",
+    )
+    p.add_argument(
         "--strand",
         default="plus",
         choices=["plus", "both"],
@@ -808,7 +816,7 @@ def _trace_back(hits, threads) -> None:
 def _run_search(args) -> int:
     from .errors import OptionError
     from .gcups import gcups
-    from .search import Database, blast_coordinates, search_many, tabular_rows
+    from .search import Database, blast_coordinates, search_many, tabular_rows, within_evalue
 
     _check_outputs([args.out, args.report])
     scoring = _scoring(args)
@@ -822,6 +830,8 @@ def _run_search(args) -> int:
                 f"local alignments; use --mode local (not {args.mode}) or --outfmt dpalign"
             )
         stats = parameters(scoring)
+    elif args.evalue is not None:
+        raise OptionError("--evalue goes with --outfmt 6 (E-values)")
     backend = _backend_from_args(args)
     run = backend.stats
     whole = time.perf_counter()
@@ -861,6 +871,11 @@ def _run_search(args) -> int:
         if close is not None:
             close()
     elapsed = time.perf_counter() - start
+    if args.evalue is not None:
+        all_hits = [
+            within_evalue(hits, len(codes), stats, db.residues, len(db), args.evalue)
+            for codes, hits in zip(q_codes, all_hits, strict=True)
+        ]
     rows = []
     with run.phase("traceback"):
         _trace_back([h for hits in all_hits for h in hits], args.threads)

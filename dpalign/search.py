@@ -616,6 +616,22 @@ def blast_coordinates(hit: Hit, query_length: int) -> tuple[int, int, int, int]:
     return aln.a_start + 1, aln.a_end, aln.b_start + 1, aln.b_end
 
 
+def within_evalue(
+    hits: Sequence[Hit],
+    query_length: int,
+    stats,
+    db_residues: int,
+    db_count: int,
+    max_evalue: float,
+) -> list[Hit]:
+    """The hits whose E-value is at most ``max_evalue`` (BLAST's ``-evalue``), in order."""
+    if not hits:
+        return []
+    scores = np.array([h.score for h in hits], dtype=np.int64)
+    keep = stats.evalue(scores, query_length, db_residues, db_count) <= max_evalue
+    return [h for h, ok in zip(hits, keep.tolist(), strict=True) if ok]
+
+
 def tabular_rows(
     query_name: str,
     query_length: int,

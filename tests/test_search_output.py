@@ -161,6 +161,12 @@ def test_outfmt6_rows_agree_with_the_reference(files, capsys):
             assert row[10] == format_evalue(float(ka.evalue(ref.score, len(query), residues, 60)))
             assert row[11] == format_bit_score(float(ka.bit_score(ref.score)))
     assert rows[0][2] == "100.000" and rows[0][1] == "s4"
+    code, out, _ = _run(
+        ["search", "--query", q, "--db", db, *opts, "--outfmt", "6", "--evalue", "1e-5"], capsys
+    )
+    assert [line.split("\t")[:2] for line in out.splitlines()] == [["qa", "s4"]]
+    code, _, err = _run(["search", "--query", q, "--db", db, "--evalue", "1"], capsys)
+    assert code == 1 and "--outfmt 6" in err
 
 
 def test_outfmt6_refuses_modes_and_scorings_without_statistics(files, capsys):
