@@ -276,7 +276,7 @@ def _rows(argv, capsys):
     return out
 
 
-def test_dask_and_hybrid_give_the_numba_hits(files, capsys, monkeypatch):
+def test_dask_hybrid_and_opencl_give_the_numba_hits(files, capsys, monkeypatch):
     q, db = _small_search_files(files)
     base = ["search", "--query", q, "--db", db, "--top", "5"]
     want = _rows([*base, "--backend", "numba"], capsys)
@@ -289,6 +289,12 @@ def test_dask_and_hybrid_give_the_numba_hits(files, capsys, monkeypatch):
         pytest.skip("no OpenCL device")
     device = devices[0]["id"]
     assert _rows([*base, "--backend", "hybrid", "--device", device], capsys) == want
+    assert _rows([*base, "--backend", "opencl", "--device", device], capsys) == want
+    both = [*base, "--strand", "both", "--outfmt", "6", "--match", "1", "--mismatch", "-2"]
+    both += ["--gap-open", "2", "--gap-extend", "2"]
+    assert _rows([*both, "--backend", "opencl", "--device", device], capsys) == _rows(
+        [*both, "--backend", "numba"], capsys
+    )
 
 
 def test_scheduler_option_reaches_a_running_cluster(files, capsys):
