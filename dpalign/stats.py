@@ -275,9 +275,9 @@ def length_adjustment(
     """BLAST's length adjustment: an integer just below the fixed point of
     ``f(l) = beta + alpha_d_lambda * (ln K + ln((m - l) * (n - N*l)))``.
 
-    The iteration of ``BLAST_ComputeLengthAdjustment`` (blast_stat.c): bisection safeguarded
-    Newton-free fixed-point steps, at most 20, bounded above by the largest l with
-    ``K * (m - l) * (n - N*l) > max(m, n)``.
+    The iteration of ``BLAST_ComputeLengthAdjustment`` (blast_stat.c): at most 20
+    fixed-point steps, each kept inside a bracket that halves when a step leaves it, the
+    bracket's top being the largest l with ``K * (m - l) * (n - N*l) > max(m, n)``.
     """
     m, n, N = float(query_length), float(db_residues), float(db_count)
     log_k = math.log(K)
