@@ -51,7 +51,7 @@ VARIANTS = {
     "int32": ({}, 32),
     # Local mode: the strip kernel in 16 bits (the default takes the group kernel on GPUs).
     "strip-i16": ({"local_kernel": "strip"}, 16),
-    # The group kernel in every mode (global modes are opt-in until checked on a GPU).
+    # The group kernel in every mode on any device (on GPUs with packed PTX "auto" takes it).
     "group": ({"local_kernel": "group"}, None),
 }
 #: The protein (local mode) sweep: strip width, work-group size, the running best, PTX.

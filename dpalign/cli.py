@@ -938,11 +938,17 @@ def _add_search(sub) -> None:
         "search",
         help="search a FASTA database with query sequences (BLAST-style tabular output)",
         description="Score every query against every database sequence with the SIMD "
-        "kernels, trace back the best hits. Output: one tab-separated row per hit: query, "
-        "target, score, query start, query end, target start, target end; coordinates are "
-        "1-based and inclusive like BLAST's; a local search prints no zero-score rows (an "
-        "empty local alignment is no hit). A summary with the GCUPS achieved goes to "
-        "standard error.",
+        "kernels, rank the best hits, trace back only the hits printed. --outfmt dpalign "
+        "(default): one tab-separated row per hit: query, target, score, query start, query "
+        "end, target start, target end (and the strand with --strand both); --outfmt 6: "
+        "BLAST's 12 tabular columns (qseqid sseqid pident length mismatch gapopen qstart "
+        "qend sstart send evalue bitscore) with Karlin-Altschul E-values and bit scores from "
+        "BLAST's published parameters (local mode; BLOSUM45/50/62/80/90, PAM30/70/250 and "
+        "blastn's match/mismatch scores, each with the gap costs BLAST supports). "
+        "Coordinates are 1-based and inclusive like BLAST's (an empty local alignment prints "
+        "0 0); a minus-strand hit has its target coordinates reversed; a local search prints "
+        "no zero-score rows (an empty local alignment is no hit). A summary with the "
+        "GCUPS achieved goes to standard error.",
     )
     p.add_argument("--query", required=True, metavar="FASTA", help="query sequences")
     p.add_argument("--db", required=True, metavar="FASTA", help="database sequences")
@@ -950,73 +956,194 @@ def _add_search(sub) -> None:
     p.add_argument(
         "--top", type=_positive, default=10, metavar="N", help="hits per query (default: 10)"
     )
+    p.add_argument(
+        "--outfmt",
+        default="dpalign",
+        choices=["dpalign", "6"],
+        help="output columns: dpalign (scores and coordinates) or 6 (BLAST tabular); "
+        "default: dpalign",
+    )
+    p.add_argument(
+        "--evalue",
+        type=float,
+        default=None,
+        metavar="E",
+        help="--outfmt 6: print only hits with an E-value of at most E (BLAST's -evalue, "
+        "whose default is 10; default here: every one of the --top hits)",
+    )
+    p.add_argument(
+        "--strand",
+        default="plus",
+        choices=["plus", "both"],
+        help="both: also search the reverse complement of each (nucleotide) query, in the "
+        "same pass (default: plus)",
+    )
     p.add_argument("--out", default="-", metavar="FILE", help="output file (default: stdout)")
-    # no Dask for search: its Scoring does not survive the trip to a worker (it cannot be
-    # unpickled), so --scheduler/--dask-workers would only fail
-    _add_backend(p, ["auto", "numba", "reference", "opencl", "hybrid"], dask=False)
+    _add_backend(p, ["auto", "numba", "reference", "opencl", "hybrid", "dask"])
+    p.add_argument(
+        "--device",
+        metavar="DEVICE",
+        help="OpenCL device for --backend opencl or hybrid (see 'dpalign devices')",
+    )
     _add_common(p)
     p.set_defaults(run=_run_search)
 
 
+def _read_database(path, scoring):
+    """A search database as ``(names, codes of every record in one buffer, offsets)``:
+    encoded in one pass; a bad character is reported as :func:`_read_encoded` reports it."""
+    import numpy as np
+
+    from .errors import InputError
+    from .io import read_fasta_allow_empty
+
+    records = read_fasta_allow_empty(path)
+    sizes = np.fromiter((len(r.seq) for r in records), dtype=np.int64, count=len(records))
+    offsets = np.zeros(len(records) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    try:
+        residues = scoring.alphabet.encode("".join(r.seq for r in records))
+    except InputError:
+        _read_encoded(path, scoring)  # raises with the record, line and column
+        raise
+    return [r.name for r in records], residues, offsets
+
+
+def _warm_traceback(scoring, mode: str) -> None:
+    """Load the CPU traceback kernels printed hits take: short pairs, and pairs over
+    ``LONG_PAIR_CELLS`` (anti-diagonal tiles)."""
+    import numpy as np
+
+    from .config import LONG_PAIR_CELLS
+    from .pairwise import align
+
+    codes = np.zeros(int(LONG_PAIR_CELLS**0.5) + 2, dtype=np.uint8)
+    align(codes[:8], codes[:8], mode, scoring=scoring)
+    align(codes, codes, mode, scoring=scoring, threads=1)
+
+
+def _trace_back(hits, threads) -> None:
+    """Trace back the hits to be printed, on every core (the kernels release the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .config import cpu_threads
+
+    threads = min(cpu_threads(threads), len(hits))
+    if threads < 2:
+        return
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda hit: hit.alignment, hits))
+
+
 def _run_search(args) -> int:
+    from .errors import OptionError
     from .gcups import gcups
-    from .search import Database, search_many
+    from .search import Database, blast_coordinates, search_many, tabular_rows, within_evalue
 
     _check_outputs(
         {"--out": args.out, "--report": args.report}, {"--query": args.query, "--db": args.db}
     )
     scoring = _scoring(args)
+    stats = None
+    if args.outfmt == "6":
+        from .stats import parameters
+
+        if args.mode != "local":
+            raise OptionError(
+                "--outfmt 6 gives E-values, which Karlin-Altschul statistics define for "
+                f"local alignments; use --mode local (not {args.mode}) or --outfmt dpalign"
+            )
+        stats = parameters(scoring)
+    elif args.evalue is not None:
+        raise OptionError("--evalue goes with --outfmt 6 (E-values)")
     if args.backend == "auto" and scoring.kernel_problem() is not None:
         args.backend = "reference"  # auto: the reference for schemes the kernels cannot run
     backend = _backend_from_args(args)
     scoring.require_kernels(backend.name)
-    queries, q_codes = _read_encoded(args.query, scoring)
-    targets, t_codes = _read_encoded(args.db, scoring)
-    start = time.perf_counter()
-    db = Database(t_codes, names=[r.name for r in targets], sub_score=scoring)
-    cells = sum(len(q) for q in q_codes) * db.residues
+    run = backend.stats
+    whole = time.perf_counter()
+    with run.phase("read"):
+        queries, q_codes = _read_encoded(args.query, scoring)
+        names, residues, offsets = _read_database(args.db, scoring)
+    with run.phase("pack"):
+        db = Database.from_codes(residues, offsets, names, sub_score=scoring)
+    with run.phase("jit"):  # kernel loading (JIT) is timed apart from the search
+        from .engine import Task
+        from .scoring import free_ends_tuple
+
+        warm = getattr(backend, "warm_up", None)
+        if warm is not None:
+            warm(Task("pairwise", scoring, args.mode, free_ends_tuple(args.mode)))
+        _warm_traceback(scoring, args.mode)
+    strands = 2 if args.strand == "both" else 1
+    cells = strands * sum(len(q) for q in q_codes) * db.residues
     bar = _progress_bar(cells, args.progress, "searching")
-    rows = []
-    all_hits = search_many(
-        q_codes,
-        db,
-        top=args.top,
-        mode=args.mode,
-        scoring=scoring,
-        backend=backend,
-        progress=bar.update if bar else None,
-    )
-    for rec, hits in zip(queries, all_hits, strict=True):
-        for h in hits:
-            if args.mode == "local" and h.score <= 0:
-                continue  # an empty local alignment is no hit (BLAST reports none)
-            q0, q1 = _span(h.query_start, h.query_end)
-            t0, t1 = _span(h.target_start, h.target_end)
-            rows.append(f"{rec.name}\t{h.target}\t{h.score}\t{q0}\t{q1}\t{t0}\t{t1}\n")
-    if bar:
-        bar.close()
+    start = time.perf_counter()
+    try:
+        with run.phase("search", cells):
+            all_hits = search_many(
+                q_codes,
+                db,
+                top=args.top,
+                mode=args.mode,
+                scoring=scoring,
+                strand=args.strand,
+                backend=backend,
+                progress=bar.update if bar else None,
+            )
+    finally:
+        if bar:
+            bar.close()
+        close = getattr(backend, "close", None)  # Dask clusters, hybrid device processes
+        if close is not None:
+            close()
     elapsed = time.perf_counter() - start
+    if args.evalue is not None:
+        all_hits = [
+            within_evalue(hits, len(codes), stats, db.residues, len(db), args.evalue)
+            for codes, hits in zip(q_codes, all_hits, strict=True)
+        ]
+    if args.mode == "local":  # an empty local alignment is no hit (BLAST reports none)
+        all_hits = [[h for h in hits if h.score > 0] for hits in all_hits]
+    rows = []
+    with run.phase("traceback"):
+        _trace_back([h for hits in all_hits for h in hits], args.threads)
+        for rec, codes, hits in zip(queries, q_codes, all_hits, strict=True):
+            if stats is not None:
+                rows.extend(tabular_rows(rec.name, len(codes), hits, stats, db.residues, len(db)))
+                continue
+            for h in hits:
+                q0, q1, t0, t1 = blast_coordinates(h, len(codes))
+                tail = f"\t{h.strand}" if strands == 2 else ""
+                rows.append(f"{rec.name}\t{h.target}\t{h.score}\t{q0}\t{q1}\t{t0}\t{t1}{tail}\n")
     outputs = {args.out: "".join(rows)}
+    total = time.perf_counter() - whole
     if args.report:
         report = {
             "command": "search",
             "settings": {
                 "queries": len(queries),
                 "targets": len(db),
+                "residues": db.residues,
                 "cells": cells,
                 "mode": args.mode,
                 "scoring": _describe_scoring(scoring, args.mode),
+                "strand": args.strand,
+                "top": args.top,
+                "outfmt": args.outfmt,
                 "backend": backend.describe(),
+                "statistics": stats.source if stats is not None else None,
             },
-            "seconds": elapsed,
-            **backend.stats.as_dict(),
+            "seconds": total,
+            **run.as_dict(),
         }
         outputs[args.report] = json.dumps(report, indent=2) + "\n"
     _write_outputs(outputs)
     print(
-        f"dpalign search: {len(queries)} queries x {len(db)} targets = {cells:.3e} cells in "
-        f"{elapsed:.2f} s: {gcups(cells, elapsed):.2f} GCUPS on {backend.describe()} "
-        f"({_describe_scoring(scoring, args.mode)})",
+        f"dpalign search: {len(queries)} queries x {len(db)} targets = {cells:.3e} cells; "
+        f"search {elapsed:.2f} s ({gcups(cells, elapsed):.2f} GCUPS), whole run {total:.2f} s "
+        f"({gcups(cells, total):.2f} GCUPS) on {backend.describe()} "
+        f"({_describe_scoring(scoring, args.mode)})" + _worker_summary(run),
         file=sys.stderr,
     )
     return 0

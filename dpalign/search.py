@@ -14,34 +14,109 @@ a large database.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .alphabet import reverse_complement_codes
 from .engine import Backend, ReferenceBlock, Task, query_batch
-from .errors import OptionError
+from .errors import InputError, OptionError
 from .pairwise import Alignment, _is_single, align, encode_many, engine_backend_for
 from .pairwise import block_width as block_width_for
 from .scoring import Scoring, as_scoring, free_ends_tuple
 
 
-@dataclass(frozen=True)
 class Hit:
     """One ranked target.
 
-    Coordinates are 0-based, half-open (``query[query_start:query_end]`` aligned to
-    ``target[target_start:target_end]``), from a traceback of this pair.
+    The score comes from the score-only pass, and in local mode on the numba backend so do
+    the end coordinates (the pass tracks each target's first best cell in row-major order,
+    the cell the traceback starts from); the alignment (and with it the start coordinates
+    and the CIGAR) is traced back the first time it is asked for, so ranking many hits costs
+    no traceback. Coordinates are 0-based, half-open
+    (``query[query_start:query_end]`` aligned to ``target[target_start:target_end]``); a hit
+    on the minus strand (``strand == "-"``, ``search(..., strand="both")``) is an alignment of
+    the query's reverse complement, and its query coordinates are positions in that reverse
+    complement.
     """
 
-    target: str
-    index: int
-    score: int | float  # in the user's units (float when the scores had decimals)
-    query_start: int
-    query_end: int
-    target_start: int
-    target_end: int
-    cigar: str
-    alignment: Alignment
+    __slots__ = ("target", "index", "score", "strand", "_context", "_qend", "_tend", "_alignment")
+
+    def __init__(
+        self,
+        target: str,
+        index: int,
+        score: int | float,
+        strand: str = "+",
+        context=None,
+        query_end: int = -1,
+        target_end: int = -1,
+    ):
+        # ``context``: (query strands' codes, every target's codes, mode, free ends, scoring),
+        # shared by a query's hits; ends of -1 are not known until the traceback.
+        self.target = target
+        self.index = index
+        self.score = score
+        self.strand = strand
+        self._context = context
+        self._qend = query_end
+        self._tend = target_end
+        self._alignment = None
+
+    @property
+    def end_known(self) -> bool:
+        """True when the end coordinates came from the scoring pass (no traceback needed)."""
+        return self._qend >= 0
+
+    @property
+    def alignment(self) -> Alignment:
+        """The traced-back alignment (computed once, on first use)."""
+        if self._alignment is None:
+            strands, t_codes, mode, ends, scoring = self._context
+            q_codes = strands[self.strand == "-"]
+            t_codes = t_codes[self.index]
+            aln = align(
+                q_codes,
+                t_codes,
+                mode,
+                free_ends=ends if mode == "global" else None,
+                scoring=scoring,
+            )
+            known = (self._qend, self._tend) if self._qend >= 0 else (aln.a_end, aln.b_end)
+            if (aln.score, aln.a_end, aln.b_end) != (self.score, *known):  # pragma: no cover
+                raise RuntimeError(  # a kernel bug, never expected
+                    f"internal error: traceback score {aln.score} ending at "
+                    f"({aln.a_end}, {aln.b_end}) != kernel score {self.score} ending at "
+                    f"{known} for target {self.target!r}"
+                )
+            self._alignment = aln
+        return self._alignment
+
+    @property
+    def query_start(self) -> int:
+        return self.alignment.a_start
+
+    @property
+    def query_end(self) -> int:
+        return self._qend if self._qend >= 0 else self.alignment.a_end
+
+    @property
+    def target_start(self) -> int:
+        return self.alignment.b_start
+
+    @property
+    def target_end(self) -> int:
+        return self._tend if self._tend >= 0 else self.alignment.b_end
+
+    @property
+    def cigar(self) -> str:
+        return self.alignment.cigar
+
+    def __repr__(self) -> str:
+        return (
+            f"Hit(target={self.target!r}, index={self.index}, score={self.score}, "
+            f"strand={self.strand!r})"
+        )
 
 
 class Database:
@@ -95,17 +170,59 @@ class Database:
         names = [str(n) for n in names]
         if len(names) != len(codes):
             raise OptionError(f"{len(names)} names for {len(codes)} sequences")
+        lengths = np.fromiter((len(c) for c in codes), dtype=np.int64, count=len(codes))
+        self._setup(names, scoring, codes, lengths, block_width)
+
+    def _setup(self, names, scoring, codes, lengths, block_width) -> None:
         self.names = names
         self.alphabet = scoring.alphabet
         self.block_width = int(block_width or block_width_for(None, len(codes)))
         self._codes = {scoring.alphabet: codes}
-        self.lengths = np.fromiter((len(c) for c in codes), dtype=np.int64, count=len(codes))
+        self.lengths = lengths
         # Longest first: worker threads take blocks in order (heaviest first balances them).
         self.order = np.argsort(-self.lengths, kind="stable")
         self._start, self._end = 0, len(codes)
         self._block_cache = {}
         self._root = self
         self.blocks(scoring.alphabet)  # pack now: the database is reused across queries
+
+    @classmethod
+    def from_codes(
+        cls,
+        residues: np.ndarray,
+        offsets: np.ndarray,
+        names: Sequence[str],
+        *,
+        sub_score=(1, -1),
+        block_width: int | None = None,
+    ) -> Database:
+        """A database from every target's codes in one buffer (no per-target encoding).
+
+        Parameters
+        ----------
+        residues : ndarray of uint8
+            Codes of the scoring's alphabet, all targets concatenated.
+        offsets : ndarray of int64, shape (n + 1,)
+            Target k is ``residues[offsets[k]:offsets[k + 1]]``.
+        names : list of str
+        sub_score, block_width
+            As for :class:`Database`.
+        """
+        scoring = sub_score if isinstance(sub_score, Scoring) else Scoring(sub_score)
+        residues = np.ascontiguousarray(residues, dtype=np.uint8)
+        offsets = np.asarray(offsets, dtype=np.int64)
+        if len(names) != len(offsets) - 1:
+            raise OptionError(f"{len(names)} names for {len(offsets) - 1} sequences")
+        if offsets[0] != 0 or offsets[-1] != len(residues) or (np.diff(offsets) < 0).any():
+            raise OptionError("offsets must rise from 0 to the number of residues")
+        if residues.size and int(residues.max()) >= scoring.alphabet.size:
+            raise OptionError(f"codes outside the {scoring.alphabet.name} alphabet")
+        bounds = offsets.tolist()
+        codes = [residues[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        db = cls.__new__(cls)
+        db._texts = [None] * len(codes)
+        db._setup([str(n) for n in names], scoring, codes, np.diff(offsets), block_width)
+        return db
 
     # ----------------------------------------------------------------------------------------
 
@@ -186,6 +303,10 @@ def _trim(block: ReferenceBlock, lanes: int) -> ReferenceBlock:
 
 
 def _pack(codes, lengths, ids, width) -> list[ReferenceBlock]:
+    """Blocks of ``width`` lanes, filled by gathers from one buffer of every target."""
+    buf = np.concatenate(codes) if codes else np.zeros(0, dtype=np.uint8)
+    starts = np.zeros(len(codes), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
     blocks = []
     for start in range(0, len(ids), width):
         chunk = ids[start : start + width]
@@ -193,9 +314,12 @@ def _pack(codes, lengths, ids, width) -> list[ReferenceBlock]:
         lane_ids[: len(chunk)] = chunk
         lane_len = np.zeros(width, dtype=np.int64)
         lane_len[: len(chunk)] = lengths[chunk]
-        packed = np.zeros((int(lane_len.max()), width), dtype=np.uint8)
-        for lane, k in enumerate(chunk):
-            packed[: lengths[k], lane] = codes[k]
+        # Lane-major first (each target's residues are one contiguous copy), then transposed.
+        lanes = np.zeros((width, int(lane_len.max())), dtype=np.uint8)
+        spans = zip(starts[chunk].tolist(), lengths[chunk].tolist(), strict=True)
+        for k, (a, size) in enumerate(spans):
+            lanes[k, :size] = buf[a : a + size]
+        packed = np.ascontiguousarray(lanes.T)
         blocks.append(ReferenceBlock(packed, lane_len, lane_ids))
     return blocks
 
@@ -203,6 +327,9 @@ def _pack(codes, lengths, ids, width) -> list[ReferenceBlock]:
 #: Queries scored together in one pass over the database by :func:`search_many` (the kernels
 #: loop over them inside each block; a chunk's scores take ``chunk x targets`` int64).
 QUERY_CHUNK = 64
+
+
+STRANDS = ("plus", "both")
 
 
 def search(
@@ -214,21 +341,26 @@ def search(
     gap_cost=2,
     free_ends=None,
     *,
+    strand: str = "plus",
     threads: int | None = None,
     backend="auto",
     scoring: Scoring | None = None,
     progress=None,
 ) -> list[Hit]:
-    """Score a query against every target of a database; trace back the best ``top``.
+    """Score a query against every target of a database; rank the best ``top``.
 
     Parameters
     ----------
     query : str, bytes, scikit-bio sequence or uint8 codes
     database : Database, a collection of sequences, or one sequence (one target)
     top : int
-        How many hits to return (ranked by score, ties by database index).
+        How many hits to return (ranked by score, ties by database index, then the plus
+        strand first).
     mode, sub_score, gap_cost, free_ends, scoring
         As in :func:`dpalign.align`; the default mode here is ``"local"``.
+    strand : {"plus", "both"}
+        ``"both"`` (nucleotides): the query's reverse complement is scored in the same pass,
+        and each target is ranked by its better strand (``Hit.strand``).
     threads, backend
         Where the scoring runs (default: every core, the fastest backend).
     progress : callable, optional
@@ -237,8 +369,9 @@ def search(
     Returns
     -------
     list of Hit
-        Top hits are traced back with :func:`dpalign.align`, so long pairs take its
-        near-linear-memory path.
+        Ranking needs scores only; a hit's alignment is traced back with
+        :func:`dpalign.align` when first asked for (long pairs take its near-linear-memory
+        path).
     """
     return search_many(
         [query],
@@ -248,6 +381,7 @@ def search(
         sub_score,
         gap_cost,
         free_ends,
+        strand=strand,
         threads=threads,
         backend=backend,
         scoring=scoring,
@@ -265,6 +399,7 @@ def search_many(
     gap_cost=2,
     free_ends=None,
     *,
+    strand: str = "plus",
     threads: int | None = None,
     backend="auto",
     scoring: Scoring | None = None,
@@ -278,6 +413,8 @@ def search_many(
     """
     if top < 0:
         raise OptionError(f"top must be at least 0, not {top}")
+    if strand not in STRANDS:
+        raise OptionError(f"strand must be 'plus' or 'both', not {strand!r}")
     scoring = as_scoring(sub_score, gap_cost, scoring)
     ends = free_ends_tuple(mode, free_ends)
     if not isinstance(database, Database):
@@ -291,50 +428,95 @@ def search_many(
         q_codes = [scoring.encode(q, record=n) for q, n in zip(queries, _names, strict=True)]
     else:
         q_codes, _ = encode_many(queries, scoring, "queries")
+    both = strand == "both"
+    if both and not _nucleotide_scoring(scoring):
+        raise OptionError(
+            f"strand='both' searches reverse complements: it needs a nucleotide scoring "
+            f"(match/mismatch scores or a nucleotide matrix), not {scoring.sub_label}"
+        )
+    if both:
+        q_codes = [c for codes in q_codes for c in (codes, minus_strand(codes, scoring))]
+    step = QUERY_CHUNK * (2 if both else 1)
+    chunks = [q_codes[start : start + step] for start in range(0, len(q_codes), step)]
+
+    def run(chunk):
+        return _score_view(
+            chunk, database, scoring, mode, ends, engine_backend, progress, with_ends=top > 0
+        )
+
     results = []
-    for start in range(0, len(q_codes), QUERY_CHUNK):
-        chunk = q_codes[start : start + QUERY_CHUNK]
-        scores, ids = score_database(chunk, database, scoring, mode, ends, engine_backend, progress)
-        for row, codes in enumerate(chunk):
-            results.append(_top_hits(codes, scores[row], ids, database, top, scoring, mode, ends))
+    # The next chunk is scored while this one is ranked (ranking is serial host work).
+    with ThreadPoolExecutor(1, thread_name_prefix="dpalign-search") as pool:
+        pending = pool.submit(run, chunks[0]) if chunks else None
+        for k, chunk in enumerate(chunks):
+            scores, ids, cells = pending.result()
+            if k + 1 < len(chunks):
+                pending = pool.submit(run, chunks[k + 1])
+            rows = range(0, len(chunk), 2) if both else range(len(chunk))
+            for row in rows:
+                strands = (chunk[row], chunk[row + 1]) if both else (chunk[row],)
+                here = slice(row, row + len(strands))
+                end_cells = None if cells is None else (cells[0][here], cells[1][here])
+                results.append(
+                    _top_hits(
+                        strands, scores[here], ids, database, top, scoring, mode, ends, end_cells
+                    )
+                )
     return results
 
 
-def _top_hits(q_codes, scores, ids, database, top, scoring, mode, ends) -> list[Hit]:
-    """Rank one query's scores (ties by database index) and trace back the best ``top``."""
+def _nucleotide_scoring(scoring: Scoring) -> bool:
+    letters = set(scoring.alphabet.letters) - set("*-")
+    return scoring.alphabet.name == "letters" or letters <= set("ACGTUNRYSWKMBDHV")
+
+
+def minus_strand(codes: np.ndarray, scoring: Scoring) -> np.ndarray:
+    """The reverse complement of encoded nucleotides, in the same alphabet."""
+    try:
+        rc = reverse_complement_codes(codes, scoring.alphabet)
+    except InputError as exc:
+        raise OptionError(
+            f"strand='both' needs nucleotide sequences: {exc} (the {scoring.sub_label} scoring)"
+        ) from None
+    return np.ascontiguousarray(rc, dtype=np.uint8)
+
+
+def _top_hits(strands, scores, ids, database, top, scoring, mode, ends, end_cells) -> list[Hit]:
+    """Rank one query's scores (ties by database index, then plus strand first).
+
+    ``strands`` holds the query's codes (and its reverse complement's); ``scores`` one row of
+    scores per strand, ``end_cells`` (a_end, b_end) rows alike or None. No traceback here:
+    each hit traces itself back when asked.
+    """
     if top == 0 or not len(ids):
         return []
-    ranked = np.lexsort((ids, -scores))[:top]
-    t_codes = database.codes(scoring.alphabet)
-    hits = []
-    for k in ranked:
-        index = int(ids[k])
-        aln = align(
-            q_codes,
-            t_codes[index],
-            mode,
-            free_ends=ends if mode == "global" else None,
-            scoring=scoring,
-        )
-        score = scoring.user(int(scores[k]))
-        if aln.score != score:  # pragma: no cover - a kernel bug, never expected
-            raise RuntimeError(
-                f"internal error: traceback score {aln.score} != kernel score {score} "
-                f"for target {database.names[index]!r}"
-            )
-        hits.append(
-            Hit(
-                database.names[index],
-                index,
-                score,
-                aln.a_start,
-                aln.a_end,
-                aln.b_start,
-                aln.b_end,
-                aln.cigar,
-                aln,
-            )
-        )
+    if len(strands) == 1:
+        best_strand = np.zeros(scores.shape[1], dtype=np.intp)
+        best = scores[0]
+    else:
+        best_strand = np.argmax(scores, axis=0)  # first maximum: plus wins ties
+        best = np.take_along_axis(scores, best_strand[None], 0)[0]
+    if top < len(best):  # partial selection first: ranking needs only the best ``top``
+        cut = np.argpartition(-best, top - 1)[:top]
+        threshold = best[cut].min()
+        keep = np.flatnonzero(best >= threshold)
+    else:
+        keep = np.arange(len(best))
+    ranked = keep[np.lexsort((ids[keep], -best[keep]))][:top]
+    chosen = best_strand[ranked]
+    context = (strands, database.codes(scoring.alphabet), mode, ends, scoring)
+    names = database.names
+    index = ids[ranked].tolist()
+    score = [scoring.user(int(v)) for v in best[ranked].tolist()]
+    sign = ["+-"[s] for s in chosen.tolist()]
+    if end_cells is None:
+        return [Hit(names[k], k, v, s, context) for k, v, s in zip(index, score, sign, strict=True)]
+    q_end = end_cells[0][chosen, ranked].tolist()
+    t_end = end_cells[1][chosen, ranked].tolist()
+    hits = [
+        Hit(names[k], k, v, s, context, a, b)
+        for k, v, s, a, b in zip(index, score, sign, q_end, t_end, strict=True)
+    ]
     return hits
 
 
@@ -354,14 +536,133 @@ def score_database(
     Returns ``(scores, ids)``.
     """
     single = isinstance(q_codes, np.ndarray)
-    batch = query_batch([q_codes] if single else list(q_codes))
+    scores, ids, _ = _score_view(
+        [q_codes] if single else list(q_codes), database, scoring, mode, ends, backend, progress
+    )
+    return (scores[0] if single else scores), ids
+
+
+def _score_view(q_codes, database, scoring, mode, ends, backend, progress, with_ends=False):
+    """``(scores [Q, N], ids, end cells)`` of queries against a view; the end cells
+    (``(a_end, b_end)``, each ``[Q, N]``) only where the backend reports them
+    (``backend.score_ends``, local mode), else None."""
+    batch = query_batch(q_codes)
     width = database.block_width if backend.name == "numba" else block_width_for(backend, 0)
     blocks = database.blocks(scoring.alphabet, width)
     task = Task("pairwise", scoring, mode, tuple(ends))
-    results = backend.score(task, batch, blocks, progress)
+    supported = getattr(backend, "ends_supported", None)
+    with_ends = with_ends and supported is not None and supported(task)
+    if with_ends:
+        got = backend.score_ends(task, batch, blocks, progress)
+        results = [r[0] for r in got]
+    else:
+        results = backend.score(task, batch, blocks, progress)
     ids = database.ids
     scores = np.empty((len(batch), len(ids)), dtype=np.int64)
+    a_end = np.empty_like(scores) if with_ends else None
+    b_end = np.empty_like(scores) if with_ends else None
     for k, (result, block) in enumerate(zip(results, blocks, strict=True)):
         lanes = block.ids >= 0
-        scores[:, k * width : k * width + int(lanes.sum())] = result.scores[:, lanes]
-    return (scores[0] if single else scores), ids
+        span = slice(k * width, k * width + int(lanes.sum()))
+        scores[:, span] = result.scores[:, lanes]
+        if with_ends:
+            a_end[:, span] = got[k][1][:, lanes]
+            b_end[:, span] = got[k][2][:, lanes]
+    return scores, ids, ((a_end, b_end) if with_ends else None)
+
+
+# --------------------------------------------------------------------------------------------
+# BLAST tabular rows
+# --------------------------------------------------------------------------------------------
+
+#: The columns of BLAST's ``-outfmt 6``.
+TABULAR_COLUMNS = (
+    "qseqid",
+    "sseqid",
+    "pident",
+    "length",
+    "mismatch",
+    "gapopen",
+    "qstart",
+    "qend",
+    "sstart",
+    "send",
+    "evalue",
+    "bitscore",
+)
+
+
+def alignment_counts(ops: str) -> tuple[int, int, int, int]:
+    """``(length, identities, mismatches, gap openings)`` of alignment columns.
+
+    ``ops`` as :attr:`dpalign.pairwise.Alignment.ops`; a gap opening is a run of ``I`` or of
+    ``D`` columns (a D run followed by an I run opens two), as BLAST counts them.
+    """
+    length = len(ops)
+    identities = ops.count("=")
+    gaps = ops.count("I") + ops.count("D")
+    opens = sum(1 for k, op in enumerate(ops) if op in "ID" and (k == 0 or ops[k - 1] != op))
+    return length, identities, length - identities - gaps, opens
+
+
+def blast_coordinates(hit: Hit, query_length: int) -> tuple[int, int, int, int]:
+    """1-based inclusive ``(qstart, qend, sstart, send)`` as BLAST prints them.
+
+    A minus-strand hit is given on the query's plus strand with the target coordinates
+    reversed (``sstart > send``), as blastn does. An empty alignment gives zeros.
+    """
+    aln = hit.alignment
+    if aln.a_end <= aln.a_start and aln.b_end <= aln.b_start:
+        return 0, 0, 0, 0
+    if hit.strand == "-":
+        return query_length - aln.a_end + 1, query_length - aln.a_start, aln.b_end, aln.b_start + 1
+    return aln.a_start + 1, aln.a_end, aln.b_start + 1, aln.b_end
+
+
+def within_evalue(
+    hits: Sequence[Hit],
+    query_length: int,
+    stats,
+    db_residues: int,
+    db_count: int,
+    max_evalue: float,
+) -> list[Hit]:
+    """The hits whose E-value is at most ``max_evalue`` (BLAST's ``-evalue``), in order."""
+    if not hits:
+        return []
+    scores = np.array([h.score for h in hits], dtype=np.int64)
+    keep = stats.evalue(scores, query_length, db_residues, db_count) <= max_evalue
+    return [h for h, ok in zip(hits, keep.tolist(), strict=True) if ok]
+
+
+def tabular_rows(
+    query_name: str,
+    query_length: int,
+    hits: Sequence[Hit],
+    stats,
+    db_residues: int,
+    db_count: int,
+) -> list[str]:
+    """BLAST ``-outfmt 6`` lines (with newlines) for one query's hits.
+
+    ``stats`` is a :class:`dpalign.stats.KarlinAltschul`; E-values use BLAST's effective
+    search space for this query against ``db_count`` targets of ``db_residues`` in all.
+    """
+    from .stats import format_bit_score, format_evalue, format_percent
+
+    if not hits:
+        return []
+    scores = np.array([h.score for h in hits], dtype=np.int64)
+    evalues = stats.evalue(scores, query_length, db_residues, db_count)
+    bits = stats.bit_score(scores)
+    rows = []
+    for hit, evalue, bit in zip(hits, evalues, bits, strict=True):
+        length, ident, mismatch, opens = alignment_counts(hit.alignment.ops)
+        pident = 100.0 * ident / length if length else 0.0
+        q0, q1, s0, s1 = blast_coordinates(hit, query_length)
+        rows.append(
+            f"{query_name}\t{hit.target}\t{format_percent(pident)}\t{length}\t{mismatch}\t"
+            f"{opens}\t{q0}\t{q1}\t{s0}\t{s1}\t{format_evalue(float(evalue))}\t"
+            f"{format_bit_score(float(bit))}\n"
+        )
+    return rows

@@ -286,7 +286,7 @@ def test_split_out_folder_is_checked_before_the_work(paths, capsys):
 
 
 def test_search_options_all_do_something(paths, capsys):
-    """--report writes the accounting; no Dask options are offered where they cannot run."""
+    """--report writes the accounting (search's Dask options: tests/test_search_output.py)."""
     import json
 
     a = paths["write"]("a.fa", ">a\nACGTACGT\n>b\nTTTT\n")
@@ -296,6 +296,3 @@ def test_search_options_all_do_something(paths, capsys):
     assert code == 0 and out
     data = json.loads(report.read_text())
     assert data["command"] == "search" and data["settings"]["targets"] == 2
-    with pytest.raises(SystemExit):
-        main([*argv, "--dask-workers", "1"])
-    assert "unrecognized arguments: --dask-workers" in capsys.readouterr().err

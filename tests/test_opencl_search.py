@@ -364,7 +364,7 @@ def test_group_kernel_is_chosen_where_it_pays(cl_device, small_group_shapes):
     glob = SearchTask.of(scoring, "global", free_ends_tuple("global"))
     auto = SearchRunner(dctx, targets)
     assert (auto._group_kernel(local, query) is not None) == dctx.caps.ptx_s16x2
-    assert auto._group_kernel(glob, query) is None  # global modes: only when asked for
+    assert (auto._group_kernel(glob, query) is not None) == dctx.caps.ptx_s16x2
     forced = SearchRunner(dctx, targets, local_kernel="group")
     assert forced._group_kernel(local, query) is not None
     assert forced._group_kernel(glob, query) is not None

@@ -70,6 +70,45 @@ class NumbaBackend(Backend):
 
     def score(self, task, queries, blocks, progress=None):
         module = kernel_module(task.kernel)
+        parts = self._run(module.score_block, task, queries, blocks, progress)
+        return [_join(per_block) for per_block in parts]
+
+    def score_ends(self, task, queries, blocks, progress=None):
+        """Local scores with end cells: ``[(BlockScores, a_end [Q, W], b_end [Q, W])]``.
+
+        Only where :func:`dpalign.simd.ends.ends_supported` says so (local pairwise scoring
+        with positive gap costs); ends are 0-based, half-open (the first best cell in
+        row-major order, as :mod:`dpalign.reference` picks it).
+        """
+        from .ends import ends_supported, score_block_ends
+
+        if not ends_supported(task):
+            raise ValueError("score_ends needs local pairwise scoring with gap costs > 0")
+        parts = self._run(score_block_ends, task, queries, blocks, progress)
+        out = []
+        for per_block in parts:
+            out.append(
+                (
+                    _join([p[0] for p in per_block]),
+                    np.concatenate([p[1] for p in per_block]),
+                    np.concatenate([p[2] for p in per_block]),
+                )
+            )
+        return out
+
+    def warm_up(self, task) -> None:
+        """Load the kernels ``task`` runs before a timed run (:func:`warm_up`)."""
+        warm_up(task)
+
+    def ends_supported(self, task) -> bool:
+        """Whether :meth:`score_ends` can run ``task``."""
+        from .ends import ends_supported
+
+        return ends_supported(task)
+
+    def _run(self, score_block, task, queries, blocks, progress):
+        """``score_block(task, part, block)`` for every block and query slice, on the
+        worker threads; results per block, one per query slice."""
         threads = config.cpu_threads(self.threads)
         slices = query_slices(queries.lengths, len(blocks), threads)
         parts = [queries if len(slices) == 1 else queries.subset(s) for s in slices]
@@ -81,7 +120,7 @@ class NumbaBackend(Backend):
             index, part = unit
             block = blocks[index]
             start = time.perf_counter()
-            results[index][part] = module.score_block(task, parts[part], block)
+            results[index][part] = score_block(task, parts[part], block)
             cells = parts[part].residues * block.residues
             self.stats.record(
                 f"cpu-{threading.current_thread().name.rsplit('_', 1)[-1]}",
@@ -98,12 +137,44 @@ class NumbaBackend(Backend):
             with ThreadPoolExecutor(threads, thread_name_prefix="dpalign") as pool:
                 for future in [pool.submit(work, u) for u in units]:
                     future.result()
-        if len(parts) == 1:
-            return [r[0] for r in results]
-        return [
-            BlockScores(
-                np.concatenate([r.scores for r in per_block]),
-                np.concatenate([r.width for r in per_block]),
-            )
-            for per_block in results
-        ]
+        return results
+
+
+def _join(per_block: list[BlockScores]) -> BlockScores:
+    """One block's results over query slices, stacked."""
+    if len(per_block) == 1:
+        return per_block[0]
+    return BlockScores(
+        np.concatenate([r.scores for r in per_block]),
+        np.concatenate([r.width for r in per_block]),
+    )
+
+
+def warm_up(task) -> None:
+    """Load (or compile) the kernels ``task`` runs on tiny inputs, once per process.
+
+    Numba loads each cached kernel on its first call (about a second for a search's
+    kernels); a run that warms up first keeps that out of its timed phases.
+    """
+    import numpy as np
+
+    from ..engine import QueryBatch
+    from . import pairwise
+    from .ends import ends_supported, run_pass_ends
+    from .traceback import align_pair
+
+    if task.kernel != "pairwise":
+        return
+    scoring = task.scoring
+    local = task.mode == "local"
+    queries = QueryBatch(np.zeros((1, 4), dtype=np.uint8), np.array([4], dtype=np.int64))
+    qsel = np.zeros(1, dtype=np.int64)
+    codes = np.zeros((4, 64), dtype=np.uint8)
+    lengths = np.full(64, 4, dtype=np.int64)
+    if local and ends_supported(task):
+        for w in pairwise._local_widths(scoring, True):
+            run_pass_ends(w, codes, lengths, queries, qsel, scoring)
+    widths = pairwise._local_widths(scoring, True) if local else (8, 16, 32)
+    for w in widths:
+        pairwise.run_pass(w, codes, lengths, queries, qsel, scoring, local, task.free_ends)
+    align_pair(queries.codes[0], codes[:, 0].copy(), scoring, local, task.free_ends)

@@ -1,0 +1,350 @@
+"""Local scores with their end cells in one inter-sequence pass (pyopal's ``mode="end"``).
+
+The same recurrence and layout as :func:`dpalign.simd.pairwise.sweep` (targets in lanes, the
+query streamed row by row through strips of :data:`~dpalign.simd.pairwise.STRIP` target
+columns), local mode only, plus what it takes to say *where* each lane's best cell is:
+
+* every row of a strip stores its eight H vectors and their maximum (stores, no extra
+  arithmetic: the maximum replaces the eight running-best updates of the score-only kernel);
+* after a strip, lanes whose strip maximum reached their best so far (ties included) look up
+  the first row holding that maximum (one vector compare per row, stopping when every such
+  lane is found), then the first of the eight columns in that row.
+
+A new maximum replaces the recorded end; an equal one only from a smaller row. That is the
+first maximal cell in row-major order, :mod:`dpalign.reference`'s rule, so a hit's end
+coordinates equal its traceback's without a traceback. A score of 0 ends at (0, 0).
+
+Padding past a lane's end never ties its best cell when ``o + e > 0`` (a padding cell is a
+real cell's value minus gap costs); callers use this kernel only then.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..engine import BlockScores, QueryBatch, ReferenceBlock, Task
+from .lanes import (
+    vadds,
+    vand,
+    vany,
+    veq,
+    vload,
+    vlookup,
+    vmax,
+    vne,
+    vselect,
+    vsplat,
+    vstore,
+    vsub,
+)
+from .pairwise import (
+    _RANGE,
+    DTYPES,
+    STRIP,
+    _group_saturated,
+    _local_widths,
+    _prepare_query,
+    _split_few,
+    _striped_pairs,
+    lane_groups,
+    padded_matrix,
+)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _cell(diag, s, x, y, vo, ve, zero):
+    d = vsub(x, ve)
+    ih = vsub(y, ve)
+    h = vmax(vmax(vmax(vadds(diag, s), d), ih), zero)
+    u = vsub(h, vo)
+    return h, vmax(d, u), vmax(ih, u)
+
+
+@njit(nogil=True, cache=True)
+def sweep_ends(codes, group_n, qcodes, qlens, qsel, matrix, o, e, pad, out, end_i, end_j):
+    """Local scores and end cells of queries against G lane groups.
+
+    Arguments as :func:`dpalign.simd.pairwise.sweep` (local mode); ``end_i`` and ``end_j``
+    (S, G, V) int64 receive the DP cell (query row, target column; 1-based, so the 0-based
+    half-open ends) of each lane's first best cell in row-major order, (0, 0) for score 0.
+    """
+    V = codes.shape[2]
+    n_sym = matrix.shape[0]
+    entries = 64 if V == 64 else 32
+    m_max = qcodes.shape[1]
+    Hc = np.empty((m_max + 1) * V, dtype=codes.dtype)
+    Yc = np.empty((m_max + 1) * V, dtype=codes.dtype)
+    tab = np.empty(n_sym * entries, dtype=codes.dtype)
+    prof = np.empty(n_sym * STRIP * V, dtype=codes.dtype)
+    runmax = np.empty((m_max + 1) * V, dtype=codes.dtype)
+    hbuf = np.empty((m_max + 1) * STRIP * V, dtype=codes.dtype)
+    lane_buf = np.empty(3 * V, dtype=codes.dtype)
+    qidx = np.empty(m_max, dtype=np.int64)
+    symbol_slot = np.empty(n_sym, dtype=np.int64)
+    for g in range(codes.shape[0]):
+        grp = codes[g, : group_n[g] + 1]
+        for s_idx in range(qsel.shape[0]):
+            q = qsel[s_idx]
+            m = qlens[q]
+            n_used = _prepare_query(qcodes, q, m, matrix, pad, tab, qidx, symbol_slot, entries)
+            _one_query(
+                grp, m, n_used, tab, qidx, entries, o, e, Hc, Yc, prof, runmax, hbuf,
+                lane_buf, out[s_idx, g], end_i[s_idx, g], end_j[s_idx, g],
+            )  # fmt: skip
+
+
+@njit(nogil=True, cache=True)
+def _one_query(
+    codes, m, n_used, tab, qidx, entries, o, e, Hc, Yc, prof, runmax, hbuf, lane_buf,
+    out, end_i, end_j,
+):  # fmt: skip
+    n = codes.shape[0] - 1
+    V = codes.shape[1]
+    probe = codes[0]
+    vo = vsplat(probe, o)
+    ve = vsplat(probe, e)
+    zero = vsplat(probe, 0)
+    one = vsplat(probe, 1)
+    KV = STRIP * V
+    for i in range(1, m + 1):
+        vstore(Hc, i * V, zero)
+        vstore(Yc, i * V, vsub(zero, vo))
+    for lane in range(V):
+        end_i[lane] = 0
+        end_j[lane] = 0
+    best = zero
+    n_strips = n // STRIP
+    for strip in range(n_strips):
+        j0 = strip * STRIP
+        for u in range(n_used):
+            for k in range(STRIP):
+                cv = vload(codes, (j0 + k) * V)
+                vstore(prof, (u * STRIP + k) * V, vlookup(tab, u * entries, cv))
+        h0, h1, h2, h3, h4, h5, h6, h7 = zero, zero, zero, zero, zero, zero, zero, zero
+        x0 = x1 = x2 = x3 = x4 = x5 = x6 = x7 = vsub(zero, vo)
+        hprev = zero
+        sb = zero
+        for i in range(1, m + 1):
+            pb = qidx[i - 1] * KV
+            y = vload(Yc, i * V)
+            dg = hprev
+            hprev = vload(Hc, i * V)
+            nd = h0
+            h0, x0, y = _cell(dg, vload(prof, pb), x0, y, vo, ve, zero)
+            dg = nd
+            nd = h1
+            h1, x1, y = _cell(dg, vload(prof, pb + V), x1, y, vo, ve, zero)
+            dg = nd
+            nd = h2
+            h2, x2, y = _cell(dg, vload(prof, pb + 2 * V), x2, y, vo, ve, zero)
+            dg = nd
+            nd = h3
+            h3, x3, y = _cell(dg, vload(prof, pb + 3 * V), x3, y, vo, ve, zero)
+            dg = nd
+            nd = h4
+            h4, x4, y = _cell(dg, vload(prof, pb + 4 * V), x4, y, vo, ve, zero)
+            dg = nd
+            nd = h5
+            h5, x5, y = _cell(dg, vload(prof, pb + 5 * V), x5, y, vo, ve, zero)
+            dg = nd
+            nd = h6
+            h6, x6, y = _cell(dg, vload(prof, pb + 6 * V), x6, y, vo, ve, zero)
+            dg = nd
+            h7, x7, y = _cell(dg, vload(prof, pb + 7 * V), x7, y, vo, ve, zero)
+            rm = vmax(vmax(vmax(h0, h1), vmax(h2, h3)), vmax(vmax(h4, h5), vmax(h6, h7)))
+            sb = vmax(sb, rm)
+            vstore(runmax, i * V, sb)
+            # Only rows where some lane reaches its best so far can hold an end cell.
+            if vany(vand(veq(vmax(rm, best), rm), vne(rm, zero))):
+                base = i * KV
+                vstore(hbuf, base, h0)
+                vstore(hbuf, base + V, h1)
+                vstore(hbuf, base + 2 * V, h2)
+                vstore(hbuf, base + 3 * V, h3)
+                vstore(hbuf, base + 4 * V, h4)
+                vstore(hbuf, base + 5 * V, h5)
+                vstore(hbuf, base + 6 * V, h6)
+                vstore(hbuf, base + 7 * V, h7)
+            vstore(Hc, i * V, h7)
+            vstore(Yc, i * V, y)
+        best = _locate(sb, best, runmax, hbuf, lane_buf, m, j0, STRIP, end_i, end_j, zero, one)
+    for j in range(n_strips * STRIP, n):  # the last columns, one at a time
+        cv = vload(codes, j * V)
+        h = zero
+        x = vsub(zero, vo)
+        hprev = zero
+        sb = zero
+        for i in range(1, m + 1):
+            y = vload(Yc, i * V)
+            s = vlookup(tab, qidx[i - 1] * entries, cv)
+            h, x, y = _cell(hprev, s, x, y, vo, ve, zero)
+            hprev = vload(Hc, i * V)
+            sb = vmax(sb, h)
+            vstore(runmax, i * V, sb)
+            vstore(hbuf, i * KV, h)
+            vstore(Hc, i * V, h)
+            vstore(Yc, i * V, y)
+        best = _locate(sb, best, runmax, hbuf, lane_buf, m, j, 1, end_i, end_j, zero, one)
+    vstore(lane_buf, 0, best)
+    for lane in range(V):
+        out[lane] = lane_buf[lane]
+
+
+@njit(nogil=True, cache=True)
+def _locate(sb, best, runmax, hbuf, lane_buf, m, j0, width, end_i, end_j, zero, one):
+    """Fold a strip's maxima ``sb`` into the lanes' best and end cells; return the new best.
+
+    ``runmax[i]`` holds the strip's running maximum after row i (non-decreasing in i), so
+    the first row holding a lane's strip maximum is a binary search away.
+    """
+    V = lane_buf.shape[0] // 3
+    KV = STRIP * V
+    pending = vand(veq(vmax(sb, best), sb), vne(sb, zero))  # sb >= best and sb > 0
+    if vany(pending):
+        vstore(lane_buf, 0, sb)
+        vstore(lane_buf, V, best)
+        vstore(lane_buf, 2 * V, vselect(pending, one, zero))
+        for lane in range(V):
+            if lane_buf[2 * V + lane] == 0:
+                continue
+            value = lane_buf[lane]
+            lo, hi = 1, m  # the first row whose running maximum reaches value
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if runmax[mid * V + lane] >= value:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            if value > lane_buf[V + lane] or lo < end_i[lane]:
+                k = 0
+                while k < width - 1 and hbuf[lo * KV + k * V + lane] != value:
+                    k += 1
+                end_i[lane] = lo
+                end_j[lane] = j0 + k + 1
+    return vmax(best, sb)
+
+
+def run_pass_ends(width, codes, lengths, queries, qsel, scoring):
+    """Local scores and end cells of queries ``qsel`` against every lane at one width.
+
+    Returns ``(scores [S, L] int64, a_end [S, L], b_end [S, L], saturated [S, L])``.
+    """
+    matrix = padded_matrix(scoring, width)
+    lo, top = _RANGE[width]
+    groups, group_n, _ = lane_groups(codes, lengths, width, matrix.shape[0] - 1)
+    shape = (len(qsel), groups.shape[0], groups.shape[2])
+    out = np.empty(shape, dtype=DTYPES[width])
+    end_i = np.empty(shape, dtype=np.int64)
+    end_j = np.empty(shape, dtype=np.int64)
+    sweep_ends(
+        groups, group_n, queries.codes, queries.lengths, qsel, matrix,
+        scoring.gap_open, scoring.gap_extend, lo, out, end_i, end_j,
+    )  # fmt: skip
+    L = len(lengths)
+    scores = out.reshape(len(qsel), -1)[:, :L].astype(np.int64)
+    return (
+        scores,
+        end_i.reshape(len(qsel), -1)[:, :L],
+        end_j.reshape(len(qsel), -1)[:, :L],
+        scores >= top,
+    )
+
+
+@njit(nogil=True, cache=True)
+def pair_ends_int64(a, b, matrix, o, e):
+    """Local score and first row-major best cell of one pair in int64 scalars."""
+    m, n = a.shape[0], b.shape[0]
+    neg = -(2**62)
+    H = np.zeros(n + 1, dtype=np.int64)
+    D = np.full(n + 1, neg, dtype=np.int64)
+    best, bi, bj = 0, 0, 0
+    for i in range(1, m + 1):
+        diag = H[0]
+        ih = neg
+        ai = a[i - 1]
+        for j in range(1, n + 1):
+            D[j] = max(D[j] - e, H[j] - o - e)
+            ih = max(ih - e, H[j - 1] - o - e)
+            h = max(diag + matrix[ai, b[j - 1]], D[j], ih, 0)
+            if h > best:
+                best, bi, bj = h, i, j
+            diag = H[j]
+            H[j] = h
+    return best, bi, bj
+
+
+def score_block_ends(task: Task, queries: QueryBatch, block: ReferenceBlock):
+    """Local scores and end cells of a batch against a block.
+
+    Returns ``(BlockScores, a_end [Q, W], b_end [Q, W])``: narrow passes first, then only
+    the saturated pairs wider, as :func:`dpalign.simd.pairwise.score_block`; pairs beyond
+    int32 in scalar int64. Pairs that the striped kernel rescored (a few saturated lanes of
+    a block) have ends -1: not known without a traceback.
+    """
+    scoring = task.scoring
+    W, Q = block.width, len(queries)
+    scores = np.zeros((Q, W), dtype=np.int64)
+    width = np.zeros((Q, W), dtype=np.uint8)
+    a_end = np.zeros((Q, W), dtype=np.int64)
+    b_end = np.zeros((Q, W), dtype=np.int64)
+    lengths = np.asarray(block.lengths, dtype=np.int64)
+    qlens = np.asarray(queries.lengths, dtype=np.int64)
+    live_lanes = np.flatnonzero(lengths > 0)
+    live_queries = np.flatnonzero(qlens > 0)
+    width[:] = 8  # empty sides: local score 0 at (0, 0)
+    if not live_lanes.size or not live_queries.size:
+        return BlockScores(scores, width), a_end, b_end
+    codes = block.codes if len(live_lanes) == W else block.codes[:, live_lanes]
+    sub_lens = lengths[live_lanes]
+    todo = [(live_queries, np.arange(len(live_lanes)))]
+    for step, w in enumerate(_local_widths(scoring, len(live_lanes) > 32)):
+        next_todo = []
+        if w == 16 and step > 0:  # few saturated lanes: scores from the striped kernel,
+            todo, few = _split_few(todo)  # their ends left to the traceback (-1)
+            next_todo.extend(
+                _striped_pairs(few, codes, sub_lens, live_lanes, queries, scoring, scores, width)
+            )
+            for qsel, lanes in few:
+                a_end[np.ix_(qsel, live_lanes[lanes])] = -1
+                b_end[np.ix_(qsel, live_lanes[lanes])] = -1
+        for qsel, lanes in todo:
+            whole = lanes.size == len(live_lanes)
+            sub = codes if whole else np.ascontiguousarray(codes[:, lanes])
+            got, ei, ej, sat = run_pass_ends(w, sub, sub_lens[lanes], queries, qsel, scoring)
+            cols = live_lanes[lanes]
+            if not sat.any():
+                where = np.ix_(qsel, cols)
+                scores[where], a_end[where], b_end[where], width[where] = got, ei, ej, w
+                continue
+            for row, q in enumerate(qsel):
+                ok = ~sat[row]
+                scores[q, cols[ok]] = got[row, ok]
+                a_end[q, cols[ok]] = ei[row, ok]
+                b_end[q, cols[ok]] = ej[row, ok]
+                width[q, cols[ok]] = w
+            next_todo.extend(_group_saturated(qsel, lanes, sat))
+        todo = next_todo
+        if not todo:
+            break
+    matrix = scoring.matrix.astype(np.int64)
+    for qsel, lanes in todo:
+        for q in qsel:
+            a = queries.codes[q, : qlens[q]]
+            for lane in live_lanes[lanes]:
+                b = np.ascontiguousarray(block.codes[: lengths[lane], lane])
+                best, i, j = pair_ends_int64(a, b, matrix, scoring.gap_open, scoring.gap_extend)
+                scores[q, lane], a_end[q, lane], b_end[q, lane] = best, i, j
+                width[q, lane] = 64
+    return BlockScores(scores, width), a_end, b_end
+
+
+def ends_supported(task: Task) -> bool:
+    """Whether :func:`score_block_ends` applies: local pairwise with ``o + e > 0``."""
+    sc = task.scoring
+    return (
+        task.kernel == "pairwise"
+        and task.mode == "local"
+        and sc.gap_open + sc.gap_extend > 0
+        and bool(_local_widths(sc, True))
+    )

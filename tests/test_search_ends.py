@@ -1,0 +1,98 @@
+"""End cells from the scoring pass: search hits know where they end without a traceback."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pairwise_cases import cases, texts
+
+from dpalign import reference
+from dpalign.engine import Task, query_batch, reference_blocks
+from dpalign.scoring import Scoring
+from dpalign.search import Database, search
+from dpalign.simd.ends import ends_supported, score_block_ends
+
+LOCAL_GAPS = [1, 2, 3, (2, 1), (3, 1), (5, 2), (11, 1), (0, 2), (1, 0)]
+
+
+def _check_hits(hits, query, targets, scoring):
+    for h in hits:
+        ref = reference.pairwise_align(
+            scoring.encode(query),
+            scoring.encode(targets[h.index]),
+            scoring.matrix,
+            scoring.gap_open,
+            scoring.gap_extend,
+            "local",
+        )
+        assert h.score == ref.score
+        assert h.end_known
+        assert (h.query_end, h.target_end) == (ref.a_end, ref.b_end)
+        assert h._alignment is None  # the ends came without a traceback
+
+
+@settings(max_examples=25, deadline=None)
+@given(case=cases(modes=["local"], gaps=LOCAL_GAPS), data=st.data(), n=st.integers(0, 80))
+def test_local_hit_ends_are_the_references_without_a_traceback(case, data, n):
+    targets = [data.draw(texts(case.letters, 0, 30)) for _ in range(n)]
+    query = data.draw(texts(case.letters, 0, 30))
+    db = Database(targets, sub_score=case.sub)
+    hits = search(query, db, n, "local", case.sub, case.gap)
+    _check_hits(hits, query, targets, case.scoring)
+
+
+@pytest.mark.parametrize("copies", [1, 12])
+def test_ends_survive_saturation(copies):
+    # Scores above 127 leave the int8 pass: 12 such lanes go through the int16 lanes pass
+    # (ends kept), one through the striped kernel (ends from the traceback, then checked).
+    rng = np.random.default_rng(copies)
+    letters = list("ACGT")
+    targets = ["".join(rng.choice(letters, rng.integers(20, 60))) for _ in range(100)]
+    query = "".join(rng.choice(letters, 160))
+    for k in range(copies):
+        targets[3 + 7 * k] = "TT" + query[k : k + 150] + "GG"
+    scoring = Scoring((1, -1), (2, 1))
+    hits = search(query, targets, 100, "local", (1, -1), (2, 1), backend="numba")
+    strong = [h for h in hits if h.score > 127]
+    assert len(strong) == copies
+    if copies == 1:
+        assert not strong[0].end_known  # rescored alone by the striped kernel
+        ref = reference.pairwise_align(
+            scoring.encode(query),
+            scoring.encode(targets[3]),
+            scoring.matrix,
+            2,
+            1,
+            "local",
+        )
+        assert (strong[0].query_end, strong[0].target_end) == (ref.a_end, ref.b_end)
+        hits = [h for h in hits if h.end_known]
+    _check_hits(hits, query, targets, scoring)
+
+
+def test_block_ends_against_the_oracle_with_ties_and_int32():
+    # 2/-3 DNA is full of ties between cells; a huge match score forces int32 and int64.
+    rng = np.random.default_rng(9)
+    for scoring in (Scoring((2, -3), (5, 2)), Scoring((100, -1), (1, 1))):
+        targets = [rng.integers(0, 4, rng.integers(0, 40)).astype(np.uint8) for _ in range(70)]
+        queries = [rng.integers(0, 4, rng.integers(0, 30)).astype(np.uint8) for _ in range(3)]
+        queries.append(np.concatenate([targets[0]] * 3))
+        block = reference_blocks(targets, width=128)[0]
+        task = Task("pairwise", scoring, "local", (False,) * 4)
+        got, a_end, b_end = score_block_ends(task, query_batch(queries), block)
+        for q, query in enumerate(queries):
+            for lane, target in enumerate(targets):
+                ref = reference.pairwise_align(
+                    query, target, scoring.matrix, scoring.gap_open, scoring.gap_extend, "local"
+                )
+                known = a_end[q, lane] >= 0
+                assert got.scores[q, lane] == ref.score
+                assert not known or (a_end[q, lane], b_end[q, lane]) == (ref.a_end, ref.b_end)
+
+
+def test_other_modes_and_free_gaps_leave_ends_to_the_traceback():
+    assert not ends_supported(Task("pairwise", Scoring((1, -1), 0), "local"))
+    assert not ends_supported(Task("pairwise", Scoring((1, -1), 2), "global"))
+    hits = search("ACGTACGT", ["ACGTTT", "CGTA"], 2, "semiglobal")
+    assert not any(h.end_known for h in hits)
+    assert hits[0].query_end == 8  # from the traceback
