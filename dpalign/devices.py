@@ -102,7 +102,12 @@ def _add_opencl_features(devices: list[dict]) -> None:
 
 def describe_devices() -> dict:
     """Everything ``dpalign devices`` prints."""
-    from . import backends
+    from .engine import available_backends
 
     devices, error = opencl_devices()
-    return {"cpu": cpu_info(), "opencl": devices, "opencl_error": error, "backends": backends()}
+    return {
+        "cpu": cpu_info(),
+        "opencl": devices,
+        "opencl_error": error,
+        "backends": available_backends(),
+    }

@@ -18,10 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .engine import Backend, ReferenceBlock, Task, get_backend, query_batch
+from .engine import Backend, ReferenceBlock, Task, cpu_backend, get_backend, query_batch
 from .errors import OptionError
 from .pairwise import Alignment, align, encode_many
-from .pairwise import block_width as block_width_for
 from .scoring import Scoring, as_scoring, free_ends_tuple
 
 
@@ -57,8 +56,9 @@ class Database:
         Decides the alphabet the targets are encoded in (a search with another alphabet
         re-encodes them from their text).
     block_width : int, optional
-        Lanes per block for the numba kernels (default: 64, the int8 lanes of one AVX-512
-        register, up to 512 for large databases; see :func:`dpalign.pairwise.block_width`).
+        Lanes per block for every backend (default: the lanes each backend prefers, asked
+        once per backend; the CPU backend's is 64, the int8 lanes of one AVX-512 register,
+        up to 512 for large databases).
 
     Notes
     -----
@@ -95,7 +95,8 @@ class Database:
             raise OptionError(f"{len(names)} names for {len(codes)} sequences")
         self.names = names
         self.alphabet = scoring.alphabet
-        self.block_width = int(block_width or block_width_for(None, len(codes)))
+        self._fixed_width = block_width is not None
+        self.block_width = int(block_width or cpu_backend().block_width("pairwise", len(codes)))
         self._codes = {scoring.alphabet: codes}
         self.lengths = np.fromiter((len(c) for c in codes), dtype=np.int64, count=len(codes))
         # Longest first: worker threads take blocks in order (heaviest first balances them).
@@ -103,7 +104,6 @@ class Database:
         self._start, self._end = 0, len(codes)
         self._block_cache = {}
         self._root = self
-        self.blocks(scoring.alphabet)  # pack now: the database is reused across queries
 
     # ----------------------------------------------------------------------------------------
 
@@ -147,6 +147,18 @@ class Database:
             ]
             self._codes[alphabet] = encoded
         return self._codes[alphabet]
+
+    def layout_width(self, backend: Backend) -> int:
+        """Lanes per block for ``backend``: the width given at construction, else the one
+        the backend prefers for the whole database (packed once per width, then shared by
+        every view and query)."""
+        if self._fixed_width:
+            return self.block_width
+        return backend.block_width("pairwise", len(self._root.lengths))
+
+    def score_codes(self, q_codes, scoring, mode, ends, backend, progress=None):
+        """:func:`score_database` of this view (``dpalign.score`` with a Database)."""
+        return score_database(q_codes, self, scoring, mode, ends, backend, progress)
 
     def blocks(self, alphabet=None, width: int | None = None) -> list[ReferenceBlock]:
         """This view's targets as inter-sequence blocks (lanes in length order)."""
@@ -350,7 +362,7 @@ def score_database(
     """
     single = isinstance(q_codes, np.ndarray)
     batch = query_batch([q_codes] if single else list(q_codes))
-    width = database.block_width if backend.name == "numba" else block_width_for(backend, 0)
+    width = database.layout_width(backend)
     blocks = database.blocks(scoring.alphabet, width)
     task = Task("pairwise", scoring, mode, tuple(ends))
     results = backend.score(task, batch, blocks, progress)

@@ -16,11 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..contract import Backend, BlockScores
-from ..engine import register
+from ..contract import Backend, BlockScores, RegionFill, RegionFiller
 from ..errors import BackendUnavailable, OptionError
-from .context import device_context, list_devices
+from .antidiagonal import KERNELS as AD_KERNELS
+from .context import device_context, list_devices, wait_totals
+from .papara import KERNELS as PAPARA_KERNELS
 from .papara import PaparaRunner
+from .search import KERNELS as SEARCH_KERNELS
 from .search import SearchRunner
 
 
@@ -48,7 +50,31 @@ def concatenate(blocks) -> tuple[np.ndarray, np.ndarray]:
     return states, flags
 
 
-@register
+class DeviceRegions(RegionFiller):
+    """One long pair on the device (:class:`~dpalign.kernels_cl.antidiagonal.PairOnDevice`)
+    behind the engine's region contract."""
+
+    def __init__(self, pair, neg_store: int) -> None:
+        self.pair = pair
+        self.neg_store = neg_store
+        self.tile_rows, self.tile_cols = pair.shape.rows, pair.shape.cols
+        self.label = f"opencl {pair.dctx.caps.name}"
+
+    @property
+    def cells(self) -> int:
+        return self.pair.cells
+
+    @property
+    def kernel_seconds(self) -> float:
+        return self.pair.kernel_seconds
+
+    def fill_region(self, r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads):
+        fill = self.pair.fill_region(
+            r0, c0, top, left, row_slot, col_slot, tile_rows, self.neg_store
+        )
+        return RegionFill(fill.last_row, fill.row_store, fill.col_store, fill.best)
+
+
 @dataclass
 class OpenCLBackend(Backend):
     """PaPaRa scoring (:mod:`dpalign.kernels_cl.papara`) and pairwise scores of queries
@@ -72,6 +98,8 @@ class OpenCLBackend(Backend):
     width: int | None = None
     stream: int = 0  # queues of their own on the device (a second host thread per GPU)
     name = "opencl"
+    kind = "device"
+    kernels = (*PAPARA_KERNELS, *SEARCH_KERNELS, *AD_KERNELS)
 
     @classmethod
     def available(cls, **options) -> bool:
@@ -79,6 +107,44 @@ class OpenCLBackend(Backend):
             return bool(list_devices())
         except BackendUnavailable:
             return False
+
+    @classmethod
+    def gpus(cls) -> list[str]:
+        """``platform:device`` ids of every OpenCL GPU on this machine (a work queue's
+        device workers)."""
+        try:
+            import pyopencl as cl
+
+            return [ident for ident, dev in list_devices() if dev.type & cl.device_type.GPU]
+        except (ImportError, BackendUnavailable):
+            return []
+
+    def prepare(self, task, queries, blocks):
+        if task.kernel == "papara" and len(queries) and blocks:
+            self._runner(task, blocks, int(queries.codes.max(initial=0)))
+
+    def device_wait(self):
+        return wait_totals()
+
+    def long_pair_cells(self):
+        # Every pair takes the long-pair path: its large regions fill on the device.
+        return 0
+
+    def region_filler(self, a, b, scoring, local, neg_store, tile=None):
+        from .antidiagonal import PairOnDevice, TileShape
+
+        shape = TileShape(*tile) if tile else None
+        pair = PairOnDevice(
+            device_context(self.device, self.stream),
+            a,
+            b,
+            scoring.matrix,
+            scoring.gap_open,
+            scoring.gap_extend,
+            local,
+            shape,
+        )
+        return DeviceRegions(pair, neg_store)
 
     def describe(self) -> str:
         from .. import config
