@@ -146,20 +146,22 @@ def _add_backend(parser: argparse.ArgumentParser, choices: list[str]) -> None:
 
 def _backend_from_args(args):
     """The backend the options ask for (Dask when a scheduler or worker count is given)."""
-    from .engine import get_backend
+    from .engine import backend_class, get_backend
 
     device = getattr(args, "device", None)
+    kind = "auto" if args.backend == "auto" else backend_class(args.backend).kind
     if args.scheduler or args.dask_workers:
-        if args.backend not in ("auto", "dask"):
+        if kind not in ("auto", "cluster"):
             raise DpalignError(
                 f"--scheduler/--dask-workers run on Dask; drop --backend {args.backend}"
             )
         return get_backend("dask", scheduler=args.scheduler, workers=args.dask_workers)
     if device is not None:
-        if args.backend == "opencl":
-            return get_backend("opencl", device=device)
-        if args.backend in ("hybrid", "auto"):
-            return get_backend("hybrid", threads=args.threads, devices=[device])
+        if kind == "device":
+            return get_backend(args.backend, device=device)
+        if kind in ("pool", "auto"):
+            pool = "hybrid" if kind == "auto" else args.backend
+            return get_backend(pool, threads=args.threads, devices=[device])
         raise DpalignError(f"--device applies to --backend opencl or hybrid, not {args.backend}")
     return get_backend(args.backend, threads=args.threads)
 
@@ -382,9 +384,10 @@ def _run_bench(args) -> int:
                 f"(available: {', '.join(backends())})"
             )
     else:
-        from .hybrid.backend import gpu_selectors
+        from .engine import cpu_backend, device_backends
 
-        chosen = ("numba", "opencl") if gpu_selectors() else ("numba",)
+        devices = tuple(cls.name for cls in device_backends() if cls.gpus())
+        chosen = (cpu_backend().name, *devices)
     settings = suites.Settings(
         args.suite, chosen, args.threads, args.scale, not args.no_peers, args.repeat
     )
@@ -662,9 +665,12 @@ def _pretty(name_a: str, name_b: str, aln, width: int = 60) -> str:
 
 
 def _run_align(args) -> int:
+    from .engine import backend_class
     from .pairwise import align
 
-    if args.device is not None and args.backend != "opencl":
+    if args.device is not None and (
+        args.backend == "auto" or backend_class(args.backend).kind != "device"
+    ):
         raise DpalignError(f"--device applies to --backend opencl, not {args.backend}")
     scoring = _scoring(args)
     recs_a, codes_a = _read_encoded(args.a, scoring)

@@ -141,6 +141,11 @@ class HybridBackend(Backend):
                 workers.append(worker)
         return workers
 
+    def block_width(self, kernel, n_targets):
+        # The CPU workers' layout (the pairwise int8 pass needs its 64-lane groups); a device
+        # backend reads any block width.
+        return cpu_backend(self._n_cpu()).block_width(kernel, n_targets)
+
     def close(self) -> None:
         """Stop the device processes."""
         for child in self._children.values():

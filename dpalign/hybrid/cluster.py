@@ -43,7 +43,7 @@ def _score_task(task, queries, blocks, start: int, stop: int, first: int, last: 
 
 @dataclass
 class DaskBackend(Backend):
-    """Score on a Dask cluster.
+    """Score on a Dask cluster (``kind = "cluster"``).
 
     Parameters
     ----------
@@ -62,6 +62,7 @@ class DaskBackend(Backend):
     tasks_per_worker: int = 4
     retries: int = 2
     name = "dask"
+    kind = "cluster"
 
     def __post_init__(self) -> None:
         self._client = None
