@@ -480,6 +480,8 @@ def _run_devices(args) -> int:
             f"{dev['local_mem_kib']:.0f} KiB local{features}{chosen}"
         )
     print("Backends available: " + ", ".join(info["backends"]))
+    for backend, names in info["kernels"].items():
+        print(f"Kernels of {backend} ({len(names)}): " + ", ".join(names))
     return 0
 
 

@@ -1,0 +1,67 @@
+"""The engine's table drives these tests: every (kernel family, backend) that scores, against the
+reference; every name in the table follows the naming grammar."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpalign import engine
+from dpalign.engine import ReferenceBackend, Task, get_backend, query_batch, reference_blocks
+from dpalign.scoring import PaparaScoring, Scoring
+
+FAMILIES = {"nw", "sg", "sw", "papara"}
+OPS = {"score", "trace", "fill"}
+WIDTHS = {"i8", "i16", "i32", "i64"}
+
+
+def test_every_table_name_follows_the_grammar():
+    table = engine.kernel_table()
+    assert len({e.name for e in table}) == len(table) > 0
+    for e in table:
+        assert e.family in FAMILIES and e.op in OPS and e.width in WIDTHS, e.name
+        assert e.name == f"{e.family}_{e.op}_{e.backend}_{e.strategy}_{e.width}"
+        assert e.backend in engine.backend_names()
+
+
+def _problem(kernel: str, rng):
+    if kernel == "papara":
+        states = rng.integers(1, 16, (40, 30)).astype(np.uint8)
+        flags = (rng.random((40, 30)) < 0.2).astype(np.uint8)
+        reads = [(1 << rng.integers(0, 4, rng.integers(1, 25))).astype(np.uint8) for _ in range(9)]
+        blocks = reference_blocks(list(states), flags=list(flags), dtype=np.uint8)
+        return [Task("papara", PaparaScoring())], query_batch(reads), blocks
+    scoring = Scoring((2, -3), (5, 2))
+    queries = [rng.integers(0, 4, rng.integers(1, 30)).astype(np.uint8) for _ in range(5)]
+    targets = [rng.integers(0, 4, rng.integers(1, 40)).astype(np.uint8) for _ in range(70)]
+    tasks = [
+        Task("pairwise", scoring, "global", (False,) * 4),
+        Task("pairwise", scoring, "local", (False,) * 4),
+        Task("pairwise", scoring, "semiglobal", (False, False, True, True)),
+    ]
+    return tasks, query_batch(queries), reference_blocks(targets, width=64)
+
+
+@pytest.mark.parametrize(("kernel", "backend"), engine.kernel_families())
+def test_every_scoring_backend_of_the_table_equals_the_reference(kernel, backend, cl_device):
+    if backend not in engine.available_backends():
+        pytest.skip(f"backend {backend} is not available here")
+    options = {"device": cl_device} if engine.backend_class(backend).kind == "device" else {}
+    runner = get_backend(backend, **options)
+    tasks, queries, blocks = _problem(kernel, np.random.default_rng(7))
+    for task in tasks:
+        want = ReferenceBackend().score(task, queries, blocks)
+        got = runner.score(task, queries, blocks)
+        for w, g, block in zip(want, got, blocks, strict=True):
+            live = block.ids >= 0
+            np.testing.assert_array_equal(g.scores[:, live], w.scores[:, live], err_msg=task.mode)
+
+
+@pytest.mark.parametrize("backend", engine.backend_names())
+def test_every_backend_reaches_a_tracer(backend):
+    cls = engine.backend_class(backend)
+    tracer = cls() if cls.traces else engine.cpu_backend()
+    assert tracer.traces
+    task = Task("pairwise", Scoring(), "global", (False,) * 4)
+    a, b = Scoring().encode("ACGT"), Scoring().encode("AGT")
+    assert tracer.align_pair(task, a, b)[0] == ReferenceBackend().align_pair(task, a, b)[0]
