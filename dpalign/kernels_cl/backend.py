@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import config
 from ..contract import Backend, BlockScores, RegionFill, RegionFiller
 from ..errors import BackendUnavailable, OptionError
 from .antidiagonal import KERNELS as AD_KERNELS
@@ -25,17 +26,23 @@ from .papara import PaparaRunner
 from .search import KERNELS as SEARCH_KERNELS
 from .search import SearchRunner
 
+#: Profiles are padded to a multiple of this many lanes (the engine's default block width).
+LANE_GROUP = config.BLOCK_WIDTH
+
 
 def concatenate(blocks) -> tuple[np.ndarray, np.ndarray]:
     """The blocks' lanes side by side: ``(states, flags)`` of shape ``[n, 32 * blocks]``.
 
-    PaPaRa profiles all span the same columns; padding lanes (length 0) are left empty.
+    PaPaRa profiles all span the same columns; padding lanes (length 0) are left empty. One
+    block laid out by this backend's own width (the engine's packer) is used as it is.
     """
     lengths = np.concatenate([b.lengths for b in blocks])
     real = lengths[lengths > 0]
     if real.size and (real != real[0]).any():
         raise OptionError("the opencl backend scores PaPaRa profiles, which share one length")
     n = int(real[0]) if real.size else 0
+    if len(blocks) == 1 and blocks[0].flags is not None and blocks[0].codes.shape[0] == n:
+        return blocks[0].codes, blocks[0].flags
     width = sum(b.width for b in blocks)
     dtype = np.result_type(*(b.codes.dtype for b in blocks))
     states = np.zeros((n, width), dtype=dtype)
@@ -119,6 +126,13 @@ class OpenCLBackend(Backend):
         except (ImportError, BackendUnavailable):
             return []
 
+    def block_width(self, kernel, n_targets):
+        if kernel == "papara":
+            # Every profile in one block: the kernels read all profiles side by side (cut into
+            # work-groups on the device), so smaller blocks were only concatenated back.
+            return max(LANE_GROUP, -(-n_targets // LANE_GROUP) * LANE_GROUP)
+        return config.BLOCK_WIDTH
+
     def prepare(self, task, queries, blocks):
         if task.kernel == "papara" and len(queries) and blocks:
             self._runner(task, blocks, int(queries.codes.max(initial=0)))
@@ -147,8 +161,6 @@ class OpenCLBackend(Backend):
         return DeviceRegions(pair, neg_store)
 
     def describe(self) -> str:
-        from .. import config
-
         design = self.design or config.OPENCL_DESIGN
         return f"opencl ({device_context(self.device, self.stream).describe()}; {design} design)"
 
