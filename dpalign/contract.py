@@ -13,6 +13,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -200,7 +201,7 @@ class Backend(abc.ABC):
     name = "abstract"
     kind = "cpu"
     #: The engine's table entries this backend runs (``{family}_{op}_{backend}_..._{width}``).
-    kernels: tuple[str, ...] = ()
+    kernels: ClassVar[tuple[str, ...]] = ()
     #: This backend traces alignments back itself (else the engine's traceback door uses the
     #: CPU backend).
     traces = False

@@ -101,9 +101,17 @@ def device_backends() -> list[type[Backend]]:
     return [cls for _, cls in sorted(_REGISTRY.items()) if cls.kind == "device"]
 
 
+def _fields(cls) -> set[str]:
+    return {f.name for f in fields(cls)} if hasattr(cls, "__dataclass_fields__") else set()
+
+
 def _options_for(cls: type[Backend], options: dict) -> dict:
-    """The options ``cls`` takes (a device for a CPU backend is left out)."""
-    names = {f.name for f in fields(cls)} if hasattr(cls, "__dataclass_fields__") else set()
+    """The options ``cls`` takes; options of other backends (a device for a CPU backend) are
+    left out, options no backend takes are an error."""
+    unknown = set(options) - set().union(*(_fields(c) for c in _REGISTRY.values()))
+    if unknown:
+        raise OptionError(f"no backend takes the option(s) {', '.join(sorted(unknown))}")
+    names = _fields(cls)
     return {k: v for k, v in options.items() if k in names}
 
 
