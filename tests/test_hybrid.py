@@ -352,3 +352,20 @@ def test_a_take_that_meets_the_cpu_units_is_one_launch(problem):
     np.testing.assert_array_equal(got[10:20, :lanes], expected[10:20, :lanes])
     assert not got[10:20, lanes:].any() and not got[20:].any()  # not this worker's
     shared.close()
+
+
+@needs_numba
+def test_hybrid_pairwise_runs_the_int8_pass():
+    """The hybrid queue packs pairwise targets at its CPU workers' width, so their int8 lanes
+    run (32-lane blocks skipped that pass, and every score came from int16)."""
+    from dpalign import score
+    from dpalign.hybrid import HybridBackend
+
+    rng = np.random.default_rng(5)
+    queries = ["".join(rng.choice(list("ACGT"), 40)) for _ in range(3)]
+    targets = ["".join(rng.choice(list("ACGT"), int(n))) for n in rng.integers(5, 60, 150)]
+    hybrid = HybridBackend(devices=[], cpu_workers=2)
+    got, width = score(queries, targets, "local", backend=hybrid, with_width=True)
+    want = score(queries, targets, "local", backend="reference")
+    np.testing.assert_array_equal(got, want)
+    assert (width == 8).any()
