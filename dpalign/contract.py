@@ -57,12 +57,15 @@ class QueryBatch:
 
 @dataclass(frozen=True)
 class ReferenceBlock:
-    """W references in the inter-reference layout.
+    """W references in the inter-reference layout, or one after another (ragged).
 
     Attributes
     ----------
-    codes : ndarray, shape (n_max, W)
-        Element i of reference w at ``codes[i, w]``; padding is 0.
+    codes : ndarray, shape (n_max, W), or (total,) when ragged
+        Element i of reference w at ``codes[i, w]``; padding is 0. Ragged (1-D): the
+        references one after another, lane w at ``codes[offsets[w] : offsets[w] + lengths[w]]``
+        (the layout a backend that re-packs targets itself asks for, see
+        :meth:`Backend.block_layout`).
     lengths : ndarray, shape (W,), int64
         0 for padding lanes.
     ids : ndarray, shape (W,), int64
@@ -78,7 +81,26 @@ class ReferenceBlock:
 
     @property
     def width(self) -> int:
-        return self.codes.shape[1]
+        return len(self.lengths)
+
+    @property
+    def ragged(self) -> bool:
+        return self.codes.ndim == 1
+
+    def lane(self, w: int) -> np.ndarray:
+        """The codes of lane ``w`` (a view), in either layout."""
+        n = int(self.lengths[w])
+        if self.ragged:
+            start = int(self.lengths[:w].sum())
+            return self.codes[start : start + n]
+        return self.codes[:n, w]
+
+    def lanes(self) -> list[np.ndarray]:
+        """The codes of every lane (views), in lane order."""
+        if not self.ragged:
+            return [self.codes[: int(n), w] for w, n in enumerate(self.lengths)]
+        ends = np.cumsum(self.lengths).tolist()
+        return [self.codes[e - n : e] for e, n in zip(ends, self.lengths.tolist(), strict=True)]
 
     @property
     def residues(self) -> int:
@@ -229,6 +251,11 @@ class Backend(abc.ABC):
         """Lanes per reference block this backend prefers for ``n_targets`` references of a
         kernel family (the engine's packer asks once per run)."""
         return config.BLOCK_WIDTH
+
+    def block_layout(self, kernel: str) -> str:
+        """``"lanes"`` (the inter-reference 2-D layout every kernel reads) or ``"ragged"``
+        (references one after another, for a backend that lays its targets out itself)."""
+        return "lanes"
 
     def prepare(self, task: Task, queries: QueryBatch, blocks: Sequence[ReferenceBlock]) -> None:
         """Lay the blocks out (and upload them) for the coming :meth:`score` calls.

@@ -270,9 +270,12 @@ def pack(
     flags: Sequence[np.ndarray] | None = None,
     dtype=np.uint8,
 ) -> list[ReferenceBlock]:
-    """References in blocks of the lanes ``backend`` prefers for a kernel family."""
+    """References in blocks of the lanes and layout ``backend`` prefers for a kernel family."""
     width = backend.block_width(kernel, len(sequences))
-    return reference_blocks(sequences, width=width, flags=flags, order=order, dtype=dtype)
+    ragged = backend.block_layout(kernel) == "ragged"
+    return reference_blocks(
+        sequences, width=width, flags=flags, order=order, dtype=dtype, ragged=ragged
+    )
 
 
 def reference_blocks(
@@ -281,8 +284,9 @@ def reference_blocks(
     flags: Sequence[np.ndarray] | None = None,
     order: np.ndarray | None = None,
     dtype=np.uint8,
+    ragged: bool = False,
 ) -> list[ReferenceBlock]:
-    """Lay references out in blocks of ``width`` lanes (inter-reference layout).
+    """Lay references out in blocks of ``width`` lanes (inter-reference layout, or ragged).
 
     Parameters
     ----------
@@ -295,6 +299,8 @@ def reference_blocks(
     order : ndarray, optional
         The order in which references fill lanes (e.g. sorted by length so that a block's
         lanes have similar lengths); default: as given.
+    ragged : bool
+        Each block's references one after another in a 1-D array (no flags).
     """
     order = np.arange(len(sequences)) if order is None else np.asarray(order)
     blocks = []
@@ -304,6 +310,11 @@ def reference_blocks(
         ids[: len(chunk)] = chunk
         lengths = np.zeros(width, dtype=np.int64)
         lengths[: len(chunk)] = [len(sequences[k]) for k in chunk]
+        if ragged:
+            parts = [np.asarray(sequences[k], dtype=dtype) for k in chunk]
+            codes = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+            blocks.append(ReferenceBlock(codes, lengths, ids))
+            continue
         n_max = int(lengths.max()) if len(chunk) else 0
         codes = np.zeros((n_max, width), dtype=dtype)
         block_flags = np.zeros((n_max, width), dtype=np.uint8) if flags is not None else None
@@ -400,7 +411,7 @@ class ReferenceBackend(Backend):
                 else:
                     sc = task.scoring
                     for lane in targets:
-                        target = block.codes[: block.lengths[lane], lane]
+                        target = block.lane(lane)
                         scores[q, lane] = reference.pairwise_score(
                             read,
                             target,

@@ -154,29 +154,36 @@ class Database:
         every view and query)."""
         if self._fixed_width:
             return self.block_width
+        if backend.block_layout("pairwise") == "ragged":  # one block of this view's targets
+            return backend.block_width("pairwise", len(self))
         return backend.block_width("pairwise", len(self._root.lengths))
 
     def score_codes(self, q_codes, scoring, mode, ends, backend, progress=None):
         """:func:`score_database` of this view (``dpalign.score`` with a Database)."""
         return score_database(q_codes, self, scoring, mode, ends, backend, progress)
 
-    def blocks(self, alphabet=None, width: int | None = None) -> list[ReferenceBlock]:
-        """This view's targets as inter-sequence blocks (lanes in length order)."""
+    def blocks(
+        self, alphabet=None, width: int | None = None, ragged: bool = False
+    ) -> list[ReferenceBlock]:
+        """This view's targets as inter-sequence blocks (lanes in length order; ``ragged``:
+        each block's targets one after another)."""
         alphabet = alphabet or self.alphabet
         width = width or self.block_width
-        key = (alphabet, width)
+        key = (alphabet, width, ragged)
         if key not in self._block_cache:
             root = self._root
             if root is not self and self._start % width == 0:
                 # A view on block boundaries shares the root's blocks (the last one trimmed).
-                shared = root.blocks(alphabet, width)
+                shared = root.blocks(alphabet, width, ragged)
                 first, stop = self._start // width, -(-self._end // width)
                 chosen = list(shared[first:stop])
                 if chosen and self._end % width:
                     chosen[-1] = _trim(chosen[-1], self._end % width)
                 self._block_cache[key] = chosen
             else:
-                self._block_cache[key] = _pack(self.codes(alphabet), self.lengths, self.ids, width)
+                self._block_cache[key] = _pack(
+                    self.codes(alphabet), self.lengths, self.ids, width, ragged
+                )
         return self._block_cache[key]
 
 
@@ -192,10 +199,11 @@ def _trim(block: ReferenceBlock, lanes: int) -> ReferenceBlock:
     lengths = block.lengths.copy()
     ids[lanes:] = -1
     lengths[lanes:] = 0
-    return ReferenceBlock(block.codes, lengths, ids, block.flags)
+    codes = block.codes[: int(lengths.sum())] if block.ragged else block.codes
+    return ReferenceBlock(codes, lengths, ids, block.flags)
 
 
-def _pack(codes, lengths, ids, width) -> list[ReferenceBlock]:
+def _pack(codes, lengths, ids, width, ragged=False) -> list[ReferenceBlock]:
     blocks = []
     for start in range(0, len(ids), width):
         chunk = ids[start : start + width]
@@ -203,6 +211,11 @@ def _pack(codes, lengths, ids, width) -> list[ReferenceBlock]:
         lane_ids[: len(chunk)] = chunk
         lane_len = np.zeros(width, dtype=np.int64)
         lane_len[: len(chunk)] = lengths[chunk]
+        if ragged:
+            parts = [codes[k] for k in chunk]
+            flat = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+            blocks.append(ReferenceBlock(flat.astype(np.uint8, copy=False), lane_len, lane_ids))
+            continue
         packed = np.zeros((int(lane_len.max()), width), dtype=np.uint8)
         for lane, k in enumerate(chunk):
             packed[: lengths[k], lane] = codes[k]
@@ -363,7 +376,8 @@ def score_database(
     single = isinstance(q_codes, np.ndarray)
     batch = query_batch([q_codes] if single else list(q_codes))
     width = database.layout_width(backend)
-    blocks = database.blocks(scoring.alphabet, width)
+    ragged = backend.block_layout("pairwise") == "ragged"
+    blocks = database.blocks(scoring.alphabet, width, ragged)
     task = Task("pairwise", scoring, mode, tuple(ends))
     results = backend.score(task, batch, blocks, progress)
     ids = database.ids

@@ -65,3 +65,30 @@ def test_every_backend_reaches_a_tracer(backend):
     task = Task("pairwise", Scoring(), "global", (False,) * 4)
     a, b = Scoring().encode("ACGT"), Scoring().encode("AGT")
     assert tracer.align_pair(task, a, b)[0] == ReferenceBackend().align_pair(task, a, b)[0]
+
+
+def test_the_packer_lays_data_out_as_each_backend_asks(cl_device):
+    """OpenCL: PaPaRa profiles in one block its runner reads as it is; database targets in one
+    ragged block per view. Numba: its 64-lane int8 groups. Scores agree on every view."""
+    import dpalign
+    from dpalign.kernels_cl.backend import concatenate
+    from dpalign.search import Database
+
+    opencl, numba = get_backend("opencl", device=cl_device), get_backend("numba")
+    rng = np.random.default_rng(3)
+    states = rng.integers(1, 16, (45, 20)).astype(np.uint8)
+    flags = (rng.random((45, 20)) < 0.2).astype(np.uint8)
+    blocks = engine.pack(opencl, "papara", list(states), flags=list(flags))
+    assert len(blocks) == 1 and blocks[0].width == 64
+    assert concatenate(blocks)[0] is blocks[0].codes
+    assert {b.width for b in engine.pack(numba, "papara", list(states), flags=list(flags))} == {32}
+
+    targets = ["".join(rng.choice(list("ACGT"), int(n))) for n in rng.integers(0, 50, 90)]
+    queries = ["".join(rng.choice(list("ACGT"), 30)) for _ in range(3)]
+    db = Database(targets)
+    for view in (db, db[0:20], db[7:41], db[60:]):
+        want = dpalign.score(queries, view, "local", backend=numba)
+        np.testing.assert_array_equal(dpalign.score(queries, view, "local", backend=opencl), want)
+        laid = view.blocks(view.alphabet, view.layout_width(opencl), ragged=True)
+        assert len(laid) == 1 and laid[0].ragged and laid[0].width == len(view)
+        assert [len(t) for t in laid[0].lanes()] == view.lengths[view.ids].tolist()

@@ -127,11 +127,16 @@ class OpenCLBackend(Backend):
             return []
 
     def block_width(self, kernel, n_targets):
+        # Everything in one block: the PaPaRa kernels read all profiles side by side (cut into
+        # work-groups on the device), and the search runner sorts, packs and buckets its
+        # targets itself, so smaller blocks were only concatenated or unpacked again.
         if kernel == "papara":
-            # Every profile in one block: the kernels read all profiles side by side (cut into
-            # work-groups on the device), so smaller blocks were only concatenated back.
             return max(LANE_GROUP, -(-n_targets // LANE_GROUP) * LANE_GROUP)
-        return config.BLOCK_WIDTH
+        return max(1, n_targets)
+
+    def block_layout(self, kernel):
+        # Search targets one after another: no 2-D lane padding to unpack.
+        return "ragged" if kernel == "pairwise" else "lanes"
 
     def prepare(self, task, queries, blocks):
         if task.kernel == "papara" and len(queries) and blocks:
@@ -195,11 +200,7 @@ class OpenCLBackend(Backend):
         cached = getattr(self, "_search_cached", None)
         if cached is not None and cached[0] == key:
             return cached[1]
-        targets = [
-            block.codes[: int(block.lengths[lane]), lane]
-            for block in blocks
-            for lane in range(block.width)
-        ]
+        targets = [lane for block in blocks for lane in block.lanes()]
         runner = SearchRunner(device_context(self.device, self.stream), targets)
         self._search_cached = (key, runner, blocks)  # holding the blocks keeps their ids unique
         return runner
