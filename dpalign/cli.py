@@ -331,6 +331,11 @@ def _add_bench(sub) -> None:
     )
     p.add_argument("--repeat", type=_positive, default=1, help="best of this many runs per case")
     p.add_argument("--no-peers", action="store_true", help="dpalign backends only")
+    p.add_argument(
+        "--list",
+        action="store_true",
+        help="list the kernels of the chosen backends (the engine's table) and exit",
+    )
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument(
         "--plot",
@@ -388,6 +393,13 @@ def _run_bench(args) -> int:
 
         devices = tuple(cls.name for cls in device_backends() if cls.gpus())
         chosen = (cpu_backend().name, *devices)
+    if args.list:
+        from .engine import kernel_table
+
+        for backend in chosen:
+            for entry in kernel_table(backend=backend):
+                print(f"{entry.name}\t{entry.task}\t{backend}")
+        return 0
     settings = suites.Settings(
         args.suite, chosen, args.threads, args.scale, not args.no_peers, args.repeat
     )

@@ -92,3 +92,13 @@ def test_the_packer_lays_data_out_as_each_backend_asks(cl_device):
         laid = view.blocks(view.alphabet, view.layout_width(opencl), ragged=True)
         assert len(laid) == 1 and laid[0].ragged and laid[0].width == len(view)
         assert [len(t) for t in laid[0].lanes()] == view.lengths[view.ids].tolist()
+
+
+def test_bench_list_prints_the_table(capsys):
+    from dpalign.cli import main
+
+    assert main(["bench", "--list", "--backend", "reference"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[0] for line in lines] == [
+        e.name for e in engine.kernel_table(backend="reference")
+    ]
