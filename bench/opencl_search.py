@@ -308,7 +308,8 @@ def check(args):
 def _align_with(a, b, scoring, mode, tiling, device, traceback=True, stats=None, **pair_options):
     """align_long on the device with PairOnDevice options (shuffle, shape)."""
     from dpalign.kernels_cl import antidiagonal
-    from dpalign.longpair import _Aligner, _validate, plan_lanes
+    from dpalign.kernels_cl.backend import DeviceRegions
+    from dpalign.longpair import STATE_H, _Aligner, _validate, plan_lanes
 
     if not pair_options:
         return align_long(
@@ -334,9 +335,9 @@ def _align_with(a, b, scoring, mode, tiling, device, traceback=True, stats=None,
         mode == "local",
         **pair_options,
     )
+    pair = DeviceRegions(pair, lanes.neg_store)  # the engine's region contract
     from dpalign import config
     from dpalign.reference import PairwiseResult
-    from dpalign.simd import antidiagonal as K
 
     job = _Aligner(a, b, scoring, mode, ends, tiling, config.cpu_threads(), lanes, pair)
     region = job.global_region()
@@ -346,7 +347,7 @@ def _align_with(a, b, scoring, mode, tiling, device, traceback=True, stats=None,
         stats.record("device", pair.cells, pair.kernel_seconds)
     if not traceback:
         return PairwiseResult(score, a_end, a_end, b_end, b_end)
-    return job.finish(score, a_end, b_end, job.walk(region, points, a_end, b_end, K.STATE_H))
+    return job.finish(score, a_end, b_end, job.walk(region, points, a_end, b_end, STATE_H))
 
 
 # --------------------------------------------------------------------------------------------

@@ -45,6 +45,6 @@ __all__ = [
 
 def backends() -> list[str]:
     """Names of the backends that can run on this machine."""
-    from .engine import _REGISTRY, backend_names
+    from .engine import available_backends
 
-    return [name for name in backend_names() if _REGISTRY[name].available()]
+    return available_backends()

@@ -239,23 +239,25 @@ def _add_backend(parser: argparse.ArgumentParser, choices: list[str], dask: bool
 
 def _backend_from_args(args):
     """The backend the options ask for (Dask when a scheduler or worker count is given)."""
-    from .engine import get_backend
+    from .engine import backend_class, get_backend
 
     device = getattr(args, "device", None)
     _cap_threads(args)
+    kind = "auto" if args.backend == "auto" else backend_class(args.backend).kind
     scheduler = getattr(args, "scheduler", None)
     workers = getattr(args, "dask_workers", None)
     if scheduler or workers is not None:
-        if args.backend not in ("auto", "dask"):
+        if kind not in ("auto", "cluster"):
             raise DpalignError(
                 f"--scheduler/--dask-workers run on Dask; drop --backend {args.backend}"
             )
         return get_backend("dask", scheduler=scheduler, workers=workers)
     if device is not None:
-        if args.backend == "opencl":
-            return get_backend("opencl", device=device)
-        if args.backend in ("hybrid", "auto"):
-            return get_backend("hybrid", threads=args.threads, devices=[device])
+        if kind == "device":
+            return get_backend(args.backend, device=device)
+        if kind in ("pool", "auto"):
+            pool = "hybrid" if kind == "auto" else args.backend
+            return get_backend(pool, threads=args.threads, devices=[device])
         raise DpalignError(f"--device applies to --backend opencl or hybrid, not {args.backend}")
     return get_backend(args.backend, threads=args.threads)
 
@@ -489,6 +491,11 @@ def _add_bench(sub) -> None:
     )
     p.add_argument("--repeat", type=_positive, default=1, help="best of this many runs per case")
     p.add_argument("--no-peers", action="store_true", help="dpalign backends only")
+    p.add_argument(
+        "--list",
+        action="store_true",
+        help="list the kernels of the chosen backends (the engine's table) and exit",
+    )
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument(
         "--plot",
@@ -542,9 +549,17 @@ def _run_bench(args) -> int:
                 f"(available: {', '.join(backends())})"
             )
     else:
-        from .hybrid.backend import gpu_selectors
+        from .engine import cpu_backend, device_backends
 
-        chosen = ("numba", "opencl") if gpu_selectors() else ("numba",)
+        devices = tuple(cls.name for cls in device_backends() if cls.gpus())
+        chosen = (cpu_backend().name, *devices)
+    if args.list:
+        from .engine import kernel_table
+
+        for backend in chosen:
+            for entry in kernel_table(backend=backend):
+                print(f"{entry.name}\t{entry.task}\t{backend}")
+        return 0
     settings = suites.Settings(
         args.suite, chosen, args.threads, args.scale, not args.no_peers, args.repeat
     )
@@ -637,6 +652,8 @@ def _run_devices(args) -> int:
             f"{dev['local_mem_kib']:.0f} KiB local{features}{chosen}"
         )
     print("Backends available: " + ", ".join(info["backends"]))
+    for backend, names in info["kernels"].items():
+        print(f"Kernels of {backend} ({len(names)}): " + ", ".join(names))
     return 0
 
 
@@ -879,9 +896,12 @@ def _pretty(name_a: str, name_b: str, aln, width: int = 60) -> str:
 
 
 def _run_align(args) -> int:
+    from .engine import backend_class
     from .pairwise import align
 
-    if args.device is not None and args.backend != "opencl":
+    if args.device is not None and (
+        args.backend == "auto" or backend_class(args.backend).kind != "device"
+    ):
         raise DpalignError(f"--device applies to --backend opencl, not {args.backend}")
     _check_outputs({"--out": args.out}, {"A": args.a, "B": args.b})
     scoring = _scoring(args)
@@ -1036,6 +1056,7 @@ def _trace_back(hits, threads) -> None:
 
 
 def _run_search(args) -> int:
+    from .engine import backend_for
     from .errors import OptionError
     from .gcups import gcups
     from .search import Database, blast_coordinates, search_many, tabular_rows, within_evalue
@@ -1058,8 +1079,7 @@ def _run_search(args) -> int:
         raise OptionError("--evalue goes with --outfmt 6 (E-values)")
     if args.backend == "auto" and scoring.kernel_problem() is not None:
         args.backend = "reference"  # auto: the reference for schemes the kernels cannot run
-    backend = _backend_from_args(args)
-    scoring.require_kernels(backend.name)
+    backend = backend_for(_backend_from_args(args), scoring)
     run = backend.stats
     whole = time.perf_counter()
     with run.phase("read"):

@@ -13,9 +13,11 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
+from . import config
 from .errors import OptionError
 from .gcups import RunStats
 from .scoring import PaparaScoring, Scoring
@@ -55,12 +57,15 @@ class QueryBatch:
 
 @dataclass(frozen=True)
 class ReferenceBlock:
-    """W references in the inter-reference layout.
+    """W references in the inter-reference layout, or one after another (ragged).
 
     Attributes
     ----------
-    codes : ndarray, shape (n_max, W)
-        Element i of reference w at ``codes[i, w]``; padding is 0.
+    codes : ndarray, shape (n_max, W), or (total,) when ragged
+        Element i of reference w at ``codes[i, w]``; padding is 0. Ragged (1-D): the
+        references one after another, lane w at ``codes[offsets[w] : offsets[w] + lengths[w]]``
+        (the layout a backend that re-packs targets itself asks for, see
+        :meth:`Backend.block_layout`).
     lengths : ndarray, shape (W,), int64
         0 for padding lanes.
     ids : ndarray, shape (W,), int64
@@ -76,7 +81,26 @@ class ReferenceBlock:
 
     @property
     def width(self) -> int:
-        return self.codes.shape[1]
+        return len(self.lengths)
+
+    @property
+    def ragged(self) -> bool:
+        return self.codes.ndim == 1
+
+    def lane(self, w: int) -> np.ndarray:
+        """The codes of lane ``w`` (a view), in either layout."""
+        n = int(self.lengths[w])
+        if self.ragged:
+            start = int(self.lengths[:w].sum())
+            return self.codes[start : start + n]
+        return self.codes[:n, w]
+
+    def lanes(self) -> list[np.ndarray]:
+        """The codes of every lane (views), in lane order."""
+        if not self.ragged:
+            return [self.codes[: int(n), w] for w, n in enumerate(self.lengths)]
+        ends = np.cumsum(self.lengths).tolist()
+        return [self.codes[e - n : e] for e, n in zip(ends, self.lengths.tolist(), strict=True)]
 
     @property
     def residues(self) -> int:
@@ -123,12 +147,86 @@ Progress = Callable[[int], None]  # called with the number of cells just finishe
 
 
 @dataclass
+class RegionFill:
+    """What filling a DP region from its boundaries leaves behind (the long-pair contract).
+
+    Attributes
+    ----------
+    last_row : ndarray (2, w+1)
+        H and D of the region's last row.
+    row_store, col_store : ndarray
+        The checkpoint rows ``(R, 2, w+1)`` (H, D) and columns ``(C, 2, h+1)`` (H, I).
+    best : tuple (int, int, int)
+        Local mode: the first maximum of H in row-major order ``(H, i, j)`` over the region's
+        inner cells, or ``(0, 0, 0)``.
+    """
+
+    last_row: np.ndarray
+    row_store: np.ndarray
+    col_store: np.ndarray
+    best: tuple[int, int, int]
+
+
+class RegionFiller(abc.ABC):
+    """One long pair held by a backend, which fills any region of its DP matrix from the
+    region's boundaries (H, D of the top row; H, I of the left column), keeping the bottom
+    rows and right columns of the tile rows and columns it is asked to keep.
+
+    Attributes
+    ----------
+    tile_cols : int or None
+        Columns per tile, fixed by the backend (a device's compiled tile width), or None when
+        the caller chooses (``fill_region``'s ``tile_cols``).
+    tile_rows : int or None
+        The most rows per tile the backend takes, or None.
+    label : str
+        What fills (run statistics: cells and kernel seconds go under this name).
+    """
+
+    tile_cols: int | None = None
+    tile_rows: int | None = None
+    label: str = "cpu"
+    cells: int = 0
+    kernel_seconds: float = 0.0
+
+    @abc.abstractmethod
+    def fill_region(
+        self,
+        r0: int,
+        c0: int,
+        top: np.ndarray,
+        left: np.ndarray,
+        row_slot: np.ndarray,
+        col_slot: np.ndarray,
+        tile_rows: int,
+        tile_cols: int,
+        threads: int,
+    ) -> RegionFill:
+        """Fill rows ``r0 .. r0+h`` and columns ``c0 .. c0+w`` (h, w from the boundaries).
+
+        ``row_slot`` / ``col_slot`` give, per tile row / column, the checkpoint slot to keep
+        its bottom row / right column in, or -1.
+        """
+
+
+@dataclass
 class Backend(abc.ABC):
-    """A way to run kernels. Subclasses set ``name`` and implement :meth:`score`."""
+    """A way to run kernels. Subclasses set ``name`` and implement :meth:`score`.
+
+    The other methods have defaults that fit a backend which only scores; the engine asks
+    them rather than a backend's name (``kind`` says what it runs on: ``"cpu"``, ``"device"``
+    for one accelerator, ``"pool"`` for many workers, ``"oracle"`` for the reference).
+    """
 
     threads: int | None = None
     stats: RunStats = field(default_factory=RunStats)
     name = "abstract"
+    kind = "cpu"
+    #: The engine's table entries this backend runs (``{family}_{op}_{backend}_..._{width}``).
+    kernels: ClassVar[tuple[str, ...]] = ()
+    #: This backend traces alignments back itself (else the engine's traceback door uses the
+    #: CPU backend).
+    traces = False
 
     @classmethod
     def available(cls, **options) -> bool:
@@ -149,6 +247,47 @@ class Backend(abc.ABC):
         progress: Progress | None = None,
     ) -> list[BlockScores]:
         """Score every query against every block; return results in block order."""
+
+    def score_block(self, task: Task, queries: QueryBatch, block: ReferenceBlock) -> BlockScores:
+        """One block on the calling thread (a work queue's CPU unit)."""
+        return self.score(task, queries, [block])[0]
+
+    def block_width(self, kernel: str, n_targets: int) -> int:
+        """Lanes per reference block this backend prefers for ``n_targets`` references of a
+        kernel family (the engine's packer asks once per run)."""
+        return config.BLOCK_WIDTH
+
+    def block_layout(self, kernel: str) -> str:
+        """``"lanes"`` (the inter-reference 2-D layout every kernel reads) or ``"ragged"``
+        (references one after another, for a backend that lays its targets out itself)."""
+        return "lanes"
+
+    def prepare(self, task: Task, queries: QueryBatch, blocks: Sequence[ReferenceBlock]) -> None:
+        """Lay the blocks out (and upload them) for the coming :meth:`score` calls.
+
+        ``score`` does it on first use anyway; a work queue calls this ahead of its first
+        take so that the set-up stays out of the measured work. The default does nothing.
+        """
+        return  # a hook: most backends have nothing to lay out ahead
+
+    def device_wait(self) -> tuple[float, float]:
+        """(wall, CPU) seconds this thread spent waiting for a device so far (0 on a CPU)."""
+        return 0.0, 0.0
+
+    def long_pair_cells(self) -> int | None:
+        """Pairs with more cells than this take the long-pair path (tiles, linear-memory
+        traceback); None: never (the backend aligns any pair itself)."""
+        return config.LONG_PAIR_CELLS
+
+    def region_filler(
+        self, a, b, scoring: Scoring, local: bool, neg_store: int, tile=None
+    ) -> RegionFiller | None:
+        """The long pair ``a`` x ``b`` held for region fills on this backend's device, or
+        None when the backend has none (its regions are filled on the CPU).
+
+        ``neg_store`` is "-inf" of the 32-bit boundaries; ``tile`` a backend-specific tile
+        shape (tests force tiny ones)."""
+        return None
 
     def describe(self) -> str:
         """One line saying what runs (shown in run summaries)."""

@@ -102,7 +102,18 @@ def _add_opencl_features(devices: list[dict]) -> None:
 
 def describe_devices() -> dict:
     """Everything ``dpalign devices`` prints."""
-    from . import backends
+    from .engine import available_backends, kernel_table
 
     devices, error = opencl_devices()
-    return {"cpu": cpu_info(), "opencl": devices, "opencl_error": error, "backends": backends()}
+    available = available_backends()
+    kernels: dict[str, list[str]] = {}
+    for entry in kernel_table():
+        if entry.backend in available:
+            kernels.setdefault(entry.backend, []).append(entry.name)
+    return {
+        "cpu": cpu_info(),
+        "opencl": devices,
+        "opencl_error": error,
+        "backends": available,
+        "kernels": kernels,
+    }

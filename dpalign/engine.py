@@ -1,15 +1,27 @@
-"""The registry that finds backends by name, and the helpers that lay data out for them.
+"""The engine: the registry of backends and kernels, the packer, and the doors drivers use.
 
-Backends keep the contract in :mod:`dpalign.contract` (re-exported here). They register
-themselves with :func:`register`; :func:`get_backend` finds one by name, ``"auto"`` picking the
-fastest one available for the task.
+Drivers (``pairwise``, ``search``, ``longpair``, ``papara``) reach every backend through here
+and never by name:
+
+* the **registry**: :func:`get_backend` finds a backend by name (``"auto"``: the fastest one
+  available), :func:`kernel_table` lists every kernel of every backend under parasail-style
+  names (``{family}_{op}_{backend}_{strategy}_{width}``, e.g. ``sw_score_numba_inter_i8``);
+  the CLI, the tests and ``dpalign bench`` read that one table;
+* the **packer**: :func:`query_batch`, :func:`reference_blocks` and :func:`pack` lay data out
+  in the lanes a backend prefers (:meth:`Backend.block_width`, asked once per run);
+* the **traceback door**: :func:`align_pair`, :func:`align_papara` and :func:`score_pairs`
+  run on the backend when it traces, else on the CPU backend (:func:`tracer`);
+* the **long-pair region contract**: :func:`cpu_regions` and :func:`device_regions` hand the
+  long-pair driver something that fills a DP region from its boundaries.
+
+Backends keep the contract in :mod:`dpalign.contract` (re-exported here); the modules that
+define them are imported on first use, so ``import dpalign`` stays fast.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -21,6 +33,8 @@ from .contract import (  # noqa: F401  (re-exported: the contract's types)
     Progress,
     QueryBatch,
     ReferenceBlock,
+    RegionFill,
+    RegionFiller,
     Task,
 )
 from .errors import BackendUnavailable, OptionError
@@ -28,26 +42,37 @@ from .errors import BackendUnavailable, OptionError
 _REGISTRY: dict[str, type[Backend]] = {}
 #: Preference order for "auto" (first available wins).
 _AUTO_ORDER = ["hybrid", "numba", "reference"]
+_LOADED = [False]
 
 
 def register(cls: type[Backend]) -> type[Backend]:
-    """Class decorator: make a backend findable by its ``name``."""
+    """Make a backend findable by its ``name`` (also usable as a class decorator)."""
     _REGISTRY[cls.name] = cls
     return cls
 
 
-_BACKEND_MODULES = ("dpalign.simd.backend", "dpalign.kernels_cl.backend", "dpalign.hybrid")
-
-
 def _load_builtin_backends() -> None:
-    # Imported lazily so that ``import dpalign`` stays fast; each module registers its
-    # backends, and a backend whose dependencies are missing reports available() False.
-    for module in _BACKEND_MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
+    # The modules defining the built-in backends, imported on first use; a backend whose
+    # optional dependencies are missing reports available() False, or is left out when its
+    # module cannot be imported at all.
+    if _LOADED[0]:
+        return
+    _LOADED[0] = True
+    try:
+        from .simd.backend import NumbaBackend
+
+        register(NumbaBackend)
+    except ImportError:  # pragma: no cover - numba is a dependency
+        pass
+    from .kernels_cl.backend import OpenCLBackend
+
+    register(OpenCLBackend)
+    # The work-queue backends sit above the engine (they run other backends); the registry
+    # is the one place that loads them by their module (see [tool.importlinter]).
+    from .hybrid import DaskBackend, HybridBackend
+
+    register(HybridBackend)
+    register(DaskBackend)
 
 
 def backend_names() -> list[str]:
@@ -56,26 +81,194 @@ def backend_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def backend_class(name: str) -> type[Backend]:
+    """The registered backend class of a name."""
+    _load_builtin_backends()
+    if name not in _REGISTRY:
+        raise OptionError(f"unknown backend {name!r} (known: {', '.join(sorted(_REGISTRY))})")
+    return _REGISTRY[name]
+
+
+def available_backends() -> list[str]:
+    """Names of the backends that can run on this machine."""
+    return [name for name in backend_names() if _REGISTRY[name].available()]
+
+
+def device_backends() -> list[type[Backend]]:
+    """Registered backends that run on one accelerator (``kind == "device"``), the devices a
+    work queue can feed."""
+    _load_builtin_backends()
+    return [cls for _, cls in sorted(_REGISTRY.items()) if cls.kind == "device"]
+
+
+def _fields(cls) -> set[str]:
+    return {f.name for f in fields(cls)} if hasattr(cls, "__dataclass_fields__") else set()
+
+
+def _options_for(cls: type[Backend], options: dict) -> dict:
+    """The options ``cls`` takes; options of other backends (a device for a CPU backend) are
+    left out, options no backend takes are an error."""
+    unknown = set(options) - set().union(*(_fields(c) for c in _REGISTRY.values()))
+    if unknown:
+        raise OptionError(f"no backend takes the option(s) {', '.join(sorted(unknown))}")
+    names = _fields(cls)
+    return {k: v for k, v in options.items() if k in names}
+
+
 def get_backend(name: str | Backend = "auto", **options) -> Backend:
-    """Return a backend instance by name (``"auto"``: the fastest one available)."""
+    """Return a backend instance by name (``"auto"``: the fastest one available).
+
+    Options a backend does not take (``device`` for a CPU backend) are left out.
+    """
     if isinstance(name, Backend):
         return name
     _load_builtin_backends()
     if name == "auto":
         for candidate in _AUTO_ORDER:
             cls = _REGISTRY.get(candidate)
-            if cls is not None and cls.available(**options):
-                return cls(**options)
+            if cls is not None and cls.available(**_options_for(cls, options)):
+                return cls(**_options_for(cls, options))
         raise BackendUnavailable("no backend is available")
-    if name not in _REGISTRY:
-        raise OptionError(f"unknown backend {name!r} (known: {', '.join(sorted(_REGISTRY))})")
-    cls = _REGISTRY[name]
-    if not cls.available(**options):
+    cls = backend_class(name)
+    if not cls.available(**_options_for(cls, options)):
         raise BackendUnavailable(
             f"backend {name!r} is not available on this machine: "
-            f"{cls.unavailable_reason(**options)}"
+            f"{cls.unavailable_reason(**_options_for(cls, options))}"
         )
-    return cls(**options)
+    return cls(**_options_for(cls, options))
+
+
+def backend_for(name: str | Backend, scoring, **options) -> Backend:
+    """The backend ``name`` for a pairwise scoring scheme.
+
+    Schemes the compiled kernels cannot run (:meth:`Scoring.kernel_problem`: separate gap
+    costs for a and b, gap opening cheaper than extension) run on the reference: ``"auto"``
+    picks it, and a kernel backend asked for by name is refused with the reason.
+    """
+    problem = scoring.kernel_problem()
+    if problem is not None and name == "auto":
+        name = "reference"
+    backend = get_backend(name, **options)
+    if problem is not None and backend.kind != "oracle":
+        raise OptionError(
+            f"{problem} is computed by the reference backend only, not by {backend.name!r} "
+            "(its kernels take one gap cost with o >= 0); the 'auto' backend picks the "
+            "reference for it"
+        )
+    return backend
+
+
+def cpu_backend(threads: int | None = None) -> Backend:
+    """The CPU backend: Numba's kernels, else the reference."""
+    _load_builtin_backends()
+    cls = _REGISTRY.get("numba")
+    if cls is not None and cls.available():
+        return cls(threads=threads)
+    return ReferenceBackend(threads=threads)
+
+
+# --------------------------------------------------------------------------------------------
+# The kernel table
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KernelEntry:
+    """One kernel of the table: ``{family}_{op}_{backend}_{strategy}_{width}``.
+
+    ``family``: ``nw``, ``sg``, ``sw`` (pairwise global, semi-global, local) or ``papara``;
+    ``op``: ``score``, ``trace`` or ``fill`` (a long pair's regions); ``task``: the
+    :class:`Task` kernel family it serves (``"pairwise"`` or ``"papara"``).
+    """
+
+    name: str
+    family: str
+    op: str
+    backend: str
+    strategy: str
+    width: str
+
+    @property
+    def task(self) -> str:
+        return "papara" if self.family == "papara" else "pairwise"
+
+    @classmethod
+    def parse(cls, name: str) -> KernelEntry:
+        family, op, backend, strategy, width = name.split("_")
+        return cls(name, family, op, backend, strategy, width)
+
+
+def kernel_table(
+    family: str | None = None, backend: str | None = None, op: str | None = None
+) -> list[KernelEntry]:
+    """Every kernel of every registered backend (optionally one family, backend, operation),
+    sorted by name."""
+    _load_builtin_backends()
+    entries = [KernelEntry.parse(name) for cls in _REGISTRY.values() for name in cls.kernels]
+    return sorted(
+        (
+            e
+            for e in entries
+            if (family is None or e.family == family)
+            and (backend is None or e.backend == backend)
+            and (op is None or e.op == op)
+        ),
+        key=lambda e: e.name,
+    )
+
+
+def kernel_families() -> list[tuple[str, str]]:
+    """The (Task kernel family, backend) pairs of the table that score, e.g.
+    ``("pairwise", "numba")``."""
+    return sorted({(e.task, e.backend) for e in kernel_table(op="score")})
+
+
+# --------------------------------------------------------------------------------------------
+# The traceback door and pairs scored one by one
+# --------------------------------------------------------------------------------------------
+
+
+def tracer(backend: Backend) -> Backend:
+    """The backend that traces alignments back for ``backend``: itself when it can, else the
+    CPU backend (traceback runs for the chosen pairs only, on every core)."""
+    return backend if backend.traces else cpu_backend(backend.threads)
+
+
+def align_pair(backend: Backend, task: Task, a: np.ndarray, b: np.ndarray) -> tuple:
+    """``(score, a_start, a_end, b_start, b_end, ops)`` of one pairwise alignment (``ops`` a
+    str of ``=``/``X``/``D``/``I``), with the reference's tie rules."""
+    return tracer(backend).align_pair(task, a, b)
+
+
+def align_papara(backend: Backend, states, flags, reads, edges, scoring):
+    """PaPaRa traceback of each read against its edge (-1: skipped): ``(scores, ops)``,
+    ops a str of ``M``/``R``/``I`` per read (None where skipped)."""
+    return tracer(backend).align_papara(states, flags, reads, edges, scoring)
+
+
+def score_pairs(backend: Backend, task: Task, a_list, b_list, progress=None) -> np.ndarray:
+    """Scores of the pairs ``(a_list[k], b_list[k])``, one pair at a time."""
+    return tracer(backend).score_pairs(task, a_list, b_list, progress)
+
+
+# --------------------------------------------------------------------------------------------
+# The long-pair region contract
+# --------------------------------------------------------------------------------------------
+
+
+def cpu_regions(a, b, matrix, gap_open, gap_extend, local, neg, neg_store, relative):
+    """The long pair's regions on the CPU cores (Numba's anti-diagonal tiles), with the leaf
+    traceback kernels; ``matrix`` is in the lane dtype (int16, int32 or int64)."""
+    _load_builtin_backends()
+    cls = _REGISTRY.get("numba")
+    if cls is None:  # pragma: no cover - numba is a dependency
+        raise BackendUnavailable("long pairs need the numba backend")
+    return cls.regions(a, b, matrix, gap_open, gap_extend, local, neg, neg_store, relative)
+
+
+def device_regions(backend: Backend, a, b, scoring, local, neg_store, tile=None):
+    """The long pair held on ``backend``'s device for its large regions, or None."""
+    return backend.region_filler(a, b, scoring, local, neg_store, tile)
 
 
 # --------------------------------------------------------------------------------------------
@@ -92,14 +285,31 @@ def query_batch(sequences: Sequence[np.ndarray], dtype=np.uint8) -> QueryBatch:
     return QueryBatch(codes, lengths)
 
 
+def pack(
+    backend: Backend,
+    kernel: str,
+    sequences: Sequence[np.ndarray],
+    order: np.ndarray | None = None,
+    flags: Sequence[np.ndarray] | None = None,
+    dtype=np.uint8,
+) -> list[ReferenceBlock]:
+    """References in blocks of the lanes and layout ``backend`` prefers for a kernel family."""
+    width = backend.block_width(kernel, len(sequences))
+    ragged = backend.block_layout(kernel) == "ragged"
+    return reference_blocks(
+        sequences, width=width, flags=flags, order=order, dtype=dtype, ragged=ragged
+    )
+
+
 def reference_blocks(
     sequences: Sequence[np.ndarray],
     width: int = config.BLOCK_WIDTH,
     flags: Sequence[np.ndarray] | None = None,
     order: np.ndarray | None = None,
     dtype=np.uint8,
+    ragged: bool = False,
 ) -> list[ReferenceBlock]:
-    """Lay references out in blocks of ``width`` lanes (inter-reference layout).
+    """Lay references out in blocks of ``width`` lanes (inter-reference layout, or ragged).
 
     Parameters
     ----------
@@ -112,6 +322,8 @@ def reference_blocks(
     order : ndarray, optional
         The order in which references fill lanes (e.g. sorted by length so that a block's
         lanes have similar lengths); default: as given.
+    ragged : bool
+        Each block's references one after another in a 1-D array (no flags).
     """
     order = np.arange(len(sequences)) if order is None else np.asarray(order)
     blocks = []
@@ -121,6 +333,11 @@ def reference_blocks(
         ids[: len(chunk)] = chunk
         lengths = np.zeros(width, dtype=np.int64)
         lengths[: len(chunk)] = [len(sequences[k]) for k in chunk]
+        if ragged:
+            parts = [np.asarray(sequences[k], dtype=dtype) for k in chunk]
+            codes = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+            blocks.append(ReferenceBlock(codes, lengths, ids))
+            continue
         n_max = int(lengths.max()) if len(chunk) else 0
         codes = np.zeros((n_max, width), dtype=dtype)
         block_flags = np.zeros((n_max, width), dtype=np.uint8) if flags is not None else None
@@ -155,6 +372,55 @@ class ReferenceBackend(Backend):
     """Runs :mod:`dpalign.reference` pair by pair (PaPaRa: one read against a whole block)."""
 
     name = "reference"
+    kind = "oracle"
+    traces = True
+    kernels = (
+        *(f"{f}_{op}_reference_full_i64" for f in ("nw", "sg", "sw") for op in ("score", "trace")),
+        "papara_score_reference_full_i64",
+        "papara_trace_reference_full_i64",
+    )
+
+    def long_pair_cells(self):
+        return None
+
+    def _pairwise(self, task, a, b, align=False):
+        sc = task.scoring
+        run = reference.pairwise_align if align else reference.pairwise_score
+        return run(
+            a,
+            b,
+            sc.matrix,
+            sc.gap_open,
+            sc.gap_extend,
+            task.mode,
+            task.free_ends,
+            a_gap=sc.a_gap,
+            b_gap=sc.b_gap,
+        )
+
+    def align_pair(self, task, a, b):
+        r = self._pairwise(task, a, b, align=True)
+        return (r.score, r.a_start, r.a_end, r.b_start, r.b_end, r.ops)
+
+    def align_papara(self, states, flags, reads, edges, scoring):
+        scores, ops = [], []
+        for read, edge in zip(reads, edges, strict=True):
+            if edge < 0 or len(read) == 0:
+                scores.append(0)
+                ops.append(None)
+                continue
+            score, read_ops = reference.papara_align(states[edge], flags[edge], read, scoring)
+            scores.append(score)
+            ops.append(read_ops)
+        return scores, ops
+
+    def score_pairs(self, task, a_list, b_list, progress=None):
+        out = np.zeros(len(a_list), dtype=np.int64)
+        for k, (a, b) in enumerate(zip(a_list, b_list, strict=True)):
+            out[k] = self._pairwise(task, a, b).score
+            if progress is not None:
+                progress(len(a) * len(b))
+        return out
 
     def score(self, task, queries, blocks, progress=None):
         results = []
@@ -178,7 +444,7 @@ class ReferenceBackend(Backend):
                 else:
                     sc = task.scoring
                     for lane in targets:
-                        target = block.codes[: block.lengths[lane], lane]
+                        target = block.lane(lane)
                         scores[q, lane] = reference.pairwise_score(
                             read,
                             target,

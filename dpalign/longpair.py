@@ -1,8 +1,9 @@
 """Align one long pair (10^4 to 10^6 per side) on every CPU core, traceback in near-linear memory.
 
 The pipeline: validate -> encode -> choose the lane width -> fill the whole matrix in tiles on
-all cores (:mod:`dpalign.simd.antidiagonal`), keeping a few checkpoint rows and columns ->
-find the end cell -> trace back block by block.
+all cores (the engine's region contract: :func:`dpalign.engine.cpu_regions`, Numba's
+anti-diagonal tiles), keeping a few checkpoint rows and columns -> find the end cell -> trace
+back block by block.
 
 Traceback
 ---------
@@ -20,10 +21,11 @@ CPU time than the score alone).
 
 On an OpenCL device
 -------------------
-``backend="opencl"`` runs every region of at least ``Tiling.device_cells`` cells (the forward
-pass, the larger recomputations of the traceback) with the anti-diagonal tile kernel of
-:mod:`dpalign.kernels_cl.antidiagonal`, which fills a region from the same boundaries and keeps
-the same checkpoints; smaller blocks and the leaves stay on the CPU. Results are identical.
+A backend with a device region filler (``backend="opencl"``: the anti-diagonal tile kernel,
+:func:`dpalign.engine.device_regions`) runs every region of at least ``Tiling.device_cells``
+cells (the forward pass, the larger recomputations of the traceback) there; it fills a region
+from the same boundaries and keeps the same checkpoints; smaller blocks and the leaves stay on
+the CPU. Results are identical.
 
 >>> from dpalign.scoring import Scoring
 >>> s = Scoring((1, -1), 2)
@@ -39,11 +41,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import config, reference
+from . import config, engine, reference
+from .contract import RegionFill
 from .errors import OptionError
 from .reference import PairwiseResult
 from .scoring import Scoring, free_ends_tuple
-from .simd import antidiagonal as K
+
+STATE_H = 0  # the traceback's state in H (D and I are 1 and 2)
+OP_DEL, OP_INS = ord("D"), ord("I")
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,7 @@ class Tiling:
         traceback 1.3x slower than on its 16 cores, BENCHMARKS.md).
     device_tile : (rows, items, per_item), optional
         With ``backend="opencl"``: the device's tile shape (tests force tiny ones; default
-        :data:`dpalign.kernels_cl.antidiagonal.GPU_TILE` / ``CPU_TILE``).
+        the device backend's, e.g. ``dpalign.kernels_cl.antidiagonal.GPU_TILE``).
     """
 
     tile_rows: int = 1024
@@ -113,7 +118,7 @@ class _Checkpoints:
 
     row_cuts: list[int]
     col_cuts: list[int]
-    fill: K.RegionFill
+    fill: RegionFill
 
 
 @dataclass(frozen=True)
@@ -182,7 +187,7 @@ class _Aligner:
 
     def __init__(self, a, b, scoring, mode, ends, tiling, threads, lanes: Lanes, device=None):
         self.a, self.b = a, b
-        self.device = device  # a kernels_cl.antidiagonal.PairOnDevice, or None
+        self.device = device  # the engine's device region filler, or None
         self.o, self.e = scoring.gap_open, scoring.gap_extend
         self.local = mode == "local"
         self.ends = ends
@@ -190,6 +195,17 @@ class _Aligner:
         self.threads = threads
         self.lanes = lanes
         self.matrix = np.ascontiguousarray(scoring.matrix, dtype=lanes.lane)
+        self.cpu = engine.cpu_regions(
+            a,
+            b,
+            self.matrix,
+            self.o,
+            self.e,
+            self.local,
+            lanes.neg,
+            lanes.neg_store,
+            lanes.relative,
+        )
         self.ops = np.empty(len(a) + len(b), np.uint8)
         self.pos = 0
 
@@ -218,10 +234,10 @@ class _Aligner:
         else:
             bh, bw = h, w
         device = self.device
-        if device is not None and (h * w < t.device_cells or bw < device.shape.cols):
+        if device is not None and (h * w < t.device_cells or bw < device.tile_cols):
             device = None
         if device is not None:  # the device's tiles: any number of rows, fixed columns
-            th, tw = min(device.shape.rows, bh), device.shape.cols
+            th, tw = min(device.tile_rows, bh), device.tile_cols
         else:
             th, tw = min(t.tile_rows, bh), min(t.tile_cols, bw)
         kr, kc = bh // th, bw // tw  # blocks never wider than bh x bw: each level shrinks
@@ -236,45 +252,10 @@ class _Aligner:
             col_slot[n_cols - 1] = len(kept_cols)
         row_cuts = [0] + [(ti + 1) * th for ti in kept_rows] + [h]
         col_cuts = [0] + [(tj + 1) * tw for tj in kept_cols] + [w]
-        if device is not None:
-            fill = device.fill_region(
-                region.r0,
-                region.c0,
-                region.top,
-                region.left,
-                row_slot,
-                col_slot,
-                th,
-                self.lanes.neg_store,
-            )
-            return _Checkpoints(row_cuts, col_cuts, fill)
-        lanes = self.lanes
-        params = np.zeros(K.N_PARAMS, np.int64)
-        params[[K.P_OPEN, K.P_EXTEND, K.P_LOCAL, K.P_TILE_ROWS, K.P_TILE_COLS]] = (
-            self.o,
-            self.e,
-            self.local,
-            th,
-            tw,
-        )
-        params[[K.P_NEG, K.P_LANES, K.P_LANE_MAX, K.P_NEG_STORE, K.P_RELATIVE]] = (
-            lanes.neg,
-            512 // lanes.bits,
-            np.iinfo(lanes.lane).max,
-            lanes.neg_store,
-            lanes.relative,
-        )
         threads = self.threads if h * w >= t.parallel_cells else 1
-        fill = K.fill_region(
-            self.a[region.r0 : region.r0 + h],
-            self.b[region.c0 : region.c0 + w],
-            self.matrix,
-            params,
-            region.top,
-            region.left,
-            row_slot,
-            col_slot,
-            threads,
+        filler = device if device is not None else self.cpu
+        fill = filler.fill_region(
+            region.r0, region.c0, region.top, region.left, row_slot, col_slot, th, tw, threads
         )
         return _Checkpoints(row_cuts, col_cuts, fill)
 
@@ -295,20 +276,8 @@ class _Aligner:
         """Trace from region cell (i, j) to the region's top row or left column, or a stop."""
         t = self.tiling
         if i <= t.leaf_rows and j <= t.leaf_cols:
-            i, j, state, stopped, self.pos = K.trace_leaf(
-                self.a[region.r0 : region.r0 + i],
-                self.b[region.c0 : region.c0 + j],
-                self.matrix,
-                self.o,
-                self.e,
-                self.local,
-                region.top,
-                region.left,
-                i,
-                j,
-                state,
-                self.ops,
-                self.pos,
+            i, j, state, stopped, self.pos = self.cpu.trace_leaf(
+                region.r0, region.c0, region.top, region.left, i, j, state, self.ops, self.pos
             )
             return i, j, state, stopped
         cropped = _Region(
@@ -353,10 +322,10 @@ class _Aligner:
         if not stopped and not self.local:
             a_lead, _, b_lead, _ = self.ends
             if i == 0 and j > 0 and not a_lead:
-                self.ops[self.pos : self.pos + j] = K.OP_INS
+                self.ops[self.pos : self.pos + j] = OP_INS
                 self.pos, j = self.pos + j, 0
             elif j == 0 and i > 0 and not b_lead:
-                self.ops[self.pos : self.pos + i] = K.OP_DEL
+                self.ops[self.pos : self.pos + i] = OP_DEL
                 self.pos, i = self.pos + i, 0
         ops = self.ops[: self.pos][::-1].tobytes().decode("ascii")
         return PairwiseResult(score, i, a_end, j, b_end, ops)
@@ -394,7 +363,7 @@ def align_long(
     traceback: bool = True,
     threads: int | None = None,
     tiling: Tiling | None = None,
-    backend: str = "cpu",
+    backend="cpu",
     device: str | None = None,
     stats=None,
 ) -> PairwiseResult:
@@ -417,12 +386,13 @@ def align_long(
         Worker threads (default: ``config.cpu_threads()``).
     tiling : Tiling, optional
         Tile and checkpoint sizes (tests force tiny ones).
-    backend : {"cpu", "opencl"}
-        ``"opencl"``: the forward pass and the large recomputations on an OpenCL device
+    backend : "cpu", or a backend (name or instance)
+        ``"cpu"``: every region on the CPU cores. A backend with a device region filler
+        (``"opencl"``): the forward pass and the large recomputations on its device
         (anti-diagonal tiles), the rest on the CPU; pairs whose scores need more than 32 bits
-        stay on the CPU.
+        stay on the CPU. Other backends fill on the CPU.
     device : str, optional
-        OpenCL device spec (see :func:`dpalign.kernels_cl.context.choose_device`).
+        Device spec for a device backend (OpenCL: see ``dpalign devices``).
     stats : dpalign.gcups.RunStats, optional
         Receives the device's cells and kernel seconds.
 
@@ -432,9 +402,17 @@ def align_long(
         Score, 0-based half-open coordinates and ops, with the reference's tie rules.
     """
     a, b, ends = _validate(a_codes, b_codes, scoring, mode, free_ends)
-    if backend not in ("cpu", "opencl"):
-        raise OptionError(f"backend must be 'cpu' or 'opencl', not {backend!r}")
-    scoring.require_kernels("opencl" if backend == "opencl" else "numba")
+    if isinstance(backend, str) and backend != "cpu" and backend not in engine.backend_names():
+        raise OptionError(
+            f"backend must be 'cpu' or a backend ({', '.join(engine.backend_names())}), "
+            f"not {backend!r}"
+        )
+    problem = scoring.kernel_problem()
+    if problem is not None:
+        raise OptionError(
+            f"{problem} is computed by the reference backend only, not by the long-pair "
+            "kernels (they take one gap cost with o >= 0)"
+        )
     threads = config.cpu_threads(threads)
     tiling = tiling or Tiling()
     m, n = len(a), len(b)
@@ -442,8 +420,11 @@ def align_long(
         return _gaps_only(a, b, scoring, mode, ends, traceback)
     lanes = plan_lanes(scoring, m, n, mode, tiling)
     pair = None
-    if backend == "opencl" and lanes.store is np.int32:
-        pair = _pair_on_device(a, b, scoring, mode, tiling, device)
+    if backend != "cpu" and lanes.store is np.int32:
+        runner = engine.get_backend(backend, threads=threads, device=device)
+        pair = engine.device_regions(
+            runner, a, b, scoring, mode == "local", lanes.neg_store, tiling.device_tile
+        )
     job = _Aligner(a, b, scoring, mode, ends, tiling, threads, lanes, pair)
     region = job.global_region()
     points = job.fill(region, keep=traceback, final_col=not job.local)
@@ -451,29 +432,11 @@ def align_long(
     if not traceback:
         result = PairwiseResult(score, a_end, a_end, b_end, b_end)
     else:
-        stop = job.walk(region, points, a_end, b_end, K.STATE_H)
+        stop = job.walk(region, points, a_end, b_end, STATE_H)
         result = job.finish(score, a_end, b_end, stop)
     if pair is not None and stats is not None:
-        stats.record(f"opencl {pair.dctx.caps.name}", pair.cells, pair.kernel_seconds)
+        stats.record(pair.label, pair.cells, pair.kernel_seconds)
     return result
-
-
-def _pair_on_device(a, b, scoring: Scoring, mode: str, tiling: Tiling, device: str | None):
-    """The pair uploaded for the anti-diagonal tile kernel."""
-    from .kernels_cl.antidiagonal import PairOnDevice, TileShape
-    from .kernels_cl.context import device_context
-
-    shape = TileShape(*tiling.device_tile) if tiling.device_tile else None
-    return PairOnDevice(
-        device_context(device),
-        a,
-        b,
-        scoring.matrix,
-        scoring.gap_open,
-        scoring.gap_extend,
-        mode == "local",
-        shape,
-    )
 
 
 def align_full(a_codes, b_codes, scoring: Scoring, mode: str = "global", free_ends=None):
@@ -492,13 +455,9 @@ def align_full(a_codes, b_codes, scoring: Scoring, mode: str = "global", free_en
     region = job.global_region()
     bits = np.empty((m + 1, n + 1), np.uint8)
     last_col = np.empty(m + 1, np.int64)
-    last_row, *best = K.fill_bits(
-        a, b, job.matrix, job.o, job.e, job.local, region.top, region.left, bits, last_col
-    )
+    last_row, *best = job.cpu.fill_bits(region.top, region.left, bits, last_col)
     score, a_end, b_end = _end_cell(last_row, last_col, best, job.local, ends)
-    i, j, state, stopped, job.pos = K.trace_bits(
-        a, b, bits, job.local, a_end, b_end, K.STATE_H, job.ops, 0
-    )
+    i, j, state, stopped, job.pos = job.cpu.trace_bits(bits, a_end, b_end, STATE_H, job.ops, 0)
     return job.finish(score, a_end, b_end, (i, j, state, stopped))
 
 

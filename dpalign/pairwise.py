@@ -30,19 +30,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import config, reference
+from . import config, engine, reference
 from .alphabet import reverse_complement_codes
-from .engine import Backend, Task, gather_scores, get_backend, query_batch, reference_blocks
+from .engine import Backend, Task, gather_scores, query_batch
 from .errors import OptionError
 from .scoring import Scoring, as_scoring, free_ends_tuple
 
-#: Lanes per block for the numba backend: 64 int8 lanes (one AVX-512 register) per lane
-#: group, up to :data:`NUMBA_MAX_GROUPS` groups per block when there are many targets (fewer
-#: calls from Python per cell, and the GIL-bound part of a block shrinks), as long as every
-#: thread still gets about :data:`BLOCKS_PER_THREAD` blocks.
-NUMBA_BLOCK_WIDTH = 64
-NUMBA_MAX_GROUPS = 8
-BLOCKS_PER_THREAD = 16
 #: In ``pairs="zip"``, pairs sharing a query go through the SIMD kernels when at least this many
 #: share it; the others are scored one by one by the scalar kernel.
 ZIP_GROUP_MIN = 8
@@ -189,26 +182,6 @@ def _settings(mode, sub_score, gap_cost, free_ends, scoring):
     return scoring, ends
 
 
-def _cpu_backend(backend, scoring: Scoring | None = None) -> str:
-    if isinstance(backend, Backend):
-        backend = backend.name
-    if backend == "auto":
-        if scoring is not None and scoring.kernel_problem() is not None:
-            return "reference"  # the one backend that computes every scheme
-        try:
-            import numba  # noqa: F401
-        except ImportError:  # pragma: no cover - numba is a dependency
-            return "reference"
-        return "numba"
-    if backend not in ("numba", "reference", "opencl"):
-        raise OptionError(
-            f"align() backend must be 'auto', 'numba', 'opencl' or 'reference', not {backend!r}"
-        )
-    if scoring is not None:
-        scoring.require_kernels(backend)
-    return backend
-
-
 # --------------------------------------------------------------------------------------------
 # align
 # --------------------------------------------------------------------------------------------
@@ -244,13 +217,16 @@ def align(
     free_ends : bool, 2-tuple or 4-tuple, optional
         Global mode only: which end gaps are free (scikit-bio's meaning). Default: none
         (true Needleman-Wunsch).
-    backend : {"auto", "numba", "opencl", "reference"}
-        ``numba``: compiled kernels; pairs of more than ``config.LONG_PAIR_CELLS`` cells take
-        the long-pair path (:func:`dpalign.longpair.align_long`: tiles on every core,
-        traceback in near-linear memory, the same alignment). ``opencl``: the long-pair path
-        with its forward pass (and large recomputations) in anti-diagonal tiles on an
-        OpenCL device, for any pair size (regions under ``Tiling.device_cells`` stay on the
-        CPU, where they are faster). ``reference``: the plain-Python oracle.
+    backend : str or Backend
+        Any registered backend (``"auto"``, ``"numba"``, ``"opencl"``, ``"reference"``...);
+        the engine's traceback door runs the pair on it when it traces (``numba``,
+        ``reference``), else on the CPU backend. ``numba``: compiled kernels; pairs of more
+        than ``config.LONG_PAIR_CELLS`` cells take the long-pair path
+        (:func:`dpalign.longpair.align_long`: tiles on every core, traceback in near-linear
+        memory, the same alignment). ``opencl``: the long-pair path with its forward pass
+        (and large recomputations) in anti-diagonal tiles on an OpenCL device, for any pair
+        size (regions under ``Tiling.device_cells`` stay on the CPU, where they are faster).
+        ``reference``: the plain-Python oracle.
     cigar : {"=X", "M"}
         CIGAR operations for aligned pairs.
     scoring : Scoring, optional
@@ -284,23 +260,21 @@ def align(
     scoring, ends = _settings(mode, sub_score, gap_cost, free_ends, scoring)
     if threads is not None:
         config.cpu_threads(threads)  # refuse 0 and negatives now, as score and search do
-    which = _cpu_backend(backend, scoring)
     check_strand(strand)
+    runner = engine.backend_for(backend, scoring, threads=threads, device=device)
     a_codes = scoring.encode(a, record="a")
     b_codes = scoring.encode(b, record="b")
-    fields, which = _align_codes(a_codes, b_codes, scoring, mode, ends, which, threads, device)
+    fields, which = _align_codes(a_codes, b_codes, scoring, mode, ends, runner, threads)
     b_shown, shown_strand = b_codes, None
     if strand != "plus":
         shown_strand = "+"
         b_minus = reverse_complement_codes(b_codes, scoring.alphabet, record="b")
         if strand == "minus":
-            fields, which = _align_codes(
-                a_codes, b_minus, scoring, mode, ends, which, threads, device
-            )
+            fields, which = _align_codes(a_codes, b_minus, scoring, mode, ends, runner, threads)
             b_shown, shown_strand = b_minus, "-"
         else:
             minus, which_minus = _align_codes(
-                a_codes, b_minus, scoring, mode, ends, which, threads, device
+                a_codes, b_minus, scoring, mode, ends, runner, threads
             )
             if minus[0] > fields[0]:  # ties stay on the plus strand
                 fields, which, b_shown, shown_strand = minus, which_minus, b_minus, "-"
@@ -327,28 +301,16 @@ def check_strand(strand: str) -> None:
         raise OptionError(f"strand must be 'plus', 'minus' or 'both', not {strand!r}")
 
 
-def _align_codes(a_codes, b_codes, scoring, mode, ends, which, threads, device):
-    """``((score, a_start, a_end, b_start, b_end, ops), backend label)`` of encoded a and b."""
-    local = mode == "local"
-    if which == "reference":
-        r = reference.pairwise_align(
-            a_codes,
-            b_codes,
-            scoring.matrix,
-            scoring.gap_open,
-            scoring.gap_extend,
-            mode,
-            ends,
-            a_gap=scoring.a_gap,
-            b_gap=scoring.b_gap,
-        )
-        return (r.score, r.a_start, r.a_end, r.b_start, r.b_end, r.ops), which
-    if which.startswith("opencl") or len(a_codes) * len(b_codes) > config.LONG_PAIR_CELLS:
+def _align_codes(a_codes, b_codes, scoring, mode, ends, runner, threads):
+    """``((score, a_start, a_end, b_start, b_end, ops), backend label)`` of encoded a and b,
+    scores in kernel units."""
+    tracer = engine.tracer(runner)
+    limit = runner.long_pair_cells() if runner.kind == "device" else tracer.long_pair_cells()
+    if limit is not None and len(a_codes) * len(b_codes) > limit:
         # Long pairs: tiles on every core (or a device), traceback in near-linear memory
         # (same alignment).
         from .longpair import align_long
 
-        base = which.split(" ")[0]
         r = align_long(
             a_codes,
             b_codes,
@@ -356,13 +318,12 @@ def _align_codes(a_codes, b_codes, scoring, mode, ends, which, threads, device):
             mode,
             ends if mode == "global" else None,
             threads=threads,
-            backend="opencl" if base == "opencl" else "cpu",
-            device=device,
+            backend=runner,
         )
-        return (r.score, r.a_start, r.a_end, r.b_start, r.b_end, r.ops), f"{base} (long pair)"
-    from .simd.traceback import align_pair
-
-    return tuple(align_pair(a_codes, b_codes, scoring, local, ends)), which
+        fields = (r.score, r.a_start, r.a_end, r.b_start, r.b_end, r.ops)
+        return fields, f"{(runner if runner.kind == 'device' else tracer).name} (long pair)"
+    fields = engine.align_pair(runner, Task("pairwise", scoring, mode, ends), a_codes, b_codes)
+    return tuple(fields), tracer.name
 
 
 # --------------------------------------------------------------------------------------------
@@ -379,19 +340,6 @@ def swap_ends(ends):
     """free_ends for b against a."""
     a_lead, a_trail, b_lead, b_trail = ends
     return (b_lead, b_trail, a_lead, a_trail)
-
-
-def block_width(backend: Backend | None, n_targets: int) -> int:
-    """Lanes per block for ``n_targets`` targets on a backend (``None``: the numba kernels).
-
-    Numba: 64 lanes (int8), widened to up to 512 while every worker thread still gets about
-    :data:`BLOCKS_PER_THREAD` blocks; other backends: :data:`dpalign.config.BLOCK_WIDTH`.
-    """
-    if backend is not None and backend.name != "numba":
-        return config.BLOCK_WIDTH
-    threads = config.cpu_threads(backend.threads if backend is not None else None)
-    per_block = n_targets // (NUMBA_BLOCK_WIDTH * BLOCKS_PER_THREAD * threads)
-    return NUMBA_BLOCK_WIDTH * min(NUMBA_MAX_GROUPS, max(1, per_block))
 
 
 def score_all(
@@ -423,7 +371,7 @@ def score_all(
     # Longest first: worker threads take blocks in order, so the heaviest go out first and
     # the run does not end with one thread on the longest block.
     order = np.argsort(-lengths, kind="stable")
-    blocks = reference_blocks(t_codes, width=block_width(backend, T), order=order)
+    blocks = engine.pack(backend, "pairwise", t_codes, order=order)
     task = Task("pairwise", scoring, mode, tuple(ends))
     results = backend.score(task, queries, blocks, progress)
     scores, width = gather_scores(results, blocks, len(t_codes))
@@ -432,7 +380,7 @@ def score_all(
     return (scores, width) if with_width else scores
 
 
-def _score_zip(q_codes, t_codes, scoring, mode, ends, backend, threads, progress):
+def _score_zip(q_codes, t_codes, scoring, mode, ends, backend, progress):
     if len(q_codes) != len(t_codes):
         raise OptionError(
             f"pairs='zip' needs as many queries as targets ({len(q_codes)} != {len(t_codes)})"
@@ -443,7 +391,7 @@ def _score_zip(q_codes, t_codes, scoring, mode, ends, backend, threads, progress
         groups.setdefault(q.tobytes(), []).append(k)
     singles = []
     for members in groups.values():
-        if len(members) >= ZIP_GROUP_MIN and backend.name != "reference":
+        if len(members) >= ZIP_GROUP_MIN:
             got = score_all(
                 [q_codes[members[0]]],
                 [t_codes[k] for k in members],
@@ -458,61 +406,16 @@ def _score_zip(q_codes, t_codes, scoring, mode, ends, backend, threads, progress
             singles.extend(members)
     if not singles:
         return out
-    local = mode == "local"
-    if backend.name == "reference":
-        for k in singles:
-            out[k] = reference.pairwise_score(
-                q_codes[k],
-                t_codes[k],
-                scoring.matrix,
-                scoring.gap_open,
-                scoring.gap_extend,
-                mode,
-                ends,
-                a_gap=scoring.a_gap,
-                b_gap=scoring.b_gap,
-            ).score
-            if progress is not None:
-                progress(len(q_codes[k]) * len(t_codes[k]))
-        return out
-    from concurrent.futures import ThreadPoolExecutor
-
-    from .simd.pairwise import local_width_ok, score_pair_int64
-    from .simd.striped import local_score
-
-    matrix = scoring.matrix.astype(np.int64)
-    ends_arr = np.array(ends, dtype=np.bool_)
-    o, e = scoring.gap_open, scoring.gap_extend
-    striped = local and local_width_ok(scoring, 16)
-
-    def work(chunk):
-        for k in chunk:
-            if striped:  # int16 lanes over the pair's own cells; int64 only if it saturates
-                value, saturated = local_score(q_codes[k], t_codes[k], matrix, o, e)
-                if not saturated:
-                    out[k] = value
-                    continue
-            out[k] = score_pair_int64(q_codes[k], t_codes[k], matrix, o, e, local, ends_arr)
-        if progress is not None:
-            progress(sum(len(q_codes[k]) * len(t_codes[k]) for k in chunk))
-
-    n_threads = config.cpu_threads(threads)
-    chunks = [singles[k : k + 64] for k in range(0, len(singles), 64)]
-    if n_threads == 1 or len(chunks) == 1:
-        for chunk in chunks:
-            work(chunk)
-    else:
-        with ThreadPoolExecutor(n_threads) as pool:
-            for future in [pool.submit(work, c) for c in chunks]:
-                future.result()
+    task = Task("pairwise", scoring, mode, tuple(ends))
+    out[singles] = engine.score_pairs(
+        backend, task, [q_codes[k] for k in singles], [t_codes[k] for k in singles], progress
+    )
     return out
 
 
 def _score_database(q_codes, database, scoring, mode, ends, backend, threads, progress):
-    from .search import score_database
-
-    engine_backend = engine_backend_for(backend, threads, scoring)
-    got, ids = score_database(q_codes, database, scoring, mode, ends, engine_backend, progress)
+    engine_backend = engine.backend_for(backend, scoring, threads=threads)
+    got, ids = database.score_codes(q_codes, scoring, mode, ends, engine_backend, progress)
     out = np.empty_like(got)
     out[:, np.argsort(np.argsort(ids))] = got
     return out
@@ -582,7 +485,7 @@ def score(
         got = _score_database(q_codes, targets, scoring, mode, ends, backend, threads, progress)
         return scoring.user(got[0 if single_q else slice(None)])
     t_codes, _ = encode_many([targets] if single_t else targets, scoring, "targets")
-    engine_backend = engine_backend_for(backend, threads, scoring)
+    engine_backend = engine.backend_for(backend, scoring, threads=threads)
     strands = [t_codes]
     if strand != "plus":
         minus = [
@@ -594,8 +497,7 @@ def score(
         if with_width:
             raise OptionError("with_width is available for pairs='all'")
         got = [
-            _score_zip(q_codes, t, scoring, mode, ends, engine_backend, threads, progress)
-            for t in strands
+            _score_zip(q_codes, t, scoring, mode, ends, engine_backend, progress) for t in strands
         ]
         return scoring.user(np.maximum.reduce(got))
     scores = width = None
@@ -609,13 +511,3 @@ def score(
     index = (0 if single_q else slice(None), 0 if single_t else slice(None))
     scores, width = scoring.user(scores[index]), width[index]
     return (scores, width) if with_width else scores
-
-
-def engine_backend_for(backend, threads, scoring: Scoring) -> Backend:
-    """The engine backend for a scheme: ``"auto"`` takes the reference for schemes the
-    kernels cannot run; a named kernel backend is refused for them (:class:`OptionError`)."""
-    if backend == "auto" and scoring.kernel_problem() is not None:
-        backend = "reference"
-    engine_backend = get_backend(backend, threads=threads)
-    scoring.require_kernels(engine_backend.name)
-    return engine_backend

@@ -418,16 +418,6 @@ class Scoring:
             return "gap opening cheaper than extension (o < 0)"
         return None
 
-    def require_kernels(self, backend: str) -> None:
-        """Raise :class:`OptionError` when ``backend`` (not the reference) cannot run this."""
-        problem = self.kernel_problem()
-        if problem is not None and backend != "reference":
-            raise OptionError(
-                f"{problem} is computed by the reference backend only, not by {backend!r} "
-                "(its kernels take one gap cost with o >= 0); the 'auto' backend picks the "
-                "reference for it"
-            )
-
     def user(self, value):
         """Kernel scores (int or int array) in the user's units: divided by :attr:`scale`."""
         if self.scale == 1:

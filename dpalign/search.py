@@ -19,10 +19,16 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .alphabet import reverse_complement_codes
-from .engine import Backend, ReferenceBlock, Task, query_batch
+from .engine import (
+    Backend,
+    ReferenceBlock,
+    Task,
+    backend_for,
+    cpu_backend,
+    query_batch,
+)
 from .errors import InputError, OptionError
-from .pairwise import Alignment, _is_single, align, encode_many, engine_backend_for
-from .pairwise import block_width as block_width_for
+from .pairwise import Alignment, _is_single, align, encode_many
 from .scoring import Scoring, as_scoring, free_ends_tuple
 
 
@@ -133,8 +139,9 @@ class Database:
         Decides the alphabet the targets are encoded in (a search with another alphabet
         re-encodes them from their text).
     block_width : int, optional
-        Lanes per block for the numba kernels (default: 64, the int8 lanes of one AVX-512
-        register, up to 512 for large databases; see :func:`dpalign.pairwise.block_width`).
+        Lanes per block for every backend (default: the lanes each backend prefers, asked
+        once per backend; the CPU backend's is 64, the int8 lanes of one AVX-512 register,
+        up to 512 for large databases).
 
     Notes
     -----
@@ -176,7 +183,8 @@ class Database:
     def _setup(self, names, scoring, codes, lengths, block_width) -> None:
         self.names = names
         self.alphabet = scoring.alphabet
-        self.block_width = int(block_width or block_width_for(None, len(codes)))
+        self._fixed_width = block_width is not None
+        self.block_width = int(block_width or cpu_backend().block_width("pairwise", len(codes)))
         self._codes = {scoring.alphabet: codes}
         self.lengths = lengths
         # Longest first: worker threads take blocks in order (heaviest first balances them).
@@ -184,7 +192,6 @@ class Database:
         self._start, self._end = 0, len(codes)
         self._block_cache = {}
         self._root = self
-        self.blocks(scoring.alphabet)  # pack now: the database is reused across queries
 
     @classmethod
     def from_codes(
@@ -267,23 +274,42 @@ class Database:
             self._codes[alphabet] = encoded
         return self._codes[alphabet]
 
-    def blocks(self, alphabet=None, width: int | None = None) -> list[ReferenceBlock]:
-        """This view's targets as inter-sequence blocks (lanes in length order)."""
+    def layout_width(self, backend: Backend) -> int:
+        """Lanes per block for ``backend``: the width given at construction, else the one
+        the backend prefers for the whole database (packed once per width, then shared by
+        every view and query)."""
+        if self._fixed_width:
+            return self.block_width
+        if backend.block_layout("pairwise") == "ragged":  # one block of this view's targets
+            return backend.block_width("pairwise", len(self))
+        return backend.block_width("pairwise", len(self._root.lengths))
+
+    def score_codes(self, q_codes, scoring, mode, ends, backend, progress=None):
+        """:func:`score_database` of this view (``dpalign.score`` with a Database)."""
+        return score_database(q_codes, self, scoring, mode, ends, backend, progress)
+
+    def blocks(
+        self, alphabet=None, width: int | None = None, ragged: bool = False
+    ) -> list[ReferenceBlock]:
+        """This view's targets as inter-sequence blocks (lanes in length order; ``ragged``:
+        each block's targets one after another)."""
         alphabet = alphabet or self.alphabet
         width = width or self.block_width
-        key = (alphabet, width)
+        key = (alphabet, width, ragged)
         if key not in self._block_cache:
             root = self._root
             if root is not self and self._start % width == 0:
                 # A view on block boundaries shares the root's blocks (the last one trimmed).
-                shared = root.blocks(alphabet, width)
+                shared = root.blocks(alphabet, width, ragged)
                 first, stop = self._start // width, -(-self._end // width)
                 chosen = list(shared[first:stop])
                 if chosen and self._end % width:
                     chosen[-1] = _trim(chosen[-1], self._end % width)
                 self._block_cache[key] = chosen
             else:
-                self._block_cache[key] = _pack(self.codes(alphabet), self.lengths, self.ids, width)
+                self._block_cache[key] = _pack(
+                    self.codes(alphabet), self.lengths, self.ids, width, ragged
+                )
         return self._block_cache[key]
 
 
@@ -299,11 +325,13 @@ def _trim(block: ReferenceBlock, lanes: int) -> ReferenceBlock:
     lengths = block.lengths.copy()
     ids[lanes:] = -1
     lengths[lanes:] = 0
-    return ReferenceBlock(block.codes, lengths, ids, block.flags)
+    codes = block.codes[: int(lengths.sum())] if block.ragged else block.codes
+    return ReferenceBlock(codes, lengths, ids, block.flags)
 
 
-def _pack(codes, lengths, ids, width) -> list[ReferenceBlock]:
-    """Blocks of ``width`` lanes, filled by gathers from one buffer of every target."""
+def _pack(codes, lengths, ids, width, ragged=False) -> list[ReferenceBlock]:
+    """Blocks of ``width`` lanes (``ragged``: a block's targets one after another), filled by
+    gathers from one buffer of every target."""
     buf = np.concatenate(codes) if codes else np.zeros(0, dtype=np.uint8)
     starts = np.zeros(len(codes), dtype=np.int64)
     np.cumsum(lengths[:-1], out=starts[1:])
@@ -314,9 +342,14 @@ def _pack(codes, lengths, ids, width) -> list[ReferenceBlock]:
         lane_ids[: len(chunk)] = chunk
         lane_len = np.zeros(width, dtype=np.int64)
         lane_len[: len(chunk)] = lengths[chunk]
+        spans = zip(starts[chunk].tolist(), lengths[chunk].tolist(), strict=True)
+        if ragged:
+            parts = [buf[a : a + size] for a, size in spans]
+            flat = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+            blocks.append(ReferenceBlock(flat.astype(np.uint8, copy=False), lane_len, lane_ids))
+            continue
         # Lane-major first (each target's residues are one contiguous copy), then transposed.
         lanes = np.zeros((width, int(lane_len.max())), dtype=np.uint8)
-        spans = zip(starts[chunk].tolist(), lengths[chunk].tolist(), strict=True)
         for k, (a, size) in enumerate(spans):
             lanes[k, :size] = buf[a : a + size]
         packed = np.ascontiguousarray(lanes.T)
@@ -419,11 +452,7 @@ def search_many(
     ends = free_ends_tuple(mode, free_ends)
     if not isinstance(database, Database):
         database = Database(database, sub_score=scoring)
-    if isinstance(backend, Backend):
-        scoring.require_kernels(backend.name)
-        engine_backend = backend
-    else:
-        engine_backend = engine_backend_for(backend, threads, scoring)
+    engine_backend = backend_for(backend, scoring, threads=threads)
     if _names is not None:
         q_codes = [scoring.encode(q, record=n) for q, n in zip(queries, _names, strict=True)]
     else:
@@ -547,8 +576,9 @@ def _score_view(q_codes, database, scoring, mode, ends, backend, progress, with_
     (``(a_end, b_end)``, each ``[Q, N]``) only where the backend reports them
     (``backend.score_ends``, local mode), else None."""
     batch = query_batch(q_codes)
-    width = database.block_width if backend.name == "numba" else block_width_for(backend, 0)
-    blocks = database.blocks(scoring.alphabet, width)
+    width = database.layout_width(backend)
+    ragged = backend.block_layout("pairwise") == "ragged"
+    blocks = database.blocks(scoring.alphabet, width, ragged)
     task = Task("pairwise", scoring, mode, tuple(ends))
     supported = getattr(backend, "ends_supported", None)
     with_ends = with_ends and supported is not None and supported(task)

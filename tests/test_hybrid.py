@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 import os
 import signal
+import time
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
 from dpalign import backends
-from dpalign.engine import ReferenceBackend, Task, get_backend, query_batch
+from dpalign.engine import Backend, ReferenceBackend, Task, get_backend, query_batch
 from dpalign.errors import DpalignError
 from dpalign.hybrid.queue import WorkQueue, make_units
 from dpalign.papara.placement import profile_blocks
@@ -47,6 +49,36 @@ def _device():
     return ReferenceBackend()
 
 
+@dataclass
+class HeldDevice(Backend):
+    """A device backend that takes no work until ``until()`` holds (at most a minute): its
+    worker's first take waits, so injected CPU failures happen whatever the device's speed
+    (a fast PoCL device otherwise took every unit before ``cpu-0`` reached its third)."""
+
+    inner: Backend | None = None
+    until: object = None
+    name = "held"
+    kind = "device"
+
+    def prepare(self, task, queries, blocks):
+        deadline = time.monotonic() + 60
+        while not self.until() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        self.inner.prepare(task, queries, blocks)
+
+    def score(self, task, queries, blocks, progress=None):
+        return self.inner.score(task, queries, blocks, progress)
+
+
+def _held_hybrid(failures: dict, **options):
+    """A hybrid backend whose device starts only once every injected CPU failure happened."""
+    cpu_failures = sum(name.startswith("cpu") for name in failures)
+    device = HeldDevice(inner=_device())
+    hybrid = get_backend("hybrid", devices=[device], cpu_workers=2, **options)
+    device.until = lambda: len(hybrid.stats.notes) >= cpu_failures
+    return hybrid
+
+
 def test_units_cover_the_work_once():
     units = make_units(10, 3, 4)
     assert [(u.start, u.stop) for u in units[::3]] == [(0, 4), (4, 8), (8, 10)]
@@ -77,7 +109,7 @@ def test_failed_workers_lose_nothing(problem, monkeypatch, failures):
     task, queries, blocks, expected = problem
     monkeypatch.setattr("dpalign.config.HYBRID_UNIT_CELLS", 20_000)
     monkeypatch.setattr("dpalign.config.HYBRID_DEVICE_MIN_READS", 1)
-    hybrid = get_backend("hybrid", devices=[_device()], cpu_workers=2, inject_failures=failures)
+    hybrid = _held_hybrid(failures, inject_failures=failures)
     np.testing.assert_array_equal(_scores(hybrid.score(task, queries, blocks)), expected)
     assert len(hybrid.stats.notes) == len(failures)
     assert all("injected failure" in note for note in hybrid.stats.notes)
@@ -106,7 +138,7 @@ def test_cli_output_unchanged_under_injected_failures(tmp_path, monkeypatch, cap
     monkeypatch.setenv("DPALIGN_INJECT_FAILURES", "cpu-0:1")
     monkeypatch.setattr("dpalign.config.HYBRID_UNIT_CELLS", 50_000)
     monkeypatch.setattr("dpalign.config.HYBRID_DEVICE_MIN_READS", 1)
-    hybrid = get_backend("hybrid", devices=[_device()], cpu_workers=2)
+    hybrid = _held_hybrid({"cpu-0": 1})
     monkeypatch.setattr("dpalign.cli._backend_from_args", lambda args: hybrid)
     report = tmp_path / "report.json"
     argv = [
@@ -296,7 +328,7 @@ def test_a_take_that_meets_the_cpu_units_is_one_launch(problem):
     # chunk 0 whole, and chunk 1's first two blocks (the CPU workers hold its others)
     taken = [u for u in units if u.start == 0] + [u for u in units if u.start == 10][:2]
     shared = SharedResults(len(queries), blocks)
-    process = DeviceProcess("0:0")
+    process = DeviceProcess("opencl", "0:0")
     calls = []
     original = process.score
 
@@ -320,3 +352,20 @@ def test_a_take_that_meets_the_cpu_units_is_one_launch(problem):
     np.testing.assert_array_equal(got[10:20, :lanes], expected[10:20, :lanes])
     assert not got[10:20, lanes:].any() and not got[20:].any()  # not this worker's
     shared.close()
+
+
+@needs_numba
+def test_hybrid_pairwise_runs_the_int8_pass():
+    """The hybrid queue packs pairwise targets at its CPU workers' width, so their int8 lanes
+    run (32-lane blocks skipped that pass, and every score came from int16)."""
+    from dpalign import score
+    from dpalign.hybrid import HybridBackend
+
+    rng = np.random.default_rng(5)
+    queries = ["".join(rng.choice(list("ACGT"), 40)) for _ in range(3)]
+    targets = ["".join(rng.choice(list("ACGT"), int(n))) for n in rng.integers(5, 60, 150)]
+    hybrid = HybridBackend(devices=[], cpu_workers=2)
+    got, width = score(queries, targets, "local", backend=hybrid, with_width=True)
+    want = score(queries, targets, "local", backend="reference")
+    np.testing.assert_array_equal(got, want)
+    assert (width == 8).any()

@@ -167,7 +167,7 @@ def _pairwise_cases(
     )
     expected = None
     for backend in settings.backends:
-        if backend == "opencl" and not _opencl_pairwise():
+        if not _runs_pairwise(backend):
             continue
         db = Database(job.targets, sub_score=job.sub_score)
         run = lambda db=db, backend=backend: dpalign.score(  # noqa: E731
@@ -240,13 +240,14 @@ def _subset(job: peers.PairwiseJob, max_cells: float | None) -> peers.PairwiseJo
     return peers.PairwiseJob(job.queries, job.targets[:keep], job.mode, job.sub_score, job.gap)
 
 
-def _opencl_pairwise() -> bool:
-    try:
-        from ..kernels_cl import backend as cl_backend
+def _runs_pairwise(backend: str) -> bool:
+    """A backend runs pairwise scores: the engine's kernel table has one for it, or it has no
+    kernels of its own (a work queue running the others')."""
+    from ..engine import backend_class, kernel_table
 
-        return getattr(cl_backend, "PAIRWISE", False)
-    except ImportError:
-        return False
+    if not backend_class(backend).kernels:
+        return True
+    return any(e.task == "pairwise" for e in kernel_table(backend=backend, op="score"))
 
 
 # Pure-Python-speed peers get a budget of cells (their GCUPS come from that subset).

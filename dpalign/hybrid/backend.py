@@ -1,4 +1,4 @@
-"""The ``hybrid`` backend: CPU workers and OpenCL device workers on one work queue.
+"""The ``hybrid`` backend: CPU workers and device workers on one work queue.
 
 The seed paper's "hybrid CPU-GPU approach": every core runs the Numba kernel on small units,
 every GPU takes large groups of units, and they compete for the same queue so that the machine
@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 
 from .. import config
-from ..engine import Backend, get_backend, register
+from ..engine import Backend, cpu_backend, device_backends, get_backend
 from ..errors import BackendUnavailable, OptionError
 from .queue import WorkQueue, make_units
 from .workers import (
@@ -39,12 +39,20 @@ def parse_failures(text: str | None) -> dict[str, int]:
     return out
 
 
-def gpu_selectors() -> list[str]:
-    """``platform:device`` ids of every OpenCL GPU on this machine."""
-    from ..devices import opencl_devices
+def device_backend() -> type[Backend] | None:
+    """The registered device backend (``kind == "device"``) whose devices the work queue
+    feeds: the first one with a GPU here, else the first registered."""
+    candidates = device_backends()
+    for cls in candidates:
+        if cls.gpus():
+            return cls
+    return candidates[0] if candidates else None
 
-    devices, _ = opencl_devices()
-    return [d["id"] for d in devices if "GPU" in d["type"]]
+
+def gpu_selectors() -> list[str]:
+    """Ids of every GPU of the device backend (OpenCL: ``platform:device``)."""
+    cls = device_backend()
+    return cls.gpus() if cls is not None else []
 
 
 def unit_reads(queries, blocks) -> int:
@@ -57,10 +65,10 @@ def unit_reads(queries, blocks) -> int:
     return max(1, min(len(queries), reads))
 
 
-@register
 @dataclass
 class HybridBackend(Backend):
-    """Numba workers on the CPU cores plus one worker per OpenCL device.
+    """Workers of the CPU backend on the cores plus workers of the device backend (OpenCL) on
+    every GPU, on one queue.
 
     Parameters
     ----------
@@ -82,6 +90,7 @@ class HybridBackend(Backend):
     inject_failures: dict | None = None
     processes: bool | None = None
     name = "hybrid"
+    kind = "pool"
 
     def __post_init__(self) -> None:
         self._children: dict[tuple[str, int], object] = {}
@@ -94,7 +103,7 @@ class HybridBackend(Backend):
         if devices:
             return True
         try:
-            return bool(gpu_selectors()) and "opencl" in _registered()
+            return bool(gpu_selectors())
         except Exception:  # pragma: no cover - a broken OpenCL installation
             return False
 
@@ -104,8 +113,8 @@ class HybridBackend(Backend):
             found = gpu_selectors()
         except Exception as exc:  # pragma: no cover - a broken OpenCL installation
             return f"OpenCL does not work here ({exc})"
-        if "opencl" not in _registered():
-            return "the OpenCL backend could not be loaded (is pyopencl installed?)"
+        if device_backend() is None:
+            return "no device backend could be loaded (is pyopencl installed?)"
         if not found:
             return (
                 "it shares the work between the CPU and OpenCL GPUs, and no GPU was found "
@@ -122,7 +131,10 @@ class HybridBackend(Backend):
 
         selectors = self.devices if self.devices is not None else gpu_selectors()
         if not selectors and self.devices is None:
-            raise BackendUnavailable("the hybrid backend found no OpenCL GPU")
+            raise BackendUnavailable("the hybrid backend found no GPU")
+        device_cls = device_backend()
+        if device_cls is None and any(not isinstance(s, Backend) for s in selectors):
+            raise BackendUnavailable("the hybrid backend found no device backend")
         processes = config.HYBRID_DEVICE_PROCESSES if self.processes is None else self.processes
         workers = []
         for d, sel in enumerate(selectors):
@@ -135,15 +147,20 @@ class HybridBackend(Backend):
                 if processes:
                     key = (sel, stream)
                     if key not in self._children:
-                        self._children[key] = DeviceProcess(sel, stream)
+                        self._children[key] = DeviceProcess(device_cls.name, sel, stream)
                     worker = ProcessDeviceWorker(
                         name, self._children[key], n_blocks, failures.get(name), chunk_reads
                     )
                 else:
-                    backend = get_backend("opencl", device=sel, stream=stream)
+                    backend = get_backend(device_cls.name, device=sel, stream=stream)
                     worker = DeviceWorker(name, backend, n_blocks, failures.get(name), chunk_reads)
                 workers.append(worker)
         return workers
+
+    def block_width(self, kernel, n_targets):
+        # The CPU workers' layout (the pairwise int8 pass needs its 64-lane groups); a device
+        # backend reads any block width.
+        return cpu_backend(self._n_cpu()).block_width(kernel, n_targets)
 
     def close(self) -> None:
         """Stop the device processes."""
@@ -160,7 +177,9 @@ class HybridBackend(Backend):
     def describe(self) -> str:
         n_cpu = self._n_cpu()
         n_dev = len(self.devices or gpu_selectors())
-        return f"hybrid ({n_cpu} CPU workers + {n_dev} OpenCL devices)"
+        device_cls = device_backend()
+        kind = device_cls.name if device_cls is not None else "device"
+        return f"hybrid ({n_cpu} CPU workers + {n_dev} {kind} devices)"
 
     def _n_cpu(self) -> int:
         if self.cpu_workers is not None:
@@ -168,21 +187,18 @@ class HybridBackend(Backend):
         return config.cpu_threads(self.threads)
 
     def score(self, task, queries, blocks, progress=None):
-        from ..simd.backend import kernel_module
-
         failures = {
             **parse_failures(os.environ.get("DPALIGN_INJECT_FAILURES")),
             **(self.inject_failures or {}),
         }
-        module = kernel_module(task.kernel)
+        cpu = cpu_backend(threads=1)
         if not len(queries) or not blocks:
             return empty_results(queries, blocks)
         reads_per_unit = unit_reads(queries, blocks)
         devices = self._device_workers(len(blocks), failures, reads_per_unit)
         nice = config.HYBRID_CPU_NICE if devices else 0
         workers = [
-            CpuWorker(f"cpu-{k}", module, failures.get(f"cpu-{k}"), nice)
-            for k in range(self._n_cpu())
+            CpuWorker(f"cpu-{k}", cpu, failures.get(f"cpu-{k}"), nice) for k in range(self._n_cpu())
         ]
         workers = devices + workers  # device threads start first: the GPU is the long pole
         if not workers:
@@ -228,9 +244,3 @@ class HybridBackend(Backend):
             return shared.blocks()
         finally:
             shared.close()
-
-
-def _registered() -> list[str]:
-    from ..engine import _REGISTRY
-
-    return list(_REGISTRY)

@@ -14,7 +14,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from ..engine import Backend, BlockScores, register
+from ..engine import Backend, BlockScores, cpu_backend
 from ..errors import BackendUnavailable, OptionError
 from .workers import empty_results
 
@@ -28,25 +28,22 @@ def _hold(data):
 
 def _score_task(task, queries, blocks, start: int, stop: int, first: int, last: int):
     """Run on a Dask worker: reads [start, stop) against blocks [first, last)."""
-    from ..simd.backend import kernel_module
-
     try:
         from distributed import get_worker
 
         worker = get_worker().address
     except (ImportError, ValueError):  # pragma: no cover - run outside a worker
         worker = "local"
-    module = kernel_module(task.kernel)
+    cpu = cpu_backend(threads=1)
     reads = queries.subset(slice(start, stop))
     t0 = time.perf_counter()
-    results = [module.score_block(task, reads, blocks[b]) for b in range(first, last)]
+    results = [cpu.score_block(task, reads, blocks[b]) for b in range(first, last)]
     return worker, time.perf_counter() - t0, results
 
 
-@register
 @dataclass
 class DaskBackend(Backend):
-    """Score on a Dask cluster.
+    """Score on a Dask cluster (``kind = "cluster"``).
 
     Parameters
     ----------
@@ -65,6 +62,7 @@ class DaskBackend(Backend):
     tasks_per_worker: int = 4
     retries: int = 2
     name = "dask"
+    kind = "cluster"
 
     def __post_init__(self) -> None:
         self._client = None

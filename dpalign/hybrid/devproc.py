@@ -42,12 +42,12 @@ def _map(path: str, size: int) -> mmap.mmap:
         os.close(fd)
 
 
-def _child(conn, device: str, stream: int) -> None:  # pragma: no cover - runs in a child
+def _child(conn, kind: str, device: str, stream: int) -> None:  # pragma: no cover - a child
     """The device process: score what the parent asks for, write it to shared memory."""
     from ..engine import get_backend
-    from ..kernels_cl.context import wait_totals
 
-    backend = get_backend("opencl", device=device, stream=stream)
+    backend = get_backend(kind, device=device, stream=stream)
+    wait_totals = backend.device_wait
     scores = width = mapping = None
     task = queries = blocks = offsets = None
     while True:
@@ -72,13 +72,13 @@ def _child(conn, device: str, stream: int) -> None:  # pragma: no cover - runs i
                 mapping = _map(path, size)
                 scores, width = _arrays(mapping, len(queries), int(offsets[-1]))
                 t1 = time.perf_counter()
-                if new_blocks is not None and task.kernel == "papara":
+                if new_blocks is not None:
                     # Lay out and upload the profiles now; the kernels are built by the
                     # first take. (A warm-up launch here no longer pays: the first take's
                     # time includes this set-up anyway, since the parent reads this answer
                     # with the take's. Measured on the H100 host: 0.13 s for the 1604.PRANK
                     # profiles beside 16 busy CPU workers, 0.05 s more for a warm-up launch.)
-                    backend._runner(task, blocks, int(queries.codes.max(initial=0)))
+                    backend.prepare(task, queries, blocks)
                 timing = {"setup_s": time.perf_counter() - t0, "layout_s": time.perf_counter() - t1}
                 conn.send(("ready", timing))
                 continue
@@ -157,14 +157,14 @@ class SharedResults:
 
 
 class DeviceProcess:
-    """A child process holding one OpenCL device (one stream of it)."""
+    """A child process holding one device (one stream of it) of the device backend ``kind``."""
 
-    def __init__(self, device: str, stream: int = 0) -> None:
+    def __init__(self, kind: str, device: str, stream: int = 0) -> None:
         ctx = multiprocessing.get_context("spawn")  # no fork after a driver started threads
         self.conn, child_conn = ctx.Pipe()
         self.process = ctx.Process(
             target=_child,
-            args=(child_conn, device, stream),
+            args=(child_conn, kind, device, stream),
             daemon=True,
             name=f"dpalign-device-{device}-{stream}",
         )

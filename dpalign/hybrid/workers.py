@@ -1,8 +1,8 @@
-"""Workers that pull units from the queue: one per CPU core, one per OpenCL device.
+"""Workers that pull units from the queue: one per CPU core, one per device.
 
-A CPU worker runs the Numba kernel on one unit at a time (the kernels release the GIL). A device
-worker takes many units at once and runs them through a device backend (OpenCL), sized from its
-measured throughput so that every worker finishes at about the same time.
+A CPU worker runs the CPU backend's kernel on one unit at a time (the Numba kernels release the
+GIL). A device worker takes many units at once and runs them through a device backend (OpenCL),
+sized from its measured throughput so that every worker finishes at about the same time.
 """
 
 from __future__ import annotations
@@ -47,6 +47,10 @@ class Worker:
         """(wall, CPU) seconds spent waiting for a device since the last call (0 here)."""
         return 0.0, 0.0
 
+    def thread_wait(self) -> tuple[float, float]:
+        """This thread's (wall, CPU) time inside device waits so far (0 on a CPU)."""
+        return 0.0, 0.0
+
     def prepare(self, task: Task, queries: QueryBatch, blocks) -> None:
         """Get ready for a run before the first take (on the worker's own thread)."""
 
@@ -56,13 +60,15 @@ class Worker:
 
 
 class CpuWorker(Worker):
-    """One CPU core: the Numba kernel on one unit (read chunk x block) at a time."""
+    """One CPU core: the CPU backend's kernel on one unit (read chunk x block) at a time."""
 
     kind = "cpu"
 
-    def __init__(self, name: str, module, fail_after: int | None = None, nice: int = 0) -> None:
+    def __init__(
+        self, name: str, backend: Backend, fail_after: int | None = None, nice: int = 0
+    ) -> None:
         super().__init__(name, fail_after)
-        self.module = module
+        self.backend = backend
         self.nice = nice  # lower this worker thread's priority by this much for the run
 
     def prepare(self, task, queries, blocks):
@@ -77,12 +83,12 @@ class CpuWorker(Worker):
         out = []
         for unit in units:
             reads = queries.subset(slice(unit.start, unit.stop))
-            out.append((unit, self.module.score_block(task, reads, blocks[unit.block])))
+            out.append((unit, self.backend.score_block(task, reads, blocks[unit.block])))
         return out
 
 
 class DeviceWorker(Worker):
-    """One OpenCL device, fed many units per call through a device backend."""
+    """One device, fed many units per call through a device backend."""
 
     kind = "device"
 
@@ -124,6 +130,12 @@ class DeviceWorker(Worker):
         # the chunk against every block (see devproc), the second ~40 ms on the H100.
         k = math.ceil(k / self.n_blocks) * self.n_blocks
         return queue.take_front(k)
+
+    def prepare(self, task, queries, blocks):
+        self.backend.prepare(task, queries, blocks)
+
+    def thread_wait(self):
+        return self.backend.device_wait()
 
     def compute(self, task, queries, blocks, units):
         self._maybe_fail(len(units))
@@ -191,6 +203,9 @@ class ProcessDeviceWorker(DeviceWorker):
         wait, self._wait = tuple(self._wait), [0.0, 0.0]
         return wait
 
+    def thread_wait(self):
+        return 0.0, 0.0  # this thread waits on a pipe; the child's waits come by device_wait
+
 
 def lower_thread_priority(step: int) -> bool:
     """Raise the calling thread's nice value by ``step`` (Linux, where it is per thread);
@@ -230,15 +245,6 @@ def _launch_groups(units: list[Unit]):
         else:
             groups.append((start, stop, ids, chunk_units))
     return groups
-
-
-def _wait_totals() -> tuple[float, float]:
-    """This thread's time inside OpenCL waits (wall, CPU); zeros without OpenCL."""
-    try:
-        from ..kernels_cl.context import wait_totals
-    except ImportError:  # pragma: no cover - pyopencl is a dependency
-        return 0.0, 0.0
-    return wait_totals()
 
 
 def empty_results(queries: QueryBatch, blocks) -> list[BlockScores]:
@@ -308,7 +314,7 @@ def run_workers(
             if not units:
                 return
             start, cpu_start = time.perf_counter(), time.thread_time()
-            waited = _wait_totals()
+            waited = worker.thread_wait()
             try:
                 done = worker.compute(task, queries, blocks, units)
             except Exception as exc:  # a lost device, out of resources, a kernel error
@@ -325,7 +331,7 @@ def run_workers(
                 # units, all of it after the device had finished.
                 cells += (read_ends[unit.stop] - read_ends[unit.start]) * block_residues[unit.block]
             worker.units_done += len(units)
-            now, child = _wait_totals(), worker.device_wait()
+            now, child = worker.thread_wait(), worker.device_wait()
             stats.record(
                 worker.name,
                 cells,

@@ -16,24 +16,33 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..contract import Backend, BlockScores
-from ..engine import register
+from .. import config
+from ..contract import Backend, BlockScores, RegionFill, RegionFiller
 from ..errors import BackendUnavailable, OptionError
-from .context import device_context, list_devices
+from .antidiagonal import KERNELS as AD_KERNELS
+from .context import device_context, list_devices, wait_totals
+from .papara import KERNELS as PAPARA_KERNELS
 from .papara import PaparaRunner
+from .search import KERNELS as SEARCH_KERNELS
 from .search import SearchRunner
+
+#: Profiles are padded to a multiple of this many lanes (the engine's default block width).
+LANE_GROUP = config.BLOCK_WIDTH
 
 
 def concatenate(blocks) -> tuple[np.ndarray, np.ndarray]:
     """The blocks' lanes side by side: ``(states, flags)`` of shape ``[n, 32 * blocks]``.
 
-    PaPaRa profiles all span the same columns; padding lanes (length 0) are left empty.
+    PaPaRa profiles all span the same columns; padding lanes (length 0) are left empty. One
+    block laid out by this backend's own width (the engine's packer) is used as it is.
     """
     lengths = np.concatenate([b.lengths for b in blocks])
     real = lengths[lengths > 0]
     if real.size and (real != real[0]).any():
         raise OptionError("the opencl backend scores PaPaRa profiles, which share one length")
     n = int(real[0]) if real.size else 0
+    if len(blocks) == 1 and blocks[0].flags is not None and blocks[0].codes.shape[0] == n:
+        return blocks[0].codes, blocks[0].flags
     width = sum(b.width for b in blocks)
     dtype = np.result_type(*(b.codes.dtype for b in blocks))
     states = np.zeros((n, width), dtype=dtype)
@@ -48,7 +57,31 @@ def concatenate(blocks) -> tuple[np.ndarray, np.ndarray]:
     return states, flags
 
 
-@register
+class DeviceRegions(RegionFiller):
+    """One long pair on the device (:class:`~dpalign.kernels_cl.antidiagonal.PairOnDevice`)
+    behind the engine's region contract."""
+
+    def __init__(self, pair, neg_store: int) -> None:
+        self.pair = pair
+        self.neg_store = neg_store
+        self.tile_rows, self.tile_cols = pair.shape.rows, pair.shape.cols
+        self.label = f"opencl {pair.dctx.caps.name}"
+
+    @property
+    def cells(self) -> int:
+        return self.pair.cells
+
+    @property
+    def kernel_seconds(self) -> float:
+        return self.pair.kernel_seconds
+
+    def fill_region(self, r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads):
+        fill = self.pair.fill_region(
+            r0, c0, top, left, row_slot, col_slot, tile_rows, self.neg_store
+        )
+        return RegionFill(fill.last_row, fill.row_store, fill.col_store, fill.best)
+
+
 @dataclass
 class OpenCLBackend(Backend):
     """PaPaRa scoring (:mod:`dpalign.kernels_cl.papara`) and pairwise scores of queries
@@ -72,6 +105,8 @@ class OpenCLBackend(Backend):
     width: int | None = None
     stream: int = 0  # queues of their own on the device (a second host thread per GPU)
     name = "opencl"
+    kind = "device"
+    kernels = (*PAPARA_KERNELS, *SEARCH_KERNELS, *AD_KERNELS)
 
     @classmethod
     def available(cls, **options) -> bool:
@@ -88,9 +123,57 @@ class OpenCLBackend(Backend):
             return str(exc)
         return "no OpenCL device was found (is an ICD such as pocl-binary-distribution installed?)"
 
-    def describe(self) -> str:
-        from .. import config
+    @classmethod
+    def gpus(cls) -> list[str]:
+        """``platform:device`` ids of every OpenCL GPU on this machine (a work queue's
+        device workers)."""
+        try:
+            import pyopencl as cl
 
+            return [ident for ident, dev in list_devices() if dev.type & cl.device_type.GPU]
+        except (ImportError, BackendUnavailable):
+            return []
+
+    def block_width(self, kernel, n_targets):
+        # Everything in one block: the PaPaRa kernels read all profiles side by side (cut into
+        # work-groups on the device), and the search runner sorts, packs and buckets its
+        # targets itself, so smaller blocks were only concatenated or unpacked again.
+        if kernel == "papara":
+            return max(LANE_GROUP, -(-n_targets // LANE_GROUP) * LANE_GROUP)
+        return max(1, n_targets)
+
+    def block_layout(self, kernel):
+        # Search targets one after another: no 2-D lane padding to unpack.
+        return "ragged" if kernel == "pairwise" else "lanes"
+
+    def prepare(self, task, queries, blocks):
+        if task.kernel == "papara" and len(queries) and blocks:
+            self._runner(task, blocks, int(queries.codes.max(initial=0)))
+
+    def device_wait(self):
+        return wait_totals()
+
+    def long_pair_cells(self):
+        # Every pair takes the long-pair path: its large regions fill on the device.
+        return 0
+
+    def region_filler(self, a, b, scoring, local, neg_store, tile=None):
+        from .antidiagonal import PairOnDevice, TileShape
+
+        shape = TileShape(*tile) if tile else None
+        pair = PairOnDevice(
+            device_context(self.device, self.stream),
+            a,
+            b,
+            scoring.matrix,
+            scoring.gap_open,
+            scoring.gap_extend,
+            local,
+            shape,
+        )
+        return DeviceRegions(pair, neg_store)
+
+    def describe(self) -> str:
         design = self.design or config.OPENCL_DESIGN
         return f"opencl ({device_context(self.device, self.stream).describe()}; {design} design)"
 
@@ -125,11 +208,7 @@ class OpenCLBackend(Backend):
         cached = getattr(self, "_search_cached", None)
         if cached is not None and cached[0] == key:
             return cached[1]
-        targets = [
-            block.codes[: int(block.lengths[lane]), lane]
-            for block in blocks
-            for lane in range(block.width)
-        ]
+        targets = [lane for block in blocks for lane in block.lanes()]
         runner = SearchRunner(device_context(self.device, self.stream), targets)
         self._search_cached = (key, runner, blocks)  # holding the blocks keeps their ids unique
         return runner

@@ -182,7 +182,7 @@ def papara(
         placed = placement.place(states, flags, data.reads, scoring, engine, tick)
     with stats.phase("traceback"):
         ops = traceback.align_reads(
-            states, flags, data.reads, placed.edge, placed.score, scoring, engine.name
+            states, flags, data.reads, placed.edge, placed.score, scoring, engine
         )
     with stats.phase("output"):
         rows = msa_output.extended_alignment(

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import config
+from .. import config, engine
 from ..engine import Backend, Task, query_batch, reference_blocks
 from ..scoring import PaparaScoring
 
@@ -49,7 +49,8 @@ def place(
     if nonempty.size == 0 or n_edges == 0:
         return Placements(edge, best, width, 0)
     batch = query_batch([reads[k] for k in nonempty], dtype=states.dtype)
-    blocks = profile_blocks(states, flags)
+    # In the lanes the backend prefers (the OpenCL kernels read every profile side by side).
+    blocks = engine.pack(backend, "papara", list(states), flags=list(flags), dtype=states.dtype)
     task = Task("papara", scoring)
     results = backend.score(task, batch, blocks, progress=progress)
     sign = -1 if scoring.minimize else 1

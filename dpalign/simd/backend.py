@@ -2,7 +2,11 @@
 
 Each kernel family provides ``score_block(task, queries, block) -> BlockScores`` in its own
 module (``simd.papara_score``, ``simd.pairwise``); the kernels are ``@njit(nogil=True)`` so the
-worker threads run in parallel. Results do not depend on the number of threads.
+worker threads run in parallel. Results do not depend on the number of threads. The backend
+also keeps the CPU side of the engine's traceback door (pairwise and PaPaRa traceback, pairs
+scored one by one) and of the long-pair region contract (:class:`NumbaRegions`).
+
+The engine registers this class (see :mod:`dpalign.engine`); nothing here imports it.
 """
 
 from __future__ import annotations
@@ -15,8 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import config
-from ..contract import Backend, BlockScores
-from ..engine import register
+from ..contract import Backend, BlockScores, RegionFill, RegionFiller
 
 
 def query_slices(lengths: np.ndarray, n_blocks: int, threads: int) -> list[slice]:
@@ -50,12 +53,129 @@ def kernel_module(kernel: str):
     return module
 
 
-@register
+#: The engine's table entries of this backend (parasail-style names: family, operation,
+#: backend, strategy, integer width; the width is chosen per pair, narrowest first).
+KERNELS = (
+    *(f"{f}_score_numba_inter_i{w}" for f in ("nw", "sg", "sw") for w in (8, 16, 32)),
+    *(f"{f}_score_numba_scalar_i64" for f in ("nw", "sg", "sw")),
+    "sw_score_numba_striped_i16",
+    *(f"{f}_trace_numba_scalar_i64" for f in ("nw", "sg", "sw")),
+    *(f"{f}_fill_numba_antidiagonal_i{w}" for f in ("nw", "sg", "sw") for w in (16, 32, 64)),
+    "papara_score_numba_inter_i16",
+    "papara_score_numba_inter_i32",
+    "papara_trace_numba_inter_i16",
+    "papara_trace_numba_inter_i32",
+)
+
+#: Lanes per block for pairwise kernels: 64 int8 lanes (one AVX-512 register) per lane group,
+#: up to :data:`MAX_GROUPS` groups per block when there are many targets (fewer calls from
+#: Python per cell, and the GIL-bound part of a block shrinks), as long as every thread still
+#: gets about :data:`BLOCKS_PER_THREAD` blocks.
+PAIRWISE_BLOCK_WIDTH = 64
+MAX_GROUPS = 8
+BLOCKS_PER_THREAD = 16
+
+
+def pairwise_block_width(n_targets: int, threads: int | None = None) -> int:
+    """Lanes per pairwise block for ``n_targets`` targets on ``threads`` worker threads."""
+    per_block = n_targets // (
+        PAIRWISE_BLOCK_WIDTH * BLOCKS_PER_THREAD * config.cpu_threads(threads)
+    )
+    return PAIRWISE_BLOCK_WIDTH * min(MAX_GROUPS, max(1, per_block))
+
+
+class NumbaRegions(RegionFiller):
+    """One long pair for :mod:`dpalign.simd.antidiagonal`: region fills in tiles on the CPU
+    cores, and the leaf traceback kernels.
+
+    Parameters
+    ----------
+    a, b : ndarray uint8
+    matrix : ndarray (K, K)
+        Substitution scores in the lane dtype (int16, int32 or int64).
+    gap_open, gap_extend : int
+    local : bool
+    neg, neg_store : int
+        "-inf" of the lanes and of the store type.
+    relative : bool
+        16-bit lanes relative to each tile's corner.
+    """
+
+    def __init__(self, a, b, matrix, gap_open, gap_extend, local, neg, neg_store, relative):
+        from . import antidiagonal as K
+
+        self.K = K
+        self.a, self.b, self.matrix = a, b, matrix
+        self.o, self.e, self.local = gap_open, gap_extend, bool(local)
+        self.neg, self.neg_store, self.relative = neg, neg_store, relative
+        self.STATE_H = K.STATE_H
+
+    def fill_region(self, r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads):
+        K = self.K
+        h, w = left.shape[1] - 1, top.shape[1] - 1
+        params = np.zeros(K.N_PARAMS, np.int64)
+        params[[K.P_OPEN, K.P_EXTEND, K.P_LOCAL, K.P_TILE_ROWS, K.P_TILE_COLS]] = (
+            self.o,
+            self.e,
+            self.local,
+            tile_rows,
+            tile_cols,
+        )
+        params[[K.P_NEG, K.P_LANES, K.P_LANE_MAX, K.P_NEG_STORE, K.P_RELATIVE]] = (
+            self.neg,
+            512 // (self.matrix.dtype.itemsize * 8),
+            np.iinfo(self.matrix.dtype).max,
+            self.neg_store,
+            self.relative,
+        )
+        fill = K.fill_region(
+            self.a[r0 : r0 + h],
+            self.b[c0 : c0 + w],
+            self.matrix,
+            params,
+            top,
+            left,
+            row_slot,
+            col_slot,
+            threads,
+        )
+        return RegionFill(fill.last_row, fill.row_store, fill.col_store, fill.best)
+
+    def trace_leaf(self, r0, c0, top, left, i, j, state, ops, pos):
+        """Recompute the leaf of ``i x j`` cells at (r0, c0) in full and trace it back."""
+        return self.K.trace_leaf(
+            self.a[r0 : r0 + i],
+            self.b[c0 : c0 + j],
+            self.matrix,
+            self.o,
+            self.e,
+            self.local,
+            top,
+            left,
+            i,
+            j,
+            state,
+            ops,
+            pos,
+        )
+
+    def fill_bits(self, top, left, bits, last_col):
+        """The whole matrix on one thread, one direction byte per cell."""
+        return self.K.fill_bits(
+            self.a, self.b, self.matrix, self.o, self.e, self.local, top, left, bits, last_col
+        )
+
+    def trace_bits(self, bits, i, j, state, ops, pos):
+        return self.K.trace_bits(self.a, self.b, bits, self.local, i, j, state, ops, pos)
+
+
 @dataclass
 class NumbaBackend(Backend):
     """Numba SIMD kernels on every CPU core."""
 
     name = "numba"
+    kernels = KERNELS
+    traces = True
 
     @classmethod
     def available(cls, **options) -> bool:
@@ -67,6 +187,72 @@ class NumbaBackend(Backend):
 
     def describe(self) -> str:
         return f"numba ({config.cpu_threads(self.threads)} threads)"
+
+    def block_width(self, kernel, n_targets):
+        if kernel == "pairwise":
+            return pairwise_block_width(n_targets, self.threads)
+        return config.BLOCK_WIDTH
+
+    def score_block(self, task, queries, block):
+        return kernel_module(task.kernel).score_block(task, queries, block)
+
+    # -- the engine's traceback door (CPU side) -------------------------------------------
+
+    def align_pair(self, task, a, b):
+        """``(score, a_start, a_end, b_start, b_end, ops)`` of one pair (scalar int64)."""
+        from .traceback import align_pair
+
+        return align_pair(a, b, task.scoring, task.mode == "local", task.free_ends)
+
+    def align_papara(self, states, flags, reads, edges, scoring):
+        """``(scores, ops)`` of many reads, each against its own edge (32 pairs a pass)."""
+        from .papara_trace import papara_align_many
+
+        return papara_align_many(states, flags, reads, edges, scoring)
+
+    def score_pairs(self, task, a_list, b_list, progress=None):
+        """Scores of pair k = (a_list[k], b_list[k]), one pair at a time on every core:
+        local pairs in the striped int16 kernel (int64 only if it saturates), the others in
+        scalar int64."""
+        from .pairwise import local_width_ok, score_pair_int64
+        from .striped import local_score
+
+        scoring = task.scoring
+        local = task.mode == "local"
+        out = np.zeros(len(a_list), dtype=np.int64)
+        matrix = scoring.matrix.astype(np.int64)
+        ends_arr = np.array(task.free_ends, dtype=np.bool_)
+        o, e = scoring.gap_open, scoring.gap_extend
+        striped = local and local_width_ok(scoring, 16)
+
+        def work(chunk):
+            for k in chunk:
+                if striped:
+                    value, saturated = local_score(a_list[k], b_list[k], matrix, o, e)
+                    if not saturated:
+                        out[k] = value
+                        continue
+                out[k] = score_pair_int64(a_list[k], b_list[k], matrix, o, e, local, ends_arr)
+            if progress is not None:
+                progress(sum(len(a_list[k]) * len(b_list[k]) for k in chunk))
+
+        n_threads = config.cpu_threads(self.threads)
+        chunks = [range(k, min(k + 64, len(a_list))) for k in range(0, len(a_list), 64)]
+        if n_threads == 1 or len(chunks) <= 1:
+            for chunk in chunks:
+                work(chunk)
+        else:
+            with ThreadPoolExecutor(n_threads) as pool:
+                for future in [pool.submit(work, c) for c in chunks]:
+                    future.result()
+        return out
+
+    # -- the long-pair region contract (CPU side) -----------------------------------------
+
+    @staticmethod
+    def regions(a, b, matrix, gap_open, gap_extend, local, neg, neg_store, relative):
+        """A :class:`NumbaRegions` for one long pair."""
+        return NumbaRegions(a, b, matrix, gap_open, gap_extend, local, neg, neg_store, relative)
 
     def score(self, task, queries, blocks, progress=None):
         module = kernel_module(task.kernel)
@@ -158,7 +344,7 @@ def warm_up(task) -> None:
     """
     import numpy as np
 
-    from ..engine import QueryBatch
+    from ..contract import QueryBatch
     from . import pairwise
     from .ends import ends_supported, run_pass_ends
     from .traceback import align_pair

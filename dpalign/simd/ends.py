@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..engine import BlockScores, QueryBatch, ReferenceBlock, Task
+from ..contract import BlockScores, QueryBatch, ReferenceBlock, Task
 from .lanes import (
     vadds,
     vand,

@@ -1,0 +1,104 @@
+"""The engine's table drives these tests: every (kernel family, backend) that scores, against the
+reference; every name in the table follows the naming grammar."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpalign import engine
+from dpalign.engine import ReferenceBackend, Task, get_backend, query_batch, reference_blocks
+from dpalign.scoring import PaparaScoring, Scoring
+
+FAMILIES = {"nw", "sg", "sw", "papara"}
+OPS = {"score", "trace", "fill"}
+WIDTHS = {"i8", "i16", "i32", "i64"}
+
+
+def test_every_table_name_follows_the_grammar():
+    table = engine.kernel_table()
+    assert len({e.name for e in table}) == len(table) > 0
+    for e in table:
+        assert e.family in FAMILIES and e.op in OPS and e.width in WIDTHS, e.name
+        assert e.name == f"{e.family}_{e.op}_{e.backend}_{e.strategy}_{e.width}"
+        assert e.backend in engine.backend_names()
+
+
+def _problem(kernel: str, rng):
+    if kernel == "papara":
+        states = rng.integers(1, 16, (40, 30)).astype(np.uint8)
+        flags = (rng.random((40, 30)) < 0.2).astype(np.uint8)
+        reads = [(1 << rng.integers(0, 4, rng.integers(1, 25))).astype(np.uint8) for _ in range(9)]
+        blocks = reference_blocks(list(states), flags=list(flags), dtype=np.uint8)
+        return [Task("papara", PaparaScoring())], query_batch(reads), blocks
+    scoring = Scoring((2, -3), (5, 2))
+    queries = [rng.integers(0, 4, rng.integers(1, 30)).astype(np.uint8) for _ in range(5)]
+    targets = [rng.integers(0, 4, rng.integers(1, 40)).astype(np.uint8) for _ in range(70)]
+    tasks = [
+        Task("pairwise", scoring, "global", (False,) * 4),
+        Task("pairwise", scoring, "local", (False,) * 4),
+        Task("pairwise", scoring, "semiglobal", (False, False, True, True)),
+    ]
+    return tasks, query_batch(queries), reference_blocks(targets, width=64)
+
+
+@pytest.mark.parametrize(("kernel", "backend"), engine.kernel_families())
+def test_every_scoring_backend_of_the_table_equals_the_reference(kernel, backend, cl_device):
+    if backend not in engine.available_backends():
+        pytest.skip(f"backend {backend} is not available here")
+    options = {"device": cl_device} if engine.backend_class(backend).kind == "device" else {}
+    runner = get_backend(backend, **options)
+    tasks, queries, blocks = _problem(kernel, np.random.default_rng(7))
+    for task in tasks:
+        want = ReferenceBackend().score(task, queries, blocks)
+        got = runner.score(task, queries, blocks)
+        for w, g, block in zip(want, got, blocks, strict=True):
+            live = block.ids >= 0
+            np.testing.assert_array_equal(g.scores[:, live], w.scores[:, live], err_msg=task.mode)
+
+
+@pytest.mark.parametrize("backend", engine.backend_names())
+def test_every_backend_reaches_a_tracer(backend):
+    cls = engine.backend_class(backend)
+    tracer = cls() if cls.traces else engine.cpu_backend()
+    assert tracer.traces
+    task = Task("pairwise", Scoring(), "global", (False,) * 4)
+    a, b = Scoring().encode("ACGT"), Scoring().encode("AGT")
+    assert tracer.align_pair(task, a, b)[0] == ReferenceBackend().align_pair(task, a, b)[0]
+
+
+def test_the_packer_lays_data_out_as_each_backend_asks(cl_device):
+    """OpenCL: PaPaRa profiles in one block its runner reads as it is; database targets in one
+    ragged block per view. Numba: its 64-lane int8 groups. Scores agree on every view."""
+    import dpalign
+    from dpalign.kernels_cl.backend import concatenate
+    from dpalign.search import Database
+
+    opencl, numba = get_backend("opencl", device=cl_device), get_backend("numba")
+    rng = np.random.default_rng(3)
+    states = rng.integers(1, 16, (45, 20)).astype(np.uint8)
+    flags = (rng.random((45, 20)) < 0.2).astype(np.uint8)
+    blocks = engine.pack(opencl, "papara", list(states), flags=list(flags))
+    assert len(blocks) == 1 and blocks[0].width == 64
+    assert concatenate(blocks)[0] is blocks[0].codes
+    assert {b.width for b in engine.pack(numba, "papara", list(states), flags=list(flags))} == {32}
+
+    targets = ["".join(rng.choice(list("ACGT"), int(n))) for n in rng.integers(0, 50, 90)]
+    queries = ["".join(rng.choice(list("ACGT"), 30)) for _ in range(3)]
+    db = Database(targets)
+    for view in (db, db[0:20], db[7:41], db[60:]):
+        want = dpalign.score(queries, view, "local", backend=numba)
+        np.testing.assert_array_equal(dpalign.score(queries, view, "local", backend=opencl), want)
+        laid = view.blocks(view.alphabet, view.layout_width(opencl), ragged=True)
+        assert len(laid) == 1 and laid[0].ragged and laid[0].width == len(view)
+        assert [len(t) for t in laid[0].lanes()] == view.lengths[view.ids].tolist()
+
+
+def test_bench_list_prints_the_table(capsys):
+    from dpalign.cli import main
+
+    assert main(["bench", "--list", "--backend", "reference"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[0] for line in lines] == [
+        e.name for e in engine.kernel_table(backend="reference")
+    ]
