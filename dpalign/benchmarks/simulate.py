@@ -25,28 +25,8 @@ BASES = np.frombuffer(b"ACGT", dtype=np.uint8)
 AMINO = np.frombuffer(b"ARNDCQEGHILKMFPSTWYV", dtype=np.uint8)
 # Background frequencies of the 20 residues (UniProt-like), in AMINO's order.
 AMINO_FREQ = np.array(
-    [
-        8.3,
-        5.5,
-        4.1,
-        5.5,
-        1.4,
-        3.9,
-        6.8,
-        7.1,
-        2.3,
-        5.9,
-        9.7,
-        5.8,
-        2.4,
-        3.9,
-        4.7,
-        6.6,
-        5.4,
-        1.1,
-        2.9,
-        6.9,
-    ]
+    "8.3 5.5 4.1 5.5 1.4 3.9 6.8 7.1 2.3 5.9 9.7 5.8 2.4 3.9 4.7 6.6 5.4 1.1 2.9 6.9".split(),
+    dtype=float,
 )
 AMINO_FREQ = AMINO_FREQ / AMINO_FREQ.sum()
 GAP = ord("-")
