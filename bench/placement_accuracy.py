@@ -86,7 +86,8 @@ def run_tool(tool, case_dir: Path, data, protein: bool, threads: int):
     """Run one tool on a written case; return (predicted columns per read, seconds, extra)."""
     reads = {name: seq for name, (_, seq) in zip(data.read_names, data.reads, strict=True)}
     ref_names = [n for n, _ in data.msa]
-    tree, msa_path, reads_path = case_dir / "tree.nwk", case_dir / "ref.fasta", case_dir / "reads.fasta"
+    tree, msa_path = case_dir / "tree.nwk", case_dir / "ref.fasta"
+    reads_path = case_dir / "reads.fasta"
     extra: dict = {}
     if tool in ("default", "accurate"):
         out, tsv = case_dir / f"{tool}.fasta", case_dir / f"{tool}.placements.tsv"
@@ -219,12 +220,15 @@ def table(results: list[dict]) -> str:
         for tool in tools:
             r = rows.get(tool)
             cells.append(
-                "-" if r is None else f"{100 * r['recall']:.1f} / {100 * r['precision']:.1f} / "
+                "-"
+                if r is None
+                else f"{100 * r['recall']:.1f} / {100 * r['precision']:.1f} / "
                 f"{100 * r['perfect']:.0f}% ({r['seconds']:.1f} s)"
             )
         lines.append(
             f"| {case} ({first['taxa']}x{first['reads']}, {first['columns']}) | "
-            + " | ".join(cells) + " |"
+            + " | ".join(cells)
+            + " |"
         )
     return "\n".join(lines)
 
