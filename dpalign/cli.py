@@ -224,6 +224,13 @@ def _add_papara(sub) -> None:
     )
     p.add_argument("--protein", action="store_true", help="protein data (PaPaRa -a)")
     p.add_argument(
+        "--accurate",
+        action="store_true",
+        help="the accurate mode, not PaPaRa 2.5's output: a mismatch score (so unrelated read "
+        "ends become insertions instead of being pulled into columns) and N/X kept in reads; "
+        "--scoring then defaults to the tuned dpalign.scoring.ACCURATE",
+    )
+    p.add_argument(
         "--placements",
         metavar="FILE",
         help="also write a TSV: read, best edge, the edge's smaller clade, score",
@@ -266,6 +273,7 @@ def _run_papara(args) -> int:
         ref_gaps=not args.no_ref_gaps,
         backend=backend,
         progress=progress,
+        accurate=args.accurate,
     )
     if bar:
         bar.close()

@@ -63,6 +63,8 @@ q1   -g
     got = columns_from_stockholm(text, {"q1": "ACGG"})
     # match columns: 0 1 _ 2 3 | _ 4; q1 = A(0) C(1) G(2) g(4)
     assert got["q1"].tolist() == [0, 1, 2, 4]
+    protein = "# STOCKHOLM 1.0\n\nq2   Me-W\n#=GC RF x.xx\n//\n"
+    assert columns_from_stockholm(protein, {"q2": "MEW"})["q2"].tolist() == [0, X, 2]
 
 
 def test_columns_from_mafft_map():

@@ -19,8 +19,8 @@ import numpy as np
 
 from .simulate import INSERTED
 
-# Letters a tool may print for a read character: itself, uppercase, U as T.
-_SAME = str.maketrans("acgtunrywsmkbdhvxUu", "ACGTTNRYWSMKBDHVXTT")
+# Letters a tool may print for a read character: itself, uppercase (below), U as T.
+_SAME = str.maketrans("U", "T")
 
 
 @dataclass(frozen=True)
@@ -81,10 +81,10 @@ def _match_read(row_chars: list[tuple[int, str]], read: str, name: str) -> np.nd
     out (PaPaRa drops ``N``) get INSERTED.
     """
     pred = np.full(len(read), INSERTED, dtype=np.int64)
-    text = read.translate(_SAME)
+    text = read.upper().translate(_SAME)
     p = 0
     for column, letter in row_chars:
-        letter = letter.translate(_SAME)
+        letter = letter.upper().translate(_SAME)
         while p < len(text) and text[p] != letter:
             p += 1
         if p == len(text):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from ..engine import Backend, get_backend
 from ..gcups import RunStats
 from ..io import format_fasta, format_phylip
-from ..scoring import PaparaScoring, papara_scoring
+from ..scoring import ACCURATE, PaparaScoring, papara_scoring
 from . import dataset, msa, placement, profiles, traceback
 
 log = logging.getLogger("dpalign.papara")
@@ -91,6 +91,13 @@ class PaparaResult:
         return "".join(lines)
 
 
+class _ReadPrinter:
+    """Prints reads with their kept ambiguity codes (the accurate mode): N, not a gap."""
+
+    def __init__(self, alphabet) -> None:
+        self.letters = alphabet.read_letters
+
+
 def papara(
     tree,
     msa_,
@@ -103,6 +110,7 @@ def papara(
     backend: str | Backend = "auto",
     threads: int | None = None,
     progress=None,
+    accurate: bool = False,
 ) -> PaparaResult:
     """Align reads to a reference alignment and tree, as PaPaRa 2.5 does.
 
@@ -126,16 +134,23 @@ def papara(
         CPU worker threads.
     progress : callable, optional
         ``progress(cells_just_finished, total_cells)``, called as the scoring goes.
+    accurate : bool
+        The accurate mode (not PaPaRa 2.5's output): a mismatch score
+        (:data:`dpalign.scoring.ACCURATE` unless ``scoring`` is given), so that a read's
+        unrelated ends stay insertions instead of being pulled into reference columns, and
+        ambiguity codes (``N``, ``X``...) kept in reads as state sets instead of dropped.
 
     Returns
     -------
     PaparaResult
     """
+    if accurate and scoring == "papara2":
+        scoring = ACCURATE
     scoring = papara_scoring(scoring)
     engine = get_backend(backend, threads=threads) if not isinstance(backend, Backend) else backend
     stats = engine.stats
     with stats.phase("load"):
-        data = dataset.load(tree, msa_, reads, protein=protein)
+        data = dataset.load(tree, msa_, reads, protein=protein, keep_ambiguous=accurate)
     with stats.phase("profiles"):
         states, flags = profiles.dataset_profiles(data, gap_model)
     n_edges, n_cols = states.shape
@@ -164,9 +179,12 @@ def papara(
             data.read_names,
             data.reads,
             ops,
-            data.alphabet,
+            _ReadPrinter(data.alphabet) if accurate else data.alphabet,
             ref_gaps,
         )
+        if accurate and not ref_gaps:  # reference rows print normalised, N as a gap
+            for k, states in enumerate(data.ref_states):
+                rows[k] = (rows[k][0], data.alphabet.letters(states))
     placements = [
         ReadPlacement(
             name,
@@ -181,6 +199,7 @@ def papara(
         "gap_model": gap_model,
         "protein": protein,
         "ref_gaps": ref_gaps,
+        "accurate": accurate,
         "backend": engine.describe(),
         "reads": len(data.reads),
         "edges": n_edges,
