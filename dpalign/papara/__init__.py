@@ -26,13 +26,20 @@ __all__ = ["PaparaResult", "ReadPlacement", "papara"]
 class ReadPlacement:
     """Where a read went: its best edge (PaPaRa's index), that edge's smaller clade, score.
 
-    ``edge`` is -1 and ``score`` None for a read that was empty after filtering.
+    ``edge`` is -1 and ``score`` None for a read that was empty after filtering. The
+    confidence: ``second_edge``/``second_score`` the best other edge (the next tied one when
+    several tie; None with a single edge), ``ties`` the edges at the best score, ``support``
+    in (0, 1] (``1 / ties`` on a tie, else ``1 / (1 + exp(-margin / 2))``).
     """
 
     read: str
     edge: int
     clade: tuple[str, ...]
     score: int | None
+    second_edge: int | None = None
+    second_score: int | None = None
+    ties: int | None = None
+    support: float | None = None
 
 
 @dataclass
@@ -83,11 +90,19 @@ class PaparaResult:
         return format_fasta(self.rows)
 
     def placements_tsv(self) -> str:
-        """TSV: read, best edge index, the edge's smaller clade (tip names), score."""
-        lines = ["read\tedge\tclade\tscore\n"]
+        """TSV: read, best edge index, the edge's smaller clade (tip names), score, then the
+        confidence: second-best edge, its score, edges tied at the best score, support."""
+        lines = ["read\tedge\tclade\tscore\tsecond_edge\tsecond_score\tties\tsupport\n"]
+
+        def text(value) -> str:
+            return "NA" if value is None else str(value)
+
         for p in self.placements:
-            score = "NA" if p.score is None else str(p.score)
-            lines.append(f"{p.read}\t{p.edge}\t{','.join(p.clade) or 'NA'}\t{score}\n")
+            support = "NA" if p.support is None else f"{p.support:.4f}"
+            lines.append(
+                f"{p.read}\t{p.edge}\t{','.join(p.clade) or 'NA'}\t{text(p.score)}\t"
+                f"{text(p.second_edge)}\t{text(p.second_score)}\t{text(p.ties)}\t{support}\n"
+            )
         return "".join(lines)
 
 
@@ -185,14 +200,21 @@ def papara(
         if accurate and not ref_gaps:  # reference rows print normalised, N as a gap
             for k, states in enumerate(data.ref_states):
                 rows[k] = (rows[k][0], data.alphabet.letters(states))
+    support = placed.support(scoring)
     placements = [
         ReadPlacement(
             name,
             int(edge),
             tuple(data.tree.smaller_side(data.tree.edges[edge])) if edge >= 0 else (),
             int(score) if edge >= 0 else None,
+            int(placed.second_edge[k]) if edge >= 0 and placed.second_edge[k] >= 0 else None,
+            int(placed.second_score[k]) if edge >= 0 and placed.second_edge[k] >= 0 else None,
+            int(placed.ties[k]) if edge >= 0 else None,
+            float(support[k]) if edge >= 0 else None,
         )
-        for name, edge, score in zip(data.read_names, placed.edge, placed.score, strict=True)
+        for k, (name, edge, score) in enumerate(
+            zip(data.read_names, placed.edge, placed.score, strict=True)
+        )
     ]
     settings = {
         "scoring": str(scoring),
