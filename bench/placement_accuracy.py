@@ -165,7 +165,23 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed-offset", type=int, default=0)
     parser.add_argument("--out", default="placement_accuracy_out")
+    parser.add_argument(
+        "--table",
+        nargs="+",
+        metavar="JSONL",
+        help="only print the table of earlier results (later files win per case and tool)",
+    )
     args = parser.parse_args(argv)
+    if args.table:
+        merged = {}
+        for path in args.table:
+            for line in Path(path).read_text().splitlines():
+                row = json.loads(line)
+                merged[row["case"], row["tool"]] = row
+        order = {case: k for k, case in enumerate(CASES)}
+        rows = sorted(merged.values(), key=lambda r: (order.get(r["case"], 99), r["case"]))
+        print(table(rows))
+        return 0
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     results = []
@@ -230,6 +246,26 @@ def table(results: list[dict]) -> str:
             + " | ".join(cells)
             + " |"
         )
+    support = [r for r in results if "misplaced_low10" in r]
+    if support:
+        tools_ = list(dict.fromkeys(r["tool"] for r in support))
+        lines += [
+            "",
+            "Misplaced reads (under 90% of their characters right): share among the 10% of reads "
+            "with the lowest support / among all reads",
+            "",
+            "| case | " + " | ".join(tools_) + " |",
+            "|---" * (len(tools_) + 1) + "|",
+        ]
+        for case in dict.fromkeys(r["case"] for r in support):
+            rows = {r["tool"]: r for r in support if r["case"] == case}
+            cells = [
+                f"{100 * rows[t]['misplaced_low10']:.0f}% / {100 * rows[t]['misplaced_all']:.1f}%"
+                if t in rows
+                else "-"
+                for t in tools_
+            ]
+            lines.append(f"| {case} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -220,7 +220,8 @@ def _add_papara(sub) -> None:
         "--scoring",
         default="papara2",
         metavar="SCHEME",
-        help="papara2 (default), bmc2012, or o:e:m:mc such as -3:-1:2:-3",
+        help="papara2 (default), bmc2012, or o:e:m:mc[:mm] such as -3:-1:2:-3 (mm: a mismatch "
+        "score, 0 in PaPaRa)",
     )
     p.add_argument("--protein", action="store_true", help="protein data (PaPaRa -a)")
     p.add_argument(
@@ -233,7 +234,8 @@ def _add_papara(sub) -> None:
     p.add_argument(
         "--placements",
         metavar="FILE",
-        help="also write a TSV: read, best edge, the edge's smaller clade, score",
+        help="also write a TSV: read, best edge, the edge's smaller clade, score, second-best "
+        "edge, its score, edges tied at the best score, support (README)",
     )
     _add_backend(p, ["auto", "numba", "reference", "opencl", "hybrid", "dask"])
     p.add_argument(
