@@ -139,23 +139,25 @@ def run_tool(tool, case_dir: Path, data, protein: bool, threads: int):
 
 def support_check(tsv: Path, names: list[str], predicted, truth) -> dict:
     """Share of misplaced reads (under 90% of their characters right) among the 10% of reads
-    with the lowest support, against their share among all reads."""
+    with the lowest support (and the lowest fit), against their share among all reads."""
     lines = tsv.read_text().splitlines()
     header = lines[0].split("\t")
-    if "support" not in header:
-        return {}
-    col = header.index("support")
-    support = {}
-    for line in lines[1:]:
-        parts = line.split("\t")
-        support[parts[0]] = float("nan") if parts[col] == "NA" else float(parts[col])
     wrong = np.array(
         [np.mean(p == t) < 0.9 for p, t in zip(predicted, truth, strict=True)], dtype=bool
     )
-    values = np.array([support.get(n, np.nan) for n in names])
-    values = np.where(np.isnan(values), -np.inf, values)
-    low = np.argsort(values, kind="stable")[: max(1, len(names) // 10)]
-    return {"misplaced_all": float(wrong.mean()), "misplaced_low10": float(wrong[low].mean())}
+    out = {"misplaced_all": float(wrong.mean())}
+    for column, key in (("support", "misplaced_low10"), ("fit", "misplaced_lowfit10")):
+        if column not in header:
+            continue
+        col = header.index(column)
+        value = {}
+        for line in lines[1:]:
+            parts = line.split("\t")
+            value[parts[0]] = -np.inf if parts[col] == "NA" else float(parts[col])
+        values = np.array([value.get(n, -np.inf) for n in names])
+        low = np.argsort(values, kind="stable")[: max(1, len(names) // 10)]
+        out[key] = float(wrong[low].mean())
+    return out
 
 
 def main(argv=None) -> int:
@@ -252,7 +254,7 @@ def table(results: list[dict]) -> str:
         lines += [
             "",
             "Misplaced reads (under 90% of their characters right): share among the 10% of reads "
-            "with the lowest support / among all reads",
+            "with the lowest support / the lowest fit / among all reads",
             "",
             "| case | " + " | ".join(tools_) + " |",
             "|---" * (len(tools_) + 1) + "|",
@@ -260,7 +262,9 @@ def table(results: list[dict]) -> str:
         for case in dict.fromkeys(r["case"] for r in support):
             rows = {r["tool"]: r for r in support if r["case"] == case}
             cells = [
-                f"{100 * rows[t]['misplaced_low10']:.0f}% / {100 * rows[t]['misplaced_all']:.1f}%"
+                f"{100 * rows[t]['misplaced_low10']:.0f}% / "
+                f"{100 * rows[t].get('misplaced_lowfit10', float('nan')):.0f}% / "
+                f"{100 * rows[t]['misplaced_all']:.1f}%"
                 if t in rows
                 else "-"
                 for t in tools_

@@ -63,7 +63,19 @@ def test_placements_tsv_has_the_confidence_columns():
         backend="reference",
     )  # fmt: skip
     lines = [line.split("\t") for line in result.placements_tsv().splitlines()]
-    assert lines[0][4:] == ["second_edge", "second_score", "ties", "support"]
-    assert lines[2][1] == "-1" and lines[2][4:] == ["NA", "NA", "NA", "NA"]  # N dropped: empty
+    assert lines[0][4:] == ["second_edge", "second_score", "ties", "support", "fit"]
+    assert lines[2][1] == "-1" and lines[2][4:] == ["NA"] * 5  # N dropped: empty
     p = result.placements[0]
     assert p.ties >= 1 and p.second_edge is not None and 0 < p.support <= 1
+    assert p.fit == p.score / (2 * 7)  # papara2: score over match x read length
+
+
+def test_fit_is_the_score_over_the_best_possible():
+    scores = np.array([10, 4, 0, 9])
+    placed = placement.Placements(
+        np.array([0, 1, -1, 2]), scores, None, 0, np.array([1, 0, -1, -1]), scores, np.ones(4)
+    )
+    fit = placed.fit(PaparaScoring(), np.array([5, 4, 0, 3]))
+    assert fit[[0, 1, 3]].tolist() == [1.0, 0.5, 1.5] and np.isnan(fit[2])
+    cost = placed.fit(PaparaScoring("bmc2012"), np.array([5, 4, 0, 3]))
+    assert cost[[0, 1]].tolist() == [1 - 10 / 15, 1 - 4 / 12]

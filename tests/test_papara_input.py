@@ -182,7 +182,7 @@ def test_outputs_written_atomically(files, tmp_path):
     assert _run(files, "--out", str(out), "--placements", str(placements)) == 0
     assert out.read_text().startswith("6 13\n")
     lines = placements.read_text().splitlines()
-    header = "read\tedge\tclade\tscore\tsecond_edge\tsecond_score\tties\tsupport"
+    header = "read\tedge\tclade\tscore\tsecond_edge\tsecond_score\tties\tsupport\tfit"
     assert lines[0] == header and len(lines) == 3
     umask = os.umask(0o022)
     os.umask(umask)

@@ -29,7 +29,9 @@ class ReadPlacement:
     ``edge`` is -1 and ``score`` None for a read that was empty after filtering. The
     confidence: ``second_edge``/``second_score`` the best other edge (the next tied one when
     several tie; None with a single edge), ``ties`` the edges at the best score, ``support``
-    in (0, 1] (``1 / ties`` on a tie, else ``1 / (1 + exp(-margin / 2))``).
+    in (0, 1] (``1 / ties`` on a tie, else ``1 / (1 + exp(-margin / 2))``): how sure the
+    edge is; ``fit`` the score over the best a read of its length could score: how well the
+    read fits where it went (low fit flags reads whose columns are likely wrong).
     """
 
     read: str
@@ -40,6 +42,7 @@ class ReadPlacement:
     second_score: int | None = None
     ties: int | None = None
     support: float | None = None
+    fit: float | None = None
 
 
 @dataclass
@@ -92,16 +95,18 @@ class PaparaResult:
     def placements_tsv(self) -> str:
         """TSV: read, best edge index, the edge's smaller clade (tip names), score, then the
         confidence: second-best edge, its score, edges tied at the best score, support."""
-        lines = ["read\tedge\tclade\tscore\tsecond_edge\tsecond_score\tties\tsupport\n"]
+        lines = ["read\tedge\tclade\tscore\tsecond_edge\tsecond_score\tties\tsupport\tfit\n"]
 
         def text(value) -> str:
             return "NA" if value is None else str(value)
 
         for p in self.placements:
             support = "NA" if p.support is None else f"{p.support:.4f}"
+            fit = "NA" if p.fit is None else f"{p.fit:.4f}"
             lines.append(
                 f"{p.read}\t{p.edge}\t{','.join(p.clade) or 'NA'}\t{text(p.score)}\t"
-                f"{text(p.second_edge)}\t{text(p.second_score)}\t{text(p.ties)}\t{support}\n"
+                f"{text(p.second_edge)}\t{text(p.second_score)}\t{text(p.ties)}\t{support}\t"
+                f"{fit}\n"
             )
         return "".join(lines)
 
@@ -201,6 +206,7 @@ def papara(
             for k, states in enumerate(data.ref_states):
                 rows[k] = (rows[k][0], data.alphabet.letters(states))
     support = placed.support(scoring)
+    fit = placed.fit(scoring, [len(r) for r in data.reads])
     placements = [
         ReadPlacement(
             name,
@@ -211,6 +217,7 @@ def papara(
             int(placed.second_score[k]) if edge >= 0 and placed.second_edge[k] >= 0 else None,
             int(placed.ties[k]) if edge >= 0 else None,
             float(support[k]) if edge >= 0 else None,
+            float(fit[k]) if edge >= 0 else None,
         )
         for k, (name, edge, score) in enumerate(
             zip(data.read_names, placed.edge, placed.score, strict=True)

@@ -40,6 +40,17 @@ class Placements:
         out = np.where(self.second_edge < 0, 1.0, out)  # a single edge: nothing competes
         return np.where(self.edge < 0, np.nan, out)
 
+    def fit(self, scoring: PaparaScoring, lengths: np.ndarray) -> np.ndarray:
+        """How well each read fits its placement: the score over the best a read of its length
+        could score (``match * m``; bmc2012: ``1 - cost / (3 m)``). Near 1: every character
+        matches; low: much of the read is forced into columns or left out. NaN when empty."""
+        m = np.maximum(np.asarray(lengths, dtype=np.float64), 1.0)
+        if scoring.minimize:
+            out = 1.0 - self.score / (3.0 * m)
+        else:
+            out = self.score / (max(scoring.match, 1) * m)
+        return np.where(self.edge < 0, np.nan, out)
+
 
 def profile_blocks(states: np.ndarray, flags: np.ndarray, width: int = config.BLOCK_WIDTH):
     """Lay the edge profiles (E, n) out as inter-reference blocks of ``width`` lanes."""
