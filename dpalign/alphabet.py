@@ -346,15 +346,20 @@ class StateAlphabet:
             )
         return states.astype(self.dtype)
 
-    def encode_read(self, read: str | bytes, record: str | None = None) -> tuple[np.ndarray, int]:
+    def encode_read(
+        self, read: str | bytes, record: str | None = None, keep_ambiguous: bool = False
+    ) -> tuple[np.ndarray, int]:
         """Encode a read the way PaPaRa 2.5 does: keep only unambiguous-enough states.
 
         Returns the states and the number of non-gap characters that were dropped (``N``,
         ``X``, ``?``... which the original also drops). Characters that cannot belong to a
-        sequence at all (digits, punctuation) raise :class:`InputError`.
+        sequence at all (digits, punctuation) raise :class:`InputError`. With
+        ``keep_ambiguous`` (the accurate mode) ``N`` (DNA; ``U`` as ``T``) and ``X``, ``B``,
+        ``Z``, ``J`` (protein) are kept as the state sets they stand for.
         """
         raw = np.frombuffer(as_bytes(read), dtype=np.uint8)
-        states = self.read_lut[raw]
+        lut = _AMBIGUOUS_READ_LUTS[self.name] if keep_ambiguous else self.read_lut
+        states = lut[raw]
         keep = states != 0
         if not keep.all():
             dropped = raw[~keep]
@@ -384,6 +389,11 @@ class StateAlphabet:
             return _DNA_PRINT[np.asarray(states, dtype=np.intp)].tobytes().decode("ascii")
         return "".join(self.letter(s) for s in states)
 
+    def read_letters(self, states: np.ndarray) -> str:
+        """Print a read kept with its ambiguity codes: the all-states set as ``N`` (``X``)."""
+        text = self.letters(states)
+        return text.replace("-", "N" if self.name == "dna" else "X")
+
 
 # Letters and marks that PaPaRa drops from reads (with a warning): IUPAC, X, ?, *, U...
 _DROPPABLE = np.frombuffer(
@@ -396,6 +406,23 @@ _PROTEIN_PRINT = {1 << k: ch for k, ch in enumerate(PROTEIN_RESIDUES)} | {
     _bit("Q") | _bit("E"): "Z",
     PROTEIN_GAP: "-",
 }
+
+_PROTEIN_PRINT[_bit("I") | _bit("L")] = "J"
+
+
+def _ambiguous_read_luts() -> dict[str, np.ndarray]:
+    dna = _dna_read_lut()
+    for ch in "Nn":
+        dna[ord(ch)] = DNA_GAP
+    for ch in "Uu":
+        dna[ord(ch)] = 8
+    protein = _protein_read_lut()
+    for ch, residues in (("B", "ND"), ("Z", "QE"), ("J", "IL"), ("X", PROTEIN_RESIDUES)):
+        protein[ord(ch)] = protein[ord(ch.lower())] = sum(_bit(r) for r in residues)
+    return {"dna": dna, "protein": protein}
+
+
+_AMBIGUOUS_READ_LUTS = _ambiguous_read_luts()
 
 DNA = StateAlphabet("dna", DNA_GAP, np.uint8, _dna_reference_lut(), _dna_read_lut())
 PROTEIN = StateAlphabet(

@@ -331,14 +331,22 @@ def _add_papara(sub) -> None:
         "--scoring",
         default="papara2",
         metavar="SCHEME",
-        help="papara2 (default), bmc2012, or o:e:m:mc such as -3:-1:2:-3 "
-        "('--scoring -3:-1:2:-3' and '--scoring=-3:-1:2:-3' alike)",
+        help="papara2 (default), bmc2012, or o:e:m:mc[:mm] such as -3:-1:2:-3 (mm: a mismatch "
+        "score, 0 in PaPaRa; '--scoring -3:-1:2:-3' and '--scoring=-3:-1:2:-3' alike)",
     )
     p.add_argument("--protein", action="store_true", help="protein data (PaPaRa -a)")
     p.add_argument(
+        "--accurate",
+        action="store_true",
+        help="the accurate mode, not PaPaRa 2.5's output: a mismatch score (so unrelated read "
+        "ends become insertions instead of being pulled into columns) and N/X kept in reads; "
+        "--scoring then defaults to the tuned dpalign.scoring.ACCURATE",
+    )
+    p.add_argument(
         "--placements",
         metavar="FILE",
-        help="also write a TSV: read, best edge, the edge's smaller clade, score",
+        help="also write a TSV: read, best edge, the edge's smaller clade, score, second-best "
+        "edge, its score, edges tied at the best score, support (README)",
     )
     _add_backend(p, ["auto", "numba", "reference", "opencl", "hybrid", "dask"])
     p.add_argument(
@@ -393,6 +401,7 @@ def _run_papara(args) -> int:
         ref_gaps=not args.no_ref_gaps,
         backend=backend,
         progress=progress,
+        accurate=args.accurate,
     )
     if bar:
         bar.close()

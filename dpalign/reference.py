@@ -315,6 +315,7 @@ def papara_fill(states, flags, read, scoring, keep_bits=False) -> PaparaResult:
     if scoring.kind == "bmc2012":
         return _fill_bmc2012(states, flagged, read, bits)
     GO, GE, MA, MC = scoring.gap_open, scoring.gap_extend, scoring.match, scoring.match_cgap
+    MM = scoring.mismatch
     zeros = np.zeros(width, dtype=np.int64)
     neg = np.full(width, PAPARA_NEG, dtype=np.int64)
     go = np.where(flagged, 0, GO)  # E costs nothing on flagged columns
@@ -327,7 +328,7 @@ def papara_fill(states, flags, read, scoring, keep_bits=False) -> PaparaResult:
         b = int(read[j])
         h_left, e_left, h_diag = zeros, neg, zeros  # H[j][-1] = 0, E[j][-1] = -inf, H[j-1][-1] = 0
         for i in range(n):
-            sm = h_diag + np.where((states[i] & b) != 0, MA, 0) + mc[i]
+            sm = h_diag + np.where((states[i] & b) != 0, MA, MM) + mc[i]
             e_ext, e_open = e_left + ge[i], h_left + go[i]
             e = np.maximum(e_ext, e_open)
             f_ext, f_open = f_up[i] + GE, h_up[i] + GO

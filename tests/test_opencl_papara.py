@@ -25,9 +25,19 @@ from dpalign.kernels_cl.papara import (
     read_width,
     strip_layout,
 )
-from dpalign.scoring import PaparaScoring, papara_scoring
+from dpalign.scoring import ACCURATE, PaparaScoring, papara_scoring
 
-PRESETS = ["papara2", "bmc2012", "-3:-1:2:-3", "-1:0:1:0", "-4:-2:-1:2", "0:0:3:-5"]
+PRESETS = [
+    "papara2",
+    "bmc2012",
+    "-3:-1:2:-3",
+    "-1:0:1:0",
+    "-4:-2:-1:2",
+    "0:0:3:-5",
+    str(ACCURATE),
+    "-4:-2:-1:2:-3",  # a mismatch below a negative match
+    "-2:-1:3:-4:-2",
+]
 
 
 def _profiles(rng, n, lanes, protein=False, flag_rate=0.3):
@@ -45,8 +55,11 @@ def _profiles(rng, n, lanes, protein=False, flag_rate=0.3):
 def _reads(rng, count, m_max, protein=False, m_min=1):
     lengths = rng.integers(m_min, m_max + 1, count)
     if protein:
-        return [(1 << rng.integers(0, 20, m)).astype(np.uint32) for m in lengths]
-    return [rng.integers(1, 15, m).astype(np.uint8) for m in lengths]  # IUPAC reads
+        reads = [(1 << rng.integers(0, 20, m)).astype(np.uint32) for m in lengths]
+        for read in reads:  # X (every residue), kept by the accurate mode
+            read[rng.random(len(read)) < 0.1] = (1 << 20) - 1
+        return reads
+    return [rng.integers(1, 16, m).astype(np.uint8) for m in lengths]  # IUPAC reads, N = 15
 
 
 def _expected(states, flags, reads, scoring):
@@ -97,7 +110,7 @@ def test_length_one_everything(cl_device, options):
     for n in (1, 2, 7):
         states, flags = _profiles(rng, n, 33)
         reads = [np.array([state], np.uint8) for state in (1, 2, 4, 8, 5, 14)]
-        for spec in ("papara2", "bmc2012", "0:0:-2:3"):
+        for spec in ("papara2", "bmc2012", "0:0:-2:3", str(ACCURATE)):
             scoring = papara_scoring(spec)
             got = _score(cl_device, states, flags, reads, scoring, **options)
             np.testing.assert_array_equal(got.scores, _expected(states, flags, reads, scoring))

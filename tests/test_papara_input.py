@@ -182,7 +182,8 @@ def test_outputs_written_atomically(files, tmp_path):
     assert _run(files, "--out", str(out), "--placements", str(placements)) == 0
     assert out.read_text().startswith("6 13\n")
     lines = placements.read_text().splitlines()
-    assert lines[0] == "read\tedge\tclade\tscore" and len(lines) == 3
+    header = "read\tedge\tclade\tscore\tsecond_edge\tsecond_score\tties\tsupport\tfit"
+    assert lines[0] == header and len(lines) == 3
     umask = os.umask(0o022)
     os.umask(umask)
     assert out.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's private 0600

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from dpalign import reference
 from dpalign.engine import Task, get_backend, query_batch, reference_blocks
-from dpalign.scoring import PaparaScoring
+from dpalign.scoring import ACCURATE, PaparaScoring
 from dpalign.simd import papara_score as P
 from dpalign.simd import papara_trace as T
 
@@ -18,6 +18,7 @@ PROTEIN_GAP = (1 << 20) - 1
 SCORINGS = st.one_of(
     st.just(PaparaScoring()),
     st.just(PaparaScoring("bmc2012")),
+    st.just(ACCURATE),
     st.builds(
         PaparaScoring,
         st.just("papara2"),
@@ -25,6 +26,7 @@ SCORINGS = st.one_of(
         st.integers(-4, 0),
         st.integers(-4, 5),
         st.integers(-5, 4),
+        st.integers(-4, 0),  # mismatch (the accurate mode's; 0 in PaPaRa)
     ),
 )
 
@@ -50,6 +52,7 @@ def papara_case(draw, max_n=24, max_m=24, max_lanes=40, max_reads=4):
         m = draw(st.integers(0, max_m))
         if protein:
             read = (1 << rng.integers(0, 20, m)).astype(np.uint32)
+            read[rng.random(m) < 0.1] = PROTEIN_GAP  # X, kept by the accurate mode
         else:
             read = rng.integers(1, 16, m).astype(np.uint8)
         reads.append(read)

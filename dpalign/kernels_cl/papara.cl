@@ -139,7 +139,9 @@ typedef struct {
 /* One lane's constants as ints. */
 inline void lane_constants(uint e, __constant const int *P, int *mc, int *go, int *ge) {
     int f = (e >> FLAG_SHIFT) & 1, v = (e >> VIRT_SHIFT) & 1;
-    *mc = P[P_MM] + (f ? P[P_MC] : 0);
+    /* A virtual column's diagonal adds LB, so that it carries the border H[j][-1] = LB (j + 1)
+       (PaPaRa's presets have MM == LB; a mismatch score must not leak into the border). */
+    *mc = v ? P[P_LB] : P[P_MM] + (f ? P[P_MC] : 0);
     *go = v ? P[P_GOV] : (f ? 0 : P[P_GOE]);
     *ge = (v | f) ? 0 : P[P_GEE];
 }

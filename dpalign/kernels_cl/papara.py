@@ -144,7 +144,8 @@ class KernelScoring:
         if scoring.kind == "bmc2012":
             return cls(go=-3, ge=-4, goe=-4, gee=-1, ma=3, mc=-3, mm=-3, lb=-3, minimize=True)
         go, ge = scoring.gap_open, scoring.gap_extend
-        return cls(go, ge, go, ge, scoring.match, scoring.match_cgap, 0, 0, False)
+        mm = scoring.mismatch  # every diagonal step adds mm, a match ma on top
+        return cls(go, ge, go, ge, scoring.match - mm, scoring.match_cgap, mm, 0, False)
 
     def params(self) -> tuple[int, ...]:
         return (self.go, self.ge, self.goe, self.gee, self.ma, self.mc, self.mm)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from ..engine import Backend, get_backend
 from ..gcups import RunStats
 from ..io import format_fasta, format_phylip
-from ..scoring import PaparaScoring, papara_scoring
+from ..scoring import ACCURATE, PaparaScoring, papara_scoring
 from . import dataset, placement, profiles, traceback
 from . import msa as msa_output
 
@@ -28,13 +28,23 @@ __all__ = ["PaparaResult", "ReadPlacement", "papara"]
 class ReadPlacement:
     """Where a read went: its best edge (PaPaRa's index), that edge's smaller clade, score.
 
-    ``edge`` is -1 and ``score`` None for a read that was empty after filtering.
+    ``edge`` is -1 and ``score`` None for a read that was empty after filtering. The
+    confidence: ``second_edge``/``second_score`` the best other edge (the next tied one when
+    several tie; None with a single edge), ``ties`` the edges at the best score, ``support``
+    in (0, 1] (``1 / ties`` on a tie, else ``1 / (1 + exp(-margin / 2))``): how sure the
+    edge is; ``fit`` the score over the best a read of its length could score: how well the
+    read fits where it went (low fit flags reads whose columns are likely wrong).
     """
 
     read: str
     edge: int
     clade: tuple[str, ...]
     score: int | None
+    second_edge: int | None = None
+    second_score: int | None = None
+    ties: int | None = None
+    support: float | None = None
+    fit: float | None = None
 
 
 @dataclass
@@ -98,12 +108,29 @@ class PaparaResult:
         return format_fasta(self.rows)
 
     def placements_tsv(self) -> str:
-        """TSV: read, best edge index, the edge's smaller clade (tip names), score."""
-        lines = ["read\tedge\tclade\tscore\n"]
+        """TSV: read, best edge index, the edge's smaller clade (tip names), score, then the
+        confidence: second-best edge, its score, edges tied at the best score, support."""
+        lines = ["read\tedge\tclade\tscore\tsecond_edge\tsecond_score\tties\tsupport\tfit\n"]
+
+        def text(value) -> str:
+            return "NA" if value is None else str(value)
+
         for p in self.placements:
-            score = "NA" if p.score is None else str(p.score)
-            lines.append(f"{p.read}\t{p.edge}\t{','.join(p.clade) or 'NA'}\t{score}\n")
+            support = "NA" if p.support is None else f"{p.support:.4f}"
+            fit = "NA" if p.fit is None else f"{p.fit:.4f}"
+            lines.append(
+                f"{p.read}\t{p.edge}\t{','.join(p.clade) or 'NA'}\t{text(p.score)}\t"
+                f"{text(p.second_edge)}\t{text(p.second_score)}\t{text(p.ties)}\t{support}\t"
+                f"{fit}\n"
+            )
         return "".join(lines)
+
+
+class _ReadPrinter:
+    """Prints reads with their kept ambiguity codes (the accurate mode): N, not a gap."""
+
+    def __init__(self, alphabet) -> None:
+        self.letters = alphabet.read_letters
 
 
 def papara(
@@ -119,6 +146,7 @@ def papara(
     threads: int | None = None,
     progress=None,
     msa_=None,
+    accurate: bool = False,
 ) -> PaparaResult:
     """Align reads to a reference alignment and tree, as PaPaRa 2.5 does.
 
@@ -143,6 +171,11 @@ def papara(
         CPU worker threads.
     progress : callable, optional
         ``progress(cells_just_finished, total_cells)``, called as the scoring goes.
+    accurate : bool
+        The accurate mode (not PaPaRa 2.5's output): a mismatch score
+        (:data:`dpalign.scoring.ACCURATE` unless ``scoring`` is given), so that a read's
+        unrelated ends stay insertions instead of being pulled into reference columns, and
+        ambiguity codes (``N``, ``X``...) kept in reads as state sets instead of dropped.
 
     Returns
     -------
@@ -159,11 +192,13 @@ def papara(
         msa = msa_
     if msa is None:
         raise TypeError("papara() needs the reference alignment (msa)")
+    if accurate and scoring == "papara2":
+        scoring = ACCURATE
     scoring = papara_scoring(scoring)
     engine = get_backend(backend, threads=threads) if not isinstance(backend, Backend) else backend
     stats = engine.stats
     with stats.phase("load"):
-        data = dataset.load(tree, msa, reads, protein=protein)
+        data = dataset.load(tree, msa, reads, protein=protein, keep_ambiguous=accurate)
     with stats.phase("profiles"):
         states, flags = profiles.dataset_profiles(data, gap_model)
     n_edges, n_cols = states.shape
@@ -192,23 +227,36 @@ def papara(
             data.read_names,
             data.reads,
             ops,
-            data.alphabet,
+            _ReadPrinter(data.alphabet) if accurate else data.alphabet,
             ref_gaps,
         )
+        if accurate and not ref_gaps:  # reference rows print normalised, N as a gap
+            for k, states in enumerate(data.ref_states):
+                rows[k] = (rows[k][0], data.alphabet.letters(states))
+    support = placed.support(scoring)
+    fit = placed.fit(scoring, [len(r) for r in data.reads])
     placements = [
         ReadPlacement(
             name,
             int(edge),
             tuple(data.tree.smaller_side(data.tree.edges[edge])) if edge >= 0 else (),
             int(score) if edge >= 0 else None,
+            int(placed.second_edge[k]) if edge >= 0 and placed.second_edge[k] >= 0 else None,
+            int(placed.second_score[k]) if edge >= 0 and placed.second_edge[k] >= 0 else None,
+            int(placed.ties[k]) if edge >= 0 else None,
+            float(support[k]) if edge >= 0 else None,
+            float(fit[k]) if edge >= 0 else None,
         )
-        for name, edge, score in zip(data.read_names, placed.edge, placed.score, strict=True)
+        for k, (name, edge, score) in enumerate(
+            zip(data.read_names, placed.edge, placed.score, strict=True)
+        )
     ]
     settings = {
         "scoring": str(scoring),
         "gap_model": gap_model,
         "protein": protein,
         "ref_gaps": ref_gaps,
+        "accurate": accurate,
         "backend": engine.describe(),
         "reads": len(data.reads),
         "edges": n_edges,

@@ -77,6 +77,7 @@ def load(
     tree_path=None,
     msa_path=None,
     reads_path=None,
+    keep_ambiguous: bool = False,
 ) -> PaparaData:
     """Validate and encode PaPaRa's inputs.
 
@@ -87,6 +88,8 @@ def load(
     reads : path, list of Record, list of (name, seq), iterable of skbio sequences, optional
     protein : bool
         Protein data (default: DNA).
+    keep_ambiguous : bool
+        Keep ``N`` (``X``...) in reads as state sets instead of dropping them (accurate mode).
     """
     alphabet = PROTEIN if protein else DNA
     root, tree_path = _tree(tree, tree_path)
@@ -132,7 +135,7 @@ def load(
         (r, msa_path) for r in extra_records
     ]:
         try:
-            encoded, lost = alphabet.encode_read(rec.seq, rec.name)
+            encoded, lost = alphabet.encode_read(rec.seq, rec.name, keep_ambiguous)
         except InputError as exc:
             raise _located(exc, rec, source) from None
         if lost:

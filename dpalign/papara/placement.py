@@ -15,13 +15,41 @@ from ..scoring import PaparaScoring
 class Placements:
     """Best edge and score per read (edge -1 and score 0 for empty reads).
 
-    ``width`` is the integer width that produced each best score.
+    ``width`` is the integer width that produced each best score. ``second_edge`` and
+    ``second_score`` are the best of the other edges (the next tied edge when several tie;
+    -1 and 0 with a single edge), ``ties`` the number of edges at the best score.
     """
 
     edge: np.ndarray
     score: np.ndarray
     width: np.ndarray
     cells: int
+    second_edge: np.ndarray | None = None
+    second_score: np.ndarray | None = None
+    ties: np.ndarray | None = None
+
+    def support(self, scoring: PaparaScoring) -> np.ndarray:
+        """A support value per read in (0, 1]: ``1 / ties`` when edges tie at the best score,
+        else ``1 / (1 + exp(-margin / 2))`` with the margin to the second-best edge in score
+        units (bmc2012: costs), so 1 ~ "no other edge comes close". NaN for empty reads."""
+        sign = -1 if scoring.minimize else 1
+        margin = sign * (self.score - self.second_score).astype(np.float64)
+        out = np.where(
+            self.ties > 1, 1.0 / np.maximum(self.ties, 1), 1.0 / (1.0 + np.exp(-margin / 2))
+        )
+        out = np.where(self.second_edge < 0, 1.0, out)  # a single edge: nothing competes
+        return np.where(self.edge < 0, np.nan, out)
+
+    def fit(self, scoring: PaparaScoring, lengths: np.ndarray) -> np.ndarray:
+        """How well each read fits its placement: the score over the best a read of its length
+        could score (``match * m``; bmc2012: ``1 - cost / (3 m)``). Near 1: every character
+        matches; low: much of the read is forced into columns or left out. NaN when empty."""
+        m = np.maximum(np.asarray(lengths, dtype=np.float64), 1.0)
+        if scoring.minimize:
+            out = 1.0 - self.score / (3.0 * m)
+        else:
+            out = self.score / (max(scoring.match, 1) * m)
+        return np.where(self.edge < 0, np.nan, out)
 
 
 def profile_blocks(states: np.ndarray, flags: np.ndarray, width: int = config.BLOCK_WIDTH):
@@ -46,8 +74,11 @@ def place(
     edge = np.full(len(reads), -1, dtype=np.int64)
     best = np.zeros(len(reads), dtype=np.int64)
     width = np.zeros(len(reads), dtype=np.uint8)
+    second_edge = np.full(len(reads), -1, dtype=np.int64)
+    second = np.zeros(len(reads), dtype=np.int64)
+    ties = np.zeros(len(reads), dtype=np.int64)
     if nonempty.size == 0 or n_edges == 0:
-        return Placements(edge, best, width, 0)
+        return Placements(edge, best, width, 0, second_edge, second, ties)
     batch = query_batch([reads[k] for k in nonempty], dtype=states.dtype)
     # In the lanes the backend prefers (the OpenCL kernels read every profile side by side).
     blocks = engine.pack(backend, "papara", list(states), flags=list(flags), dtype=states.dtype)
@@ -57,16 +88,44 @@ def place(
     run_best = np.full(len(nonempty), np.iinfo(np.int64).min, dtype=np.int64)
     run_edge = np.full(len(nonempty), -1, dtype=np.int64)
     run_width = np.zeros(len(nonempty), dtype=np.uint8)
+    low = np.iinfo(np.int64).min
+    run_second = np.full(len(nonempty), low, dtype=np.int64)
+    run_second_edge = np.full(len(nonempty), -1, dtype=np.int64)
+    run_ties = np.zeros(len(nonempty), dtype=np.int64)
+    rows = np.arange(len(nonempty))
     for block, result in zip(blocks, results, strict=True):
         lanes = np.flatnonzero(block.ids >= 0)
+        ids = block.ids[lanes]
         signed = sign * result.scores[:, lanes]
         lane = np.argmax(signed, axis=1)  # first maximum: the lower edge
-        value = signed[np.arange(len(lane)), lane]
+        value = signed[rows, lane]
+        tied = (signed == value[:, None]).sum(axis=1)
+        others = signed.copy()
+        others[rows, lane] = low
+        lane2 = np.argmax(others, axis=1)  # the block's best other edge (the next tie first)
+        value2 = others[rows, lane2]
+        edge2 = np.where(value2 > low, ids[lane2], -1)
         better = value > run_best
+        same = value == run_best
+        # the runner-up: a better block demotes the old best unless its own second beats it;
+        # otherwise the block's best competes with the old second (ties keep the lower edge)
+        keep_old = run_best >= value2
+        new_second = np.where(better, np.where(keep_old, run_best, value2), run_second)
+        new_second_edge = np.where(better, np.where(keep_old, run_edge, edge2), run_second_edge)
+        challenger = ~better & (value > run_second)
+        new_second = np.where(challenger, value, new_second)
+        new_second_edge = np.where(challenger, ids[lane], new_second_edge)
+        run_ties = np.where(better, tied, np.where(same, run_ties + tied, run_ties))
+        run_second, run_second_edge = new_second, new_second_edge
         run_best = np.where(better, value, run_best)
-        run_edge = np.where(better, block.ids[lanes][lane], run_edge)
-        run_width = np.where(better, result.width[np.arange(len(lane)), lanes[lane]], run_width)
+        run_edge = np.where(better, ids[lane], run_edge)
+        run_width = np.where(better, result.width[rows, lanes[lane]], run_width)
     edge[nonempty] = run_edge
     best[nonempty] = sign * run_best
     width[nonempty] = run_width
-    return Placements(edge, best, width, batch.residues * n_cols * n_edges)
+    second_edge[nonempty] = run_second_edge
+    second[nonempty] = np.where(run_second_edge >= 0, sign * run_second, 0)
+    ties[nonempty] = run_ties
+    return Placements(
+        edge, best, width, batch.residues * n_cols * n_edges, second_edge, second, ties
+    )

@@ -105,7 +105,8 @@ def _plan(scoring: PaparaScoring) -> _Plan:
     o, e, ma, mc = scoring.gap_open, scoring.gap_extend, scoring.match, scoring.match_cgap
     gain = max(ma, 0) + max(mc, 0)
     # H >= a column of F from row -1 (o + e*j) and 0; H <= gain per read character.
-    return _Plan(ma, 0, mc, o, e, o, e, 0, 0, True, False, min(0, o - e), min(0, e), 0, gain)
+    mm = scoring.mismatch  # the lower bound below holds for any mismatch: F from row -1
+    return _Plan(ma, mm, mc, o, e, o, e, 0, 0, True, False, min(0, o - e), min(0, e), 0, gain)
 
 
 def _frame(plan: _Plan, m: int, bits: int) -> int | None:
