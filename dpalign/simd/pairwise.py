@@ -10,7 +10,7 @@ state (the cell above and the vertical-gap state) stays in registers and only on
 horizontal-gap vector per row go through memory per strip. Before a strip, a per-strip score
 profile is built: for every residue the query uses and every strip column, the vector of
 substitution scores against the lanes' target residues (one ``vpermb``/``vpermw``/``vpermi2d``
-each, :func:`~dpalign.simd.lanes.vlookup`), so a substitution score is one vector load.
+each, :func:`~dpalign.simd.vectors.vlookup`), so a substitution score is one vector load.
 
 With a the query (rows i) and b a target (columns j), gap of length k costing ``o + e*k``::
 
@@ -23,7 +23,7 @@ which is :mod:`dpalign.reference`'s recurrence with ``H - o - e`` computed once 
 Widths and saturation
 ---------------------
 One kernel source compiles for int8 (64 lanes), int16 (32) and int32 (16) lanes
-(:mod:`dpalign.simd.lanes`). Local alignment starts in int8 when the block has more than 32
+(:mod:`dpalign.simd.vectors`). Local alignment starts in int8 when the block has more than 32
 lanes: scores only grow from 0, the diagonal add saturates, and a lane whose best cell reached
 the type's maximum is flagged and recomputed at int16, then int32 (only those pairs; a query
 with fewer than :data:`STRIPED_MAX_LANES` saturated lanes has them recomputed one pair at a
@@ -46,7 +46,7 @@ import numpy as np
 from numba import njit
 
 from ..contract import BlockScores, QueryBatch, ReferenceBlock, Task
-from .lanes import (
+from .vectors import (
     LANES,
     LOOKUP_ENTRIES,
     vadds,

@@ -42,10 +42,10 @@ from ..scoring import WIDTH_RANGE, PaparaScoring
 from .vectors import (
     vadd,
     vlane,
-    vload,
+    vload32,
     vmax,
-    vsplat,
-    vstore,
+    vsplat32,
+    vstore32,
     vsub,
 )
 
@@ -161,65 +161,65 @@ def _cell(d, p, e, hl, f, u, de, gof):
 def _strip8(prof, dea, hrow, frow, c, stop, offs, gof, bh, be, j0, tvec, d0):
     o0, o1, o2, o3, o4, o5, o6, o7 = offs
     b = (j0 + 1) * LANES
-    h0 = vload(bh, b)
-    h1 = vload(bh, b + LANES)
-    h2 = vload(bh, b + 2 * LANES)
-    h3 = vload(bh, b + 3 * LANES)
-    h4 = vload(bh, b + 4 * LANES)
-    h5 = vload(bh, b + 5 * LANES)
-    h6 = vload(bh, b + 6 * LANES)
-    h7 = vload(bh, b + 7 * LANES)
-    e0 = vload(be, b)
-    e1 = vload(be, b + LANES)
-    e2 = vload(be, b + 2 * LANES)
-    e3 = vload(be, b + 3 * LANES)
-    e4 = vload(be, b + 4 * LANES)
-    e5 = vload(be, b + 5 * LANES)
-    e6 = vload(be, b + 6 * LANES)
-    e7 = vload(be, b + 7 * LANES)
+    h0 = vload32(bh, b)
+    h1 = vload32(bh, b + LANES)
+    h2 = vload32(bh, b + 2 * LANES)
+    h3 = vload32(bh, b + 3 * LANES)
+    h4 = vload32(bh, b + 4 * LANES)
+    h5 = vload32(bh, b + 5 * LANES)
+    h6 = vload32(bh, b + 6 * LANES)
+    h7 = vload32(bh, b + 7 * LANES)
+    e0 = vload32(be, b)
+    e1 = vload32(be, b + LANES)
+    e2 = vload32(be, b + 2 * LANES)
+    e3 = vload32(be, b + 3 * LANES)
+    e4 = vload32(be, b + 4 * LANES)
+    e5 = vload32(be, b + 5 * LANES)
+    e6 = vload32(be, b + 6 * LANES)
+    e7 = vload32(be, b + 7 * LANES)
     dnext = h7
     for i in range(c, stop):
         x = i * LANES
         y = (i - c) * LANES
-        de = vload(dea, x)
-        hu = vload(hrow, y)
+        de = vload32(dea, x)
+        hu = vload32(hrow, y)
         u = vadd(hu, gof)
-        f = vload(frow, y)
-        n0, e0, f, u = _cell(d0, vload(prof, o0 + x), e0, h0, f, u, de, gof)
+        f = vload32(frow, y)
+        n0, e0, f, u = _cell(d0, vload32(prof, o0 + x), e0, h0, f, u, de, gof)
         d0 = hu
-        n1, e1, f, u = _cell(h0, vload(prof, o1 + x), e1, h1, f, u, de, gof)
+        n1, e1, f, u = _cell(h0, vload32(prof, o1 + x), e1, h1, f, u, de, gof)
         h0 = n0
-        n2, e2, f, u = _cell(h1, vload(prof, o2 + x), e2, h2, f, u, de, gof)
+        n2, e2, f, u = _cell(h1, vload32(prof, o2 + x), e2, h2, f, u, de, gof)
         h1 = n1
-        n3, e3, f, u = _cell(h2, vload(prof, o3 + x), e3, h3, f, u, de, gof)
+        n3, e3, f, u = _cell(h2, vload32(prof, o3 + x), e3, h3, f, u, de, gof)
         h2 = n2
-        n4, e4, f, u = _cell(h3, vload(prof, o4 + x), e4, h4, f, u, de, gof)
+        n4, e4, f, u = _cell(h3, vload32(prof, o4 + x), e4, h4, f, u, de, gof)
         h3 = n3
-        n5, e5, f, u = _cell(h4, vload(prof, o5 + x), e5, h5, f, u, de, gof)
+        n5, e5, f, u = _cell(h4, vload32(prof, o5 + x), e5, h5, f, u, de, gof)
         h4 = n4
-        n6, e6, f, u = _cell(h5, vload(prof, o6 + x), e6, h6, f, u, de, gof)
+        n6, e6, f, u = _cell(h5, vload32(prof, o6 + x), e6, h6, f, u, de, gof)
         h5 = n5
-        n7, e7, f, u = _cell(h6, vload(prof, o7 + x), e7, h7, f, u, de, gof)
+        n7, e7, f, u = _cell(h6, vload32(prof, o7 + x), e7, h7, f, u, de, gof)
         h6 = n6
         h7 = n7
-        vstore(hrow, y, n7)
-        vstore(frow, y, f)
-    vstore(bh, b, vadd(h0, tvec))
-    vstore(bh, b + LANES, vadd(h1, tvec))
-    vstore(bh, b + 2 * LANES, vadd(h2, tvec))
-    vstore(bh, b + 3 * LANES, vadd(h3, tvec))
-    vstore(bh, b + 4 * LANES, vadd(h4, tvec))
-    vstore(bh, b + 5 * LANES, vadd(h5, tvec))
-    vstore(bh, b + 6 * LANES, vadd(h6, tvec))
-    vstore(bh, b + 7 * LANES, vadd(h7, tvec))
-    vstore(be, b, vadd(e0, tvec))
-    vstore(be, b + LANES, vadd(e1, tvec))
-    vstore(be, b + 2 * LANES, vadd(e2, tvec))
-    vstore(be, b + 3 * LANES, vadd(e3, tvec))
-    vstore(be, b + 4 * LANES, vadd(e4, tvec))
-    vstore(be, b + 5 * LANES, vadd(e5, tvec))
-    vstore(be, b + 6 * LANES, vadd(e6, tvec))
-    vstore(be, b + 7 * LANES, vadd(e7, tvec))
+        vstore32(hrow, y, n7)
+        vstore32(frow, y, f)
+    vstore32(bh, b, vadd(h0, tvec))
+    vstore32(bh, b + LANES, vadd(h1, tvec))
+    vstore32(bh, b + 2 * LANES, vadd(h2, tvec))
+    vstore32(bh, b + 3 * LANES, vadd(h3, tvec))
+    vstore32(bh, b + 4 * LANES, vadd(h4, tvec))
+    vstore32(bh, b + 5 * LANES, vadd(h5, tvec))
+    vstore32(bh, b + 6 * LANES, vadd(h6, tvec))
+    vstore32(bh, b + 7 * LANES, vadd(h7, tvec))
+    vstore32(be, b, vadd(e0, tvec))
+    vstore32(be, b + LANES, vadd(e1, tvec))
+    vstore32(be, b + 2 * LANES, vadd(e2, tvec))
+    vstore32(be, b + 3 * LANES, vadd(e3, tvec))
+    vstore32(be, b + 4 * LANES, vadd(e4, tvec))
+    vstore32(be, b + 5 * LANES, vadd(e5, tvec))
+    vstore32(be, b + 6 * LANES, vadd(e6, tvec))
+    vstore32(be, b + 7 * LANES, vadd(e7, tvec))
     return dnext
 
 
@@ -227,64 +227,64 @@ def _strip8(prof, dea, hrow, frow, c, stop, offs, gof, bh, be, j0, tvec, d0):
 def _strip4(prof, dea, hrow, frow, c, stop, offs, gof, bh, be, j0, tvec, d0):
     o0, o1, o2, o3 = offs
     b = (j0 + 1) * LANES
-    h0 = vload(bh, b)
-    h1 = vload(bh, b + LANES)
-    h2 = vload(bh, b + 2 * LANES)
-    h3 = vload(bh, b + 3 * LANES)
-    e0 = vload(be, b)
-    e1 = vload(be, b + LANES)
-    e2 = vload(be, b + 2 * LANES)
-    e3 = vload(be, b + 3 * LANES)
+    h0 = vload32(bh, b)
+    h1 = vload32(bh, b + LANES)
+    h2 = vload32(bh, b + 2 * LANES)
+    h3 = vload32(bh, b + 3 * LANES)
+    e0 = vload32(be, b)
+    e1 = vload32(be, b + LANES)
+    e2 = vload32(be, b + 2 * LANES)
+    e3 = vload32(be, b + 3 * LANES)
     dnext = h3
     for i in range(c, stop):
         x = i * LANES
         y = (i - c) * LANES
-        de = vload(dea, x)
-        hu = vload(hrow, y)
+        de = vload32(dea, x)
+        hu = vload32(hrow, y)
         u = vadd(hu, gof)
-        f = vload(frow, y)
-        n0, e0, f, u = _cell(d0, vload(prof, o0 + x), e0, h0, f, u, de, gof)
+        f = vload32(frow, y)
+        n0, e0, f, u = _cell(d0, vload32(prof, o0 + x), e0, h0, f, u, de, gof)
         d0 = hu
-        n1, e1, f, u = _cell(h0, vload(prof, o1 + x), e1, h1, f, u, de, gof)
+        n1, e1, f, u = _cell(h0, vload32(prof, o1 + x), e1, h1, f, u, de, gof)
         h0 = n0
-        n2, e2, f, u = _cell(h1, vload(prof, o2 + x), e2, h2, f, u, de, gof)
+        n2, e2, f, u = _cell(h1, vload32(prof, o2 + x), e2, h2, f, u, de, gof)
         h1 = n1
-        n3, e3, f, u = _cell(h2, vload(prof, o3 + x), e3, h3, f, u, de, gof)
+        n3, e3, f, u = _cell(h2, vload32(prof, o3 + x), e3, h3, f, u, de, gof)
         h2 = n2
         h3 = n3
-        vstore(hrow, y, n3)
-        vstore(frow, y, f)
-    vstore(bh, b, vadd(h0, tvec))
-    vstore(bh, b + LANES, vadd(h1, tvec))
-    vstore(bh, b + 2 * LANES, vadd(h2, tvec))
-    vstore(bh, b + 3 * LANES, vadd(h3, tvec))
-    vstore(be, b, vadd(e0, tvec))
-    vstore(be, b + LANES, vadd(e1, tvec))
-    vstore(be, b + 2 * LANES, vadd(e2, tvec))
-    vstore(be, b + 3 * LANES, vadd(e3, tvec))
+        vstore32(hrow, y, n3)
+        vstore32(frow, y, f)
+    vstore32(bh, b, vadd(h0, tvec))
+    vstore32(bh, b + LANES, vadd(h1, tvec))
+    vstore32(bh, b + 2 * LANES, vadd(h2, tvec))
+    vstore32(bh, b + 3 * LANES, vadd(h3, tvec))
+    vstore32(be, b, vadd(e0, tvec))
+    vstore32(be, b + LANES, vadd(e1, tvec))
+    vstore32(be, b + 2 * LANES, vadd(e2, tvec))
+    vstore32(be, b + 3 * LANES, vadd(e3, tvec))
     return dnext
 
 
 @njit(nogil=True, cache=True)
 def _strip1(prof, dea, hrow, frow, c, stop, o0, gof, bh, be, j0, tvec, d0):
     b = (j0 + 1) * LANES
-    h0 = vload(bh, b)
-    e0 = vload(be, b)
+    h0 = vload32(bh, b)
+    e0 = vload32(be, b)
     dnext = h0
     for i in range(c, stop):
         x = i * LANES
         y = (i - c) * LANES
-        de = vload(dea, x)
-        hu = vload(hrow, y)
+        de = vload32(dea, x)
+        hu = vload32(hrow, y)
         u = vadd(hu, gof)
-        f = vload(frow, y)
-        n0, e0, f, u = _cell(d0, vload(prof, o0 + x), e0, h0, f, u, de, gof)
+        f = vload32(frow, y)
+        n0, e0, f, u = _cell(d0, vload32(prof, o0 + x), e0, h0, f, u, de, gof)
         d0 = hu
         h0 = n0
-        vstore(hrow, y, n0)
-        vstore(frow, y, f)
-    vstore(bh, b, vadd(h0, tvec))
-    vstore(be, b, vadd(e0, tvec))
+        vstore32(hrow, y, n0)
+        vstore32(frow, y, f)
+    vstore32(bh, b, vadd(h0, tvec))
+    vstore32(be, b, vadd(e0, tvec))
     return dnext
 
 
@@ -311,26 +311,28 @@ def _score_reads(prof, dea, cs, reads, lengths, select, params, hrow, frow, bh, 
         params[6],
         params[7],
     )
-    gof = vsplat(gofs, hrow)
+    gof = vsplat32(hrow, gofs)
     top = shift + c0  # H'[-1][i] (also H'[-1][-1])
     step = bstep - shift  # the left border H'[j][-1] = border0 + c0 + j * step
-    de0 = vload(dea, 0)
+    de0 = vload32(dea, 0)
     for q in select:
         m = lengths[q]
-        vstore(bh, 0, vsplat(top, hrow))
+        vstore32(bh, 0, vsplat32(hrow, top))
         for j in range(m):
-            hb = vsplat(border0 + c0 + j * step, hrow)
-            vstore(bh, (j + 1) * LANES, hb)
-            vstore(be, (j + 1) * LANES, vadd(vadd(hb, de0), vsplat(-1, hrow)))
-        lastmax = vsplat(0, hrow)
+            hb = vsplat32(hrow, border0 + c0 + j * step)
+            vstore32(bh, (j + 1) * LANES, hb)
+            vstore32(be, (j + 1) * LANES, vadd(vadd(hb, de0), vsplat32(hrow, -1)))
+        lastmax = vsplat32(hrow, 0)
         for c in range(0, n, chunk):
             stop = min(c + chunk, n)
             for i in range(c, stop):
                 x = i * LANES
-                vstore(hrow, (i - c) * LANES, vsub(vsplat(top, hrow), vload(cs, x)))
-                vstore(frow, (i - c) * LANES, vsub(vsplat(top + gofs - 1, hrow), vload(cs, x)))
-            tvec = vload(cs, (stop - 1) * LANES)
-            d0 = vload(bh, 0)
+                vstore32(hrow, (i - c) * LANES, vsub(vsplat32(hrow, top), vload32(cs, x)))
+                vstore32(
+                    frow, (i - c) * LANES, vsub(vsplat32(hrow, top + gofs - 1), vload32(cs, x))
+                )
+            tvec = vload32(cs, (stop - 1) * LANES)
+            d0 = vload32(bh, 0)
             j0 = 0
             while j0 < m:
                 rows = m - j0
@@ -362,13 +364,13 @@ def _score_reads(prof, dea, cs, reads, lengths, select, params, hrow, frow, bh, 
                     j0 += 1
             # the last row, back from the chunk's column frame
             for i in range(c, stop):
-                real = vadd(vload(hrow, (i - c) * LANES), vload(cs, i * LANES))
+                real = vadd(vload32(hrow, (i - c) * LANES), vload32(cs, i * LANES))
                 lastmax = real if i == 0 else vmax(lastmax, real)
-        best = vadd(lastmax, vsplat((m - 1) * shift - c0, hrow))
+        best = vadd(lastmax, vsplat32(hrow, (m - 1) * shift - c0))
         if last_col:
             # H[j][n-1] = H'[j][n-1] + j * s - c0 (exact in wrapping arithmetic)
             for j in range(m):
-                real = vadd(vload(bh, (j + 1) * LANES), vsplat(j * shift - c0, hrow))
+                real = vadd(vload32(bh, (j + 1) * LANES), vsplat32(hrow, j * shift - c0))
                 best = vmax(best, real)
         for w in range(LANES):
             value = vlane(best, w)

@@ -18,12 +18,12 @@ from .vectors import (
     veq,
     vge,
     vgt,
-    vload,
+    vload32,
     vmax,
     vor,
     vselect,
-    vsplat,
-    vstore,
+    vsplat32,
+    vstore32,
     vstore_u8,
     vsub,
 )
@@ -275,37 +275,37 @@ def _align_group(st, cgm, cgx, goa, gea, rd, mlen, row_ends, consts, work, bits,
         consts[5],
     )
     hrow, frow, lastrow, lastcol = 0, n * LANES, 2 * n * LANES, 3 * n * LANES
-    zero = vsplat(0, work)
+    zero = vsplat32(work, 0)
     one, two, four, eight = (
-        vsplat(E_EXT, work),
-        vsplat(F_EXT, work),
-        vsplat(H_FROM_E, work),
-        vsplat(H_FROM_F, work),
+        vsplat32(work, E_EXT),
+        vsplat32(work, F_EXT),
+        vsplat32(work, H_FROM_E),
+        vsplat32(work, H_FROM_F),
     )
-    fov = vsplat(fo, work)
-    fev = vsplat(fe, work)
-    mlast = vadd(vload(mlen, 0), vsplat(-1, work))
+    fov = vsplat32(work, fo)
+    fev = vsplat32(work, fe)
+    mlast = vadd(vload32(mlen, 0), vsplat32(work, -1))
     # row -1: H = 0, F = -inf (any value whose extension loses to the opening, no wrap)
-    ftop = vsplat(fo - fe - 1, work)
+    ftop = vsplat32(work, fo - fe - 1)
     for i in range(n):
-        vstore(work, hrow + i * LANES, zero)
-        vstore(work, frow + i * LANES, ftop)
-    e0base = vadd(vadd(vload(goa, 0), vsplat(-1, work)), vsub(zero, vload(gea, 0)))
+        vstore32(work, hrow + i * LANES, zero)
+        vstore32(work, frow + i * LANES, ftop)
+    e0base = vadd(vadd(vload32(goa, 0), vsplat32(work, -1)), vsub(zero, vload32(gea, 0)))
     for j in range(m_max):
-        b = vload(rd, j * LANES)
-        hl = vsplat(b0 + j * bs, work)
-        hd = vsplat(b0 + (j - 1) * bs, work)
+        b = vload32(rd, j * LANES)
+        hl = vsplat32(work, b0 + j * bs)
+        hd = vsplat32(work, b0 + (j - 1) * bs)
         el = vadd(hl, e0base)  # E[j][-1]: its extension always loses to the opening
         base = j * n * LANES
         for i in range(n):
             x = i * LANES
-            miss = veq(vand(vload(st, x), b), zero)
-            sm = vadd(hd, vselect(miss, vload(cgx, x), vload(cgm, x)))
-            e_ext = vadd(el, vload(gea, x))
-            e_open = vadd(hl, vload(goa, x))
+            miss = veq(vand(vload32(st, x), b), zero)
+            sm = vadd(hd, vselect(miss, vload32(cgx, x), vload32(cgm, x)))
+            e_ext = vadd(el, vload32(gea, x))
+            e_open = vadd(hl, vload32(goa, x))
             e = vmax(e_ext, e_open)
-            hu = vload(work, hrow + x)
-            f_ext = vadd(vload(work, frow + x), fev)
+            hu = vload32(work, hrow + x)
+            f_ext = vadd(vload32(work, frow + x), fev)
             f_open = vadd(hu, fov)
             f = vmax(f_ext, f_open)
             take_f = vand(vgt(f, e), vgt(f, sm))
@@ -317,17 +317,17 @@ def _align_group(st, cgm, cgx, goa, gea, rd, mlen, row_ends, consts, work, bits,
             )
             vstore_u8(bits, base + x, bit)
             hd = hu
-            vstore(work, hrow + x, h)
-            vstore(work, frow + x, f)
+            vstore32(work, hrow + x, h)
+            vstore32(work, frow + x, f)
             hl = h
             el = e
-        vstore(work, lastcol + j * LANES, hl)
+        vstore32(work, lastcol + j * LANES, hl)
         if row_ends[j]:
-            ending = veq(vsplat(j, work), mlast)
+            ending = veq(vsplat32(work, j), mlast)
             for i in range(n):
                 x = i * LANES
-                kept = vload(work, lastrow + x)
-                vstore(work, lastrow + x, vselect(ending, vload(work, hrow + x), kept))
+                kept = vload32(work, lastrow + x)
+                vstore32(work, lastrow + x, vselect(ending, vload32(work, hrow + x), kept))
     counts = np.zeros(LANES, dtype=np.int64)
     for w in range(LANES):
         m = mlen[w]
