@@ -22,7 +22,7 @@ operations per cell (32 cells), thanks to:
 ``bmc2012`` (lower is better) runs on the same code by negation: ``-S`` follows the papara2
 recurrence with F = I (open = extend = -3), E = D (open -4, extend -1; 0 on flagged columns), a
 diagonal of ``-(mismatch + CG)``, left border ``-3(j+1)`` and the score taken over the last row
-only (see :func:`_plan`).
+only (see :meth:`~dpalign.scoring.PaparaScoring.max_form`).
 
 The traceback of the chosen pairs is in :mod:`dpalign.simd.papara_trace`.
 """
@@ -31,14 +31,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
 from ..contract import BlockScores, QueryBatch, ReferenceBlock, Task
 from ..errors import InputError
-from ..scoring import WIDTH_RANGE, PaparaScoring
+from ..scoring import WIDTH_RANGE, PaparaMaxForm, PaparaScoring
 from .vectors import (
     vadd,
     vlane,
@@ -56,59 +55,11 @@ CHUNK = 64
 _DTYPES = {16: np.int16, 32: np.int32}
 
 # --------------------------------------------------------------------------------------------
-# The plan: the papara2 / bmc2012 recurrence as one max-structure, its frame and its width
+# The frame of the max form (scoring.PaparaMaxForm) and the lane width it needs
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Plan:
-    """Constants of the unified recurrence (all in the "higher is better" sense).
-
-    ``H = max(Hdiag + P, E, F)``; ``E = max(E_left + ge, H_left + go)`` with (go, ge) =
-    (0, 0) on flagged columns else ``(e_open, e_ext)``; ``F = max(F_up + f_ext, H_up +
-    f_open)``; ``P`` = match or mismatch, plus cgap on flagged columns; left border
-    ``H[j][-1] = border0 + j * border_step``, top border ``H[-1][i] = 0``; E and F start at
-    minus infinity. ``lo``/``hi`` bound every H of a read of length m.
-    """
-
-    match: int
-    mismatch: int
-    cgap: int
-    e_open: int
-    e_ext: int
-    f_open: int
-    f_ext: int
-    border0: int
-    border_step: int
-    last_column: bool  # the score also looks at the last column (papara2)
-    negate: bool  # scores are the negated maximum (bmc2012)
-    lo: int  # bounds on H (true values) for a read of length m: lo + lo_per_row * m
-    lo_per_row: int
-    hi: int
-    hi_per_row: int
-
-    @property
-    def row_shift(self) -> int:
-        """s: row j of the frame is stored ``-j * s`` above its true values.
-
-        With ``s = max(f_ext, f_open)`` F needs no extension cost, ``f_open - s <= 0``, and
-        ``F = max(F_up, T_up + f_open - s)`` with ``T = max(SM, E)`` (because H >= F), so the
-        chain down a column is one max per row.
-        """
-        return max(self.f_ext, self.f_open)
-
-
-def _plan(scoring: PaparaScoring) -> _Plan:
-    if scoring.kind == "bmc2012":
-        # S <= 3(m+1) (the border), D <= S + 4: -S in [-(3m + 7), 0].
-        return _Plan(0, -3, -3, -4, -1, -3, -3, -3, -3, False, True, -7, -3, 0, 0)
-    o, e, ma, mc = scoring.gap_open, scoring.gap_extend, scoring.match, scoring.match_cgap
-    gain = max(ma, 0) + max(mc, 0)
-    # H >= a column of F from row -1 (o + e*j) and 0; H <= gain per read character.
-    return _Plan(ma, 0, mc, o, e, o, e, 0, 0, True, False, min(0, o - e), min(0, e), 0, gain)
-
-
-def _frame(plan: _Plan, m: int, bits: int) -> int | None:
+def _frame(plan: PaparaMaxForm, m: int, bits: int) -> int | None:
     """Offset c0 so that every value of the shifted frame fits ``bits``, or None.
 
     Stored values are ``X - j * s - cs[i] + c0`` (s the row shift, cs the column shift of E's
@@ -132,7 +83,7 @@ def kernel_width(scoring: PaparaScoring, m: int) -> int:
     ``scoring.width_for(m)``, widened where the shifted frame needs more room (only near the
     16-bit limit, or with unusual scores such as a negative match).
     """
-    plan = _plan(scoring)
+    plan = scoring.max_form()
     for bits in (16, 32):
         if bits >= scoring.width_for(m) and _frame(plan, m, bits) is not None:
             return bits
@@ -531,7 +482,7 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
     lengths = np.asarray(queries.lengths, dtype=np.int64)
     if n == 0 or n_reads == 0 or not np.any(lengths > 0):
         return BlockScores(scores, width)
-    plan = _plan(scoring)
+    plan = scoring.max_form()
     read_states, index = np.unique(queries.codes, return_inverse=True)
     index = index.reshape(queries.codes.shape).astype(np.int64)
     params_base = [plan.f_open - plan.row_shift, plan.row_shift, plan.border0, plan.border_step]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..scoring import PaparaScoring
-from .papara_score import _DTYPES, LANES, _Plan, _plan, kernel_width
+from ..scoring import PaparaMaxForm, PaparaScoring
+from .papara_score import _DTYPES, LANES, kernel_width
 from .vectors import (
     vadd,
     vand,
@@ -147,7 +147,7 @@ def _trace(bits, end_col, end_row):
     return ops[:k][::-1]
 
 
-def _consts(plan: _Plan) -> np.ndarray:
+def _consts(plan: PaparaMaxForm) -> np.ndarray:
     return np.asarray(
         [
             plan.match,
@@ -191,7 +191,7 @@ def papara_align(
         raise ValueError("the PaPaRa recurrence needs a non-empty read and reference")
     bits = np.empty((len(read), len(states)), dtype=np.uint8)
     score, end_col, end_row = _fill_bits(
-        states, np.ascontiguousarray(flags, dtype=np.uint8), read, _consts(_plan(scoring)), bits
+        states, np.ascontiguousarray(flags, dtype=np.uint8), read, _consts(scoring.max_form()), bits
     )
     ops = _trace(bits, end_col, end_row)
     return int(score), ops.tobytes().translate(_OP_TABLE).decode()
@@ -412,7 +412,7 @@ def papara_align_many(
     todo = [k for k in range(len(reads)) if edges[k] >= 0 and len(reads[k]) > 0]
     if n == 0 or not todo:
         return scores, ops
-    plan = _plan(scoring)
+    plan = scoring.max_form()
     consts = np.asarray(
         [
             plan.f_open,
