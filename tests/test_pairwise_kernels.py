@@ -243,7 +243,7 @@ def test_strip_loop_runs_in_zmm_registers():
         np.zeros(4, bool),
         -128,
         np.zeros((1, V), np.int8),
-        *scratch,
+        tuple(scratch),
     )
     asm = "\n".join(kernel.inspect_asm().values())
     assert len(re.findall(r"zmm", asm)) > 100

@@ -61,6 +61,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from .antidiagonal_rows import B_D, B_D_OPEN, B_DIAG, B_I_OPEN, B_ZERO, rows1, rows4
 from .vectors import (
     compare_swap,
     load_acquire,
@@ -527,33 +528,6 @@ def fill_region(
     return RegionFill(ring[(n_rows - 1) % 2], row_store, col_store, top_best)
 
 
-# direction bits of one cell (the reference's decisions, taken on exact values during the fill)
-B_DIAG, B_D, B_D_OPEN, B_I_OPEN, B_ZERO = 1, 2, 4, 8, 16
-
-
-@njit(inline="always")
-def _bits_cell(r, c, ar, bc, matrix, e, oe, local, h_row, d_row, bits, h_diag, h_left, i_left):
-    """One cell of :func:`fill_bits`; returns H (the next cell's left), I, and H above (the
-    next cell's diagonal)."""
-    h_up = h_row[c]
-    d = max(d_row[c] - e, h_up - oe)
-    ins = max(i_left - e, h_left - oe)
-    diag = h_diag + matrix[ar, bc]
-    hv = max(diag, max(d, ins))
-    if local:
-        hv = max(hv, 0)
-    bits[r, c] = (
-        (hv == diag) * B_DIAG
-        + (hv == d) * B_D
-        + (d == h_up - oe) * B_D_OPEN
-        + (ins == h_left - oe) * B_I_OPEN
-        + (hv == 0) * B_ZERO
-    )
-    h_row[c] = hv
-    d_row[c] = d
-    return hv, ins, h_up
-
-
 @njit(nogil=True, cache=True)
 def fill_bits(a, b, matrix, o, e, local, top, left, bits, last_col):
     """Fill a region from its boundaries, keeping per cell the bits the traceback decides on.
@@ -568,129 +542,28 @@ def fill_bits(a, b, matrix, o, e, local, top, left, bits, last_col):
     mode; ``(0, 0, 0)`` when no cell is positive).
 
     Rows go four at a time, skewed by one column each (cell (r + k, c - k) at step c), so
-    that four independent dependency chains keep the core busy.
+    that four independent dependency chains keep the core busy (the generated
+    :mod:`~dpalign.simd.antidiagonal_rows`).
     """
     n_r, n_c = bits.shape
     best, best_r, best_c = 0, 0, 0
-    oe = o + e
     h_row = np.empty(n_c, np.int64)
     d_row = np.empty(n_c, np.int64)
     for c in range(n_c):
         h_row[c] = top[0, c]
         d_row[c] = top[1, c]
     last_col[0] = top[0, n_c - 1]
+    ctx = (matrix, e, o + e, local, h_row, d_row, bits)
     r = 1
     while r < n_r:
         if r + 4 <= n_r and n_c > 1:
-            a0, a1, a2, a3 = a[r - 1], a[r], a[r + 1], a[r + 2]
-            hd0, hd1 = np.int64(left[0, r - 1]), np.int64(left[0, r])
-            hd2, hd3 = np.int64(left[0, r + 1]), np.int64(left[0, r + 2])
-            hl0, hl1 = np.int64(left[0, r]), np.int64(left[0, r + 1])
-            hl2, hl3 = np.int64(left[0, r + 2]), np.int64(left[0, r + 3])
-            il0, il1 = np.int64(left[1, r]), np.int64(left[1, r + 1])
-            il2, il3 = np.int64(left[1, r + 2]), np.int64(left[1, r + 3])
-            # each row's first maximum (local mode), merged in row order below
-            m0, m1, m2, m3 = 0, 0, 0, 0
-            j0, j1, j2, j3 = 0, 0, 0, 0
-            for c in range(1, n_c + 3):
-                if c < n_c:
-                    hl0, il0, hd0 = _bits_cell(
-                        r, c, a0, b[c - 1], matrix, e, oe, local, h_row, d_row, bits, hd0, hl0, il0
-                    )
-                    if local and hl0 > m0:
-                        m0, j0 = hl0, c
-                if 1 <= c - 1 < n_c:
-                    hl1, il1, hd1 = _bits_cell(
-                        r + 1,
-                        c - 1,
-                        a1,
-                        b[c - 2],
-                        matrix,
-                        e,
-                        oe,
-                        local,
-                        h_row,
-                        d_row,
-                        bits,
-                        hd1,
-                        hl1,
-                        il1,
-                    )
-                    if local and hl1 > m1:
-                        m1, j1 = hl1, c - 1
-                if 1 <= c - 2 < n_c:
-                    hl2, il2, hd2 = _bits_cell(
-                        r + 2,
-                        c - 2,
-                        a2,
-                        b[c - 3],
-                        matrix,
-                        e,
-                        oe,
-                        local,
-                        h_row,
-                        d_row,
-                        bits,
-                        hd2,
-                        hl2,
-                        il2,
-                    )
-                    if local and hl2 > m2:
-                        m2, j2 = hl2, c - 2
-                if 1 <= c - 3:
-                    hl3, il3, hd3 = _bits_cell(
-                        r + 3,
-                        c - 3,
-                        a3,
-                        b[c - 4],
-                        matrix,
-                        e,
-                        oe,
-                        local,
-                        h_row,
-                        d_row,
-                        bits,
-                        hd3,
-                        hl3,
-                        il3,
-                    )
-                    if local and hl3 > m3:
-                        m3, j3 = hl3, c - 3
-            last_col[r], last_col[r + 1], last_col[r + 2], last_col[r + 3] = hl0, hl1, hl2, hl3
-            if m0 > best:
-                best, best_r, best_c = m0, r, j0
-            if m1 > best:
-                best, best_r, best_c = m1, r + 1, j1
-            if m2 > best:
-                best, best_r, best_c = m2, r + 2, j2
-            if m3 > best:
-                best, best_r, best_c = m3, r + 3, j3
+            h, h_r, h_c = rows4(r, a, b, ctx, left, last_col)
             r += 4
         else:
-            h_diag = np.int64(left[0, r - 1])
-            h_left = np.int64(left[0, r])
-            i_left = np.int64(left[1, r])
-            for c in range(1, n_c):
-                h_left, i_left, h_diag = _bits_cell(
-                    r,
-                    c,
-                    a[r - 1],
-                    b[c - 1],
-                    matrix,
-                    e,
-                    oe,
-                    local,
-                    h_row,
-                    d_row,
-                    bits,
-                    h_diag,
-                    h_left,
-                    i_left,
-                )
-                if local and h_left > best:
-                    best, best_r, best_c = h_left, r, c
-            last_col[r] = h_left
+            h, h_r, h_c = rows1(r, a, b, ctx, left, last_col)
             r += 1
+        if h > best:
+            best, best_r, best_c = h, h_r, h_c
     h_row[0] = left[0, n_r - 1]
     return h_row, best, best_r, best_c
 

@@ -38,6 +38,7 @@ from numba import njit
 from ..contract import BlockScores, QueryBatch, ReferenceBlock, Task
 from ..errors import InputError
 from ..scoring import WIDTH_RANGE, PaparaMaxForm, PaparaScoring
+from .papara_strips import strip
 from .vectors import (
     vadd,
     vlane,
@@ -96,150 +97,6 @@ def kernel_width(scoring: PaparaScoring, m: int) -> int:
 
 
 @njit(nogil=True, cache=True)
-def _cell(d, p, e, hl, f, u, de, gof):
-    """One cell of the frame from the diagonal, left and upper values.
-
-    ``u`` is the F candidate the row above left (``T_up + f_open - s``); returns H, E, F and
-    the candidate for the row below. Seven vector operations.
-    """
-    e = vmax(e, vadd(hl, de))
-    t = vmax(vadd(d, p), e)
-    f = vmax(f, u)
-    return vmax(t, f), e, f, vadd(t, gof)
-
-
-@njit(nogil=True, cache=True)
-def _strip8(prof, dea, hrow, frow, c, stop, offs, gof, bh, be, j0, tvec, d0):
-    o0, o1, o2, o3, o4, o5, o6, o7 = offs
-    b = (j0 + 1) * LANES
-    h0 = vload32(bh, b)
-    h1 = vload32(bh, b + LANES)
-    h2 = vload32(bh, b + 2 * LANES)
-    h3 = vload32(bh, b + 3 * LANES)
-    h4 = vload32(bh, b + 4 * LANES)
-    h5 = vload32(bh, b + 5 * LANES)
-    h6 = vload32(bh, b + 6 * LANES)
-    h7 = vload32(bh, b + 7 * LANES)
-    e0 = vload32(be, b)
-    e1 = vload32(be, b + LANES)
-    e2 = vload32(be, b + 2 * LANES)
-    e3 = vload32(be, b + 3 * LANES)
-    e4 = vload32(be, b + 4 * LANES)
-    e5 = vload32(be, b + 5 * LANES)
-    e6 = vload32(be, b + 6 * LANES)
-    e7 = vload32(be, b + 7 * LANES)
-    dnext = h7
-    for i in range(c, stop):
-        x = i * LANES
-        y = (i - c) * LANES
-        de = vload32(dea, x)
-        hu = vload32(hrow, y)
-        u = vadd(hu, gof)
-        f = vload32(frow, y)
-        n0, e0, f, u = _cell(d0, vload32(prof, o0 + x), e0, h0, f, u, de, gof)
-        d0 = hu
-        n1, e1, f, u = _cell(h0, vload32(prof, o1 + x), e1, h1, f, u, de, gof)
-        h0 = n0
-        n2, e2, f, u = _cell(h1, vload32(prof, o2 + x), e2, h2, f, u, de, gof)
-        h1 = n1
-        n3, e3, f, u = _cell(h2, vload32(prof, o3 + x), e3, h3, f, u, de, gof)
-        h2 = n2
-        n4, e4, f, u = _cell(h3, vload32(prof, o4 + x), e4, h4, f, u, de, gof)
-        h3 = n3
-        n5, e5, f, u = _cell(h4, vload32(prof, o5 + x), e5, h5, f, u, de, gof)
-        h4 = n4
-        n6, e6, f, u = _cell(h5, vload32(prof, o6 + x), e6, h6, f, u, de, gof)
-        h5 = n5
-        n7, e7, f, u = _cell(h6, vload32(prof, o7 + x), e7, h7, f, u, de, gof)
-        h6 = n6
-        h7 = n7
-        vstore32(hrow, y, n7)
-        vstore32(frow, y, f)
-    vstore32(bh, b, vadd(h0, tvec))
-    vstore32(bh, b + LANES, vadd(h1, tvec))
-    vstore32(bh, b + 2 * LANES, vadd(h2, tvec))
-    vstore32(bh, b + 3 * LANES, vadd(h3, tvec))
-    vstore32(bh, b + 4 * LANES, vadd(h4, tvec))
-    vstore32(bh, b + 5 * LANES, vadd(h5, tvec))
-    vstore32(bh, b + 6 * LANES, vadd(h6, tvec))
-    vstore32(bh, b + 7 * LANES, vadd(h7, tvec))
-    vstore32(be, b, vadd(e0, tvec))
-    vstore32(be, b + LANES, vadd(e1, tvec))
-    vstore32(be, b + 2 * LANES, vadd(e2, tvec))
-    vstore32(be, b + 3 * LANES, vadd(e3, tvec))
-    vstore32(be, b + 4 * LANES, vadd(e4, tvec))
-    vstore32(be, b + 5 * LANES, vadd(e5, tvec))
-    vstore32(be, b + 6 * LANES, vadd(e6, tvec))
-    vstore32(be, b + 7 * LANES, vadd(e7, tvec))
-    return dnext
-
-
-@njit(nogil=True, cache=True)
-def _strip4(prof, dea, hrow, frow, c, stop, offs, gof, bh, be, j0, tvec, d0):
-    o0, o1, o2, o3 = offs
-    b = (j0 + 1) * LANES
-    h0 = vload32(bh, b)
-    h1 = vload32(bh, b + LANES)
-    h2 = vload32(bh, b + 2 * LANES)
-    h3 = vload32(bh, b + 3 * LANES)
-    e0 = vload32(be, b)
-    e1 = vload32(be, b + LANES)
-    e2 = vload32(be, b + 2 * LANES)
-    e3 = vload32(be, b + 3 * LANES)
-    dnext = h3
-    for i in range(c, stop):
-        x = i * LANES
-        y = (i - c) * LANES
-        de = vload32(dea, x)
-        hu = vload32(hrow, y)
-        u = vadd(hu, gof)
-        f = vload32(frow, y)
-        n0, e0, f, u = _cell(d0, vload32(prof, o0 + x), e0, h0, f, u, de, gof)
-        d0 = hu
-        n1, e1, f, u = _cell(h0, vload32(prof, o1 + x), e1, h1, f, u, de, gof)
-        h0 = n0
-        n2, e2, f, u = _cell(h1, vload32(prof, o2 + x), e2, h2, f, u, de, gof)
-        h1 = n1
-        n3, e3, f, u = _cell(h2, vload32(prof, o3 + x), e3, h3, f, u, de, gof)
-        h2 = n2
-        h3 = n3
-        vstore32(hrow, y, n3)
-        vstore32(frow, y, f)
-    vstore32(bh, b, vadd(h0, tvec))
-    vstore32(bh, b + LANES, vadd(h1, tvec))
-    vstore32(bh, b + 2 * LANES, vadd(h2, tvec))
-    vstore32(bh, b + 3 * LANES, vadd(h3, tvec))
-    vstore32(be, b, vadd(e0, tvec))
-    vstore32(be, b + LANES, vadd(e1, tvec))
-    vstore32(be, b + 2 * LANES, vadd(e2, tvec))
-    vstore32(be, b + 3 * LANES, vadd(e3, tvec))
-    return dnext
-
-
-@njit(nogil=True, cache=True)
-def _strip1(prof, dea, hrow, frow, c, stop, o0, gof, bh, be, j0, tvec, d0):
-    b = (j0 + 1) * LANES
-    h0 = vload32(bh, b)
-    e0 = vload32(be, b)
-    dnext = h0
-    for i in range(c, stop):
-        x = i * LANES
-        y = (i - c) * LANES
-        de = vload32(dea, x)
-        hu = vload32(hrow, y)
-        u = vadd(hu, gof)
-        f = vload32(frow, y)
-        n0, e0, f, u = _cell(d0, vload32(prof, o0 + x), e0, h0, f, u, de, gof)
-        d0 = hu
-        h0 = n0
-        vstore32(hrow, y, n0)
-        vstore32(frow, y, f)
-    vstore32(bh, b, vadd(h0, tvec))
-    vstore32(be, b, vadd(e0, tvec))
-    return dnext
-
-
-@njit(nogil=True, cache=True)
 def _score_reads(prof, dea, cs, reads, lengths, select, params, hrow, frow, bh, be, out):
     """Score the reads ``select`` against one lane group; write ``out[q, :LANES]``.
 
@@ -252,22 +109,14 @@ def _score_reads(prof, dea, cs, reads, lengths, select, params, hrow, frow, bh, 
     """
     n = dea.size // LANES
     stride = n * LANES
-    gofs, shift, border0, bstep, c0, last_col, negate, chunk = (
-        params[0],
-        params[1],
-        params[2],
-        params[3],
-        params[4],
-        params[5],
-        params[6],
-        params[7],
-    )
+    gofs, shift, border0, bstep, c0, last_col, negate, chunk = params
     gof = vsplat32(hrow, gofs)
     top = shift + c0  # H'[-1][i] (also H'[-1][-1])
     step = bstep - shift  # the left border H'[j][-1] = border0 + c0 + j * step
     de0 = vload32(dea, 0)
     for q in select:
         m = lengths[q]
+        rq = reads[q]
         vstore32(bh, 0, vsplat32(hrow, top))
         for j in range(m):
             hb = vsplat32(hrow, border0 + c0 + j * step)
@@ -284,35 +133,12 @@ def _score_reads(prof, dea, cs, reads, lengths, select, params, hrow, frow, bh, 
                 )
             tvec = vload32(cs, (stop - 1) * LANES)
             d0 = vload32(bh, 0)
-            j0 = 0
+            j0 = np.int64(0)  # not a literal: one specialisation of the strips
             while j0 < m:
-                rows = m - j0
-                if rows >= 8:
-                    offs = (
-                        reads[q, j0] * stride,
-                        reads[q, j0 + 1] * stride,
-                        reads[q, j0 + 2] * stride,
-                        reads[q, j0 + 3] * stride,
-                        reads[q, j0 + 4] * stride,
-                        reads[q, j0 + 5] * stride,
-                        reads[q, j0 + 6] * stride,
-                        reads[q, j0 + 7] * stride,
-                    )
-                    d0 = _strip8(prof, dea, hrow, frow, c, stop, offs, gof, bh, be, j0, tvec, d0)
-                    j0 += 8
-                elif rows >= 4:
-                    offs4 = (
-                        reads[q, j0] * stride,
-                        reads[q, j0 + 1] * stride,
-                        reads[q, j0 + 2] * stride,
-                        reads[q, j0 + 3] * stride,
-                    )
-                    d0 = _strip4(prof, dea, hrow, frow, c, stop, offs4, gof, bh, be, j0, tvec, d0)
-                    j0 += 4
-                else:
-                    o = reads[q, j0] * stride
-                    d0 = _strip1(prof, dea, hrow, frow, c, stop, o, gof, bh, be, j0, tvec, d0)
-                    j0 += 1
+                d0, done = strip(
+                    prof, dea, hrow, frow, c, stop, rq, stride, gof, bh, be, j0, tvec, d0, m - j0
+                )
+                j0 += done
             # the last row, back from the chunk's column frame
             for i in range(c, stop):
                 real = vadd(vload32(hrow, (i - c) * LANES), vload32(cs, i * LANES))
