@@ -45,19 +45,7 @@ def _fill_bits(states, flags, read, consts, bits):
     ``consts`` = (match, mismatch, cgap, e_open, e_ext, f_open, f_ext, border0, border_step,
     last_column, negate). ``bits[j, i]`` receives the traceback bits of spec §6.
     """
-    ma, mis, cg, eo, ee, fo, fe, b0, bs, last_col, negate = (
-        consts[0],
-        consts[1],
-        consts[2],
-        consts[3],
-        consts[4],
-        consts[5],
-        consts[6],
-        consts[7],
-        consts[8],
-        consts[9],
-        consts[10],
-    )
+    ma, mis, cg, eo, ee, fo, fe, b0, bs, last_col, negate = consts
     n = states.size
     m = read.size
     neg = -(2**40)
@@ -103,47 +91,7 @@ def _trace(bits, end_col, end_row):
     """Walk back from the end cell (spec §6); return op codes in forward order."""
     m, n = bits.shape
     ops = np.empty(n + m, dtype=np.uint8)
-    k = 0
-    i, j = n - 1, m - 1
-    while i > end_col:
-        ops[k] = _OP_R
-        k += 1
-        i -= 1
-    while j > end_row:
-        ops[k] = _OP_I
-        k += 1
-        j -= 1
-    state = 0  # 0 diagonal, 1 in E, 2 in F
-    while i >= 0 and j >= 0:
-        cell = bits[j, i]
-        if state == 0:
-            if cell & H_FROM_F:
-                state = 2
-            elif cell & H_FROM_E:
-                state = 1
-            else:
-                ops[k] = _OP_M
-                k += 1
-                i -= 1
-                j -= 1
-        elif state == 2:
-            ops[k] = _OP_I
-            k += 1
-            j -= 1
-            state = 2 if cell & F_EXT else 0
-        else:
-            ops[k] = _OP_R
-            k += 1
-            i -= 1
-            state = 1 if cell & E_EXT else 0
-    while i >= 0:
-        ops[k] = _OP_R
-        k += 1
-        i -= 1
-    while j >= 0:
-        ops[k] = _OP_I
-        k += 1
-        j -= 1
+    k = _trace_lane(bits.reshape(m * n), n, 1, 0, end_col, end_row, m, ops)
     return ops[:k][::-1]
 
 
@@ -206,8 +154,12 @@ GROUP_BITS_LIMIT = 1 << 27
 
 
 @njit(nogil=True, cache=True)
-def _trace_lane(bits, n, lane, end_col, end_row, m, ops):
-    """:func:`_trace` on lane ``lane`` of a group's bits; ops in reverse order, returns count."""
+def _trace_lane(bits, n, lanes, lane, end_col, end_row, m, ops):
+    """Walk back from the end cell (spec §6) of lane ``lane`` of ``lanes`` interleaved pairs.
+
+    ``bits[(j * n + i) * lanes + lane]`` is cell (j, i) of the lane's pair. Writes the ops in
+    reverse order and returns their count.
+    """
     k = 0
     i, j = n - 1, m - 1
     while i > end_col:
@@ -220,7 +172,7 @@ def _trace_lane(bits, n, lane, end_col, end_row, m, ops):
         j -= 1
     state = 0
     while i >= 0 and j >= 0:
-        cell = bits[(j * n + i) * LANES + lane]
+        cell = bits[(j * n + i) * lanes + lane]
         if state == 0:
             if cell & H_FROM_F:
                 state = 2
@@ -266,14 +218,7 @@ def _align_group(st, cgm, cgx, goa, gea, rd, mlen, row_ends, consts, work, bits,
     """
     n = goa.size // LANES
     m_max = rd.size // LANES
-    fo, fe, b0, bs, last_col, negate = (
-        consts[0],
-        consts[1],
-        consts[2],
-        consts[3],
-        consts[4],
-        consts[5],
-    )
+    fo, fe, b0, bs, last_col, negate = consts
     hrow, frow, lastrow, lastcol = 0, n * LANES, 2 * n * LANES, 3 * n * LANES
     zero = vsplat32(work, 0)
     one, two, four, eight = (
@@ -345,7 +290,7 @@ def _align_group(st, cgm, cgx, goa, gea, rd, mlen, row_ends, consts, work, bits,
             if value > best:
                 best, end_col, end_row = value, i, m - 1
         scores[w] = -best if negate else best
-        counts[w] = _trace_lane(bits, n, w, end_col, end_row, m, ops[w])
+        counts[w] = _trace_lane(bits, n, LANES, w, end_col, end_row, m, ops[w])
     return counts
 
 
@@ -412,18 +357,9 @@ def papara_align_many(
     todo = [k for k in range(len(reads)) if edges[k] >= 0 and len(reads[k]) > 0]
     if n == 0 or not todo:
         return scores, ops
+    # (f_open, f_ext, border0, border_step, last_column, negate): the F column and the end
+    consts = _consts(scoring.max_form())[5:]
     plan = scoring.max_form()
-    consts = np.asarray(
-        [
-            plan.f_open,
-            plan.f_ext,
-            plan.border0,
-            plan.border_step,
-            int(plan.last_column),
-            int(plan.negate),
-        ],
-        dtype=np.int64,
-    )
     wide_states = states.dtype.itemsize > 1  # protein bit sets need 32-bit lanes for the AND
 
     def lane_bits(k: int) -> int:

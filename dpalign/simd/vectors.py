@@ -244,43 +244,43 @@ def vselect(typingctx, mask, a, b):
     return a(mask, a, b), codegen
 
 
-@intrinsic
-def vany(typingctx, mask):
-    """True when any lane of a mask is set."""
-    if not isinstance(mask, Vector):
-        return None
-
-    def codegen(context, builder, sig, args):
-        vec = args[0].type
-        cond = builder.icmp_signed("!=", args[0], ir.Constant(vec, None))
-        bits = builder.bitcast(cond, ir.IntType(vec.count))
-        return builder.icmp_unsigned("!=", bits, ir.Constant(ir.IntType(vec.count), 0))
-
-    return types.boolean(mask), codegen
-
-
-def _reduce(name: str, doc: str):
+def _unary(build, result, doc: str):
     @intrinsic
     def op(typingctx, v):
         if not isinstance(v, Vector):
             return None
 
         def codegen(context, builder, sig, args):
-            vec = args[0].type
-            fnty = ir.FunctionType(vec.element, [vec])
-            fn = cgutils.get_or_insert_function(
-                builder.module, fnty, f"llvm.vector.reduce.{name}.v{vec.count}i{vec.element.width}"
-            )
-            return _resize(builder, builder.call(fn, [args[0]]), 64)
+            return build(builder, args[0])
 
-        return types.int64(v), codegen
+        return result(v), codegen
 
     op.__doc__ = doc
     return op
 
 
-vhmax = _reduce("smax", "The largest lane as an int64.")
-vhmin = _reduce("smin", "The smallest lane as an int64.")
+def _any_lane(builder, mask):
+    vec = mask.type
+    cond = builder.icmp_signed("!=", mask, ir.Constant(vec, None))
+    bits = builder.bitcast(cond, ir.IntType(vec.count))
+    return builder.icmp_unsigned("!=", bits, ir.Constant(ir.IntType(vec.count), 0))
+
+
+def _reduction(name: str):
+    def build(builder, v):
+        vec = v.type
+        fnty = ir.FunctionType(vec.element, [vec])
+        fn = cgutils.get_or_insert_function(
+            builder.module, fnty, f"llvm.vector.reduce.{name}.v{vec.count}i{vec.element.width}"
+        )
+        return _resize(builder, builder.call(fn, [v]), 64)
+
+    return build
+
+
+vany = _unary(_any_lane, types.boolean, "True when any lane of a mask is set.")
+vhmax = _unary(_reduction("smax"), types.int64, "The largest lane as an int64.")
+vhmin = _unary(_reduction("smin"), types.int64, "The smallest lane as an int64.")
 
 
 @intrinsic
@@ -295,6 +295,13 @@ def vlane(typingctx, v, k):
     return types.int64(v, k), codegen
 
 
+def _shift_up(builder, v, fill, count: int):
+    """Lanes of ``v`` moved up by ``count``; the low lanes from the low lanes of ``fill``."""
+    lanes = v.type.count
+    mask = [lanes + k if k < count else k - count for k in range(lanes)]
+    return builder.shuffle_vector(v, fill, ir.Constant(ir.VectorType(ir.IntType(32), lanes), mask))
+
+
 @intrinsic
 def vshift(typingctx, v, fill, n):
     """Lanes moved up by the constant ``n`` (lane k gets lane k-n); the low lanes from ``fill``."""
@@ -303,11 +310,7 @@ def vshift(typingctx, v, fill, n):
     count = n.literal_value
 
     def codegen(context, builder, sig, args):
-        lanes = v.lanes
-        mask = [lanes + k if k < count else k - count for k in range(lanes)]
-        return builder.shuffle_vector(
-            args[0], args[1], ir.Constant(ir.VectorType(ir.IntType(32), lanes), mask)
-        )
+        return _shift_up(builder, args[0], args[1], count)
 
     return v(v, fill, n), codegen
 
@@ -319,16 +322,11 @@ def vshift_in(typingctx, v, x):
         return None
 
     def codegen(context, builder, sig, args):
-        vec = _llvm(v)
+        value = _resize(builder, args[1], v.bits)
         first = builder.insert_element(
-            ir.Constant(vec, ir.Undefined),
-            _resize(builder, args[1], v.bits),
-            ir.Constant(ir.IntType(32), 0),
+            ir.Constant(_llvm(v), ir.Undefined), value, ir.Constant(ir.IntType(32), 0)
         )
-        mask = [v.lanes] + list(range(v.lanes - 1))
-        return builder.shuffle_vector(
-            args[0], first, ir.Constant(ir.VectorType(ir.IntType(32), v.lanes), mask)
-        )
+        return _shift_up(builder, args[0], first, 1)
 
     return v(v, x), codegen
 
