@@ -554,7 +554,7 @@ def fill_bits(a, b, matrix, o, e, local, top, left, bits, last_col):
         d_row[c] = top[1, c]
     last_col[0] = top[0, n_c - 1]
     ctx = (matrix, e, o + e, local, h_row, d_row, bits)
-    r = 1
+    r = np.int64(1)  # not a literal: one specialisation of the row groups
     while r < n_r:
         if r + 4 <= n_r and n_c > 1:
             h, h_r, h_c = rows4(r, a, b, ctx, left, last_col)

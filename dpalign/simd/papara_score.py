@@ -108,7 +108,6 @@ def _score_reads(prof, dea, cs, reads, lengths, select, params, hrow, frow, bh, 
     column between chunks for rows -1..m-1.
     """
     n = dea.size // LANES
-    stride = n * LANES
     gofs, shift, border0, bstep, c0, last_col, negate, chunk = params
     gof = vsplat32(hrow, gofs)
     top = shift + c0  # H'[-1][i] (also H'[-1][-1])
@@ -116,7 +115,6 @@ def _score_reads(prof, dea, cs, reads, lengths, select, params, hrow, frow, bh, 
     de0 = vload32(dea, 0)
     for q in select:
         m = lengths[q]
-        rq = reads[q]
         vstore32(bh, 0, vsplat32(hrow, top))
         for j in range(m):
             hb = vsplat32(hrow, border0 + c0 + j * step)
@@ -136,7 +134,7 @@ def _score_reads(prof, dea, cs, reads, lengths, select, params, hrow, frow, bh, 
             j0 = np.int64(0)  # not a literal: one specialisation of the strips
             while j0 < m:
                 d0, done = strip(
-                    prof, dea, hrow, frow, c, stop, rq, stride, gof, bh, be, j0, tvec, d0, m - j0
+                    prof, dea, hrow, frow, c, stop, reads, q, gof, bh, be, j0, tvec, d0, m - j0
                 )
                 j0 += done
             # the last row, back from the chunk's column frame
