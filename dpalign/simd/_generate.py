@@ -128,7 +128,7 @@ def papara_strip_dispatch() -> str:
     out = [
         "",
         "",
-        "@njit(nogil=True, cache=True)",
+        '@njit(nogil=True, cache=True, inline="always")',
         f"def strip({head}, reads, q, {tail}, rows):",
         '    """The tallest strip that fits ``rows`` rows: (diagonal for the next, rows done)."""',
         "    stride = dea.size",
@@ -212,7 +212,7 @@ def pairwise_strip(local: bool) -> str:
     out = [
         "",
         "",
-        "@njit(nogil=True, cache=True)",
+        '@njit(nogil=True, cache=True, inline="always")',
         f"def {name}(prof, Hc, Yc, qidx, m, V, borders, {tail}):",
         f'    """{summary}."""',
         "    KV = STRIP * V",
@@ -313,7 +313,7 @@ def antidiagonal_group(rows: int) -> str:
     out = [
         "",
         "",
-        "@njit(nogil=True, cache=True)",
+        '@njit(nogil=True, cache=True, inline="always")',
         f"def rows{rows}(r, a, b, ctx, left, last_col):",
         f'    """{what} (see :func:`dpalign.simd._generate.antidiagonal_group`)."""',
         "    local, bits = ctx[3], ctx[6]",

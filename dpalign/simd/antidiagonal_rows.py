@@ -38,7 +38,7 @@ def _bits_cell(r, c, ar, bc, ctx, h_diag, h_left, i_left):
     return hv, ins, h_up
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def rows4(r, a, b, ctx, left, last_col):
     """Rows r .. r + 3 (see :func:`dpalign.simd._generate.antidiagonal_group`)."""
     local, bits = ctx[3], ctx[6]
@@ -96,7 +96,7 @@ def rows4(r, a, b, ctx, left, last_col):
     return best, best_r, best_c
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def rows1(r, a, b, ctx, left, last_col):
     """Row r (see :func:`dpalign.simd._generate.antidiagonal_group`)."""
     local, bits = ctx[3], ctx[6]

@@ -92,7 +92,7 @@ def _border(k, o, e, free):
 NEG64 = -(2**62)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def row0(n, o, e, free):
     """H and D of DP row 0 over columns 0..n in int64 (D at minus infinity)."""
     H = np.empty(n + 1, dtype=np.int64)

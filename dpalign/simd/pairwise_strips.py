@@ -30,7 +30,7 @@ def _global_cell(diag, s, x, y, vo, ve):
     return h, vmax(d, u), vmax(ih, u)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def strip_local(prof, Hc, Yc, qidx, m, V, borders, best, vo, ve, zero):
     """A local strip (:func:`~dpalign.simd._generate.pairwise_strip`); returns best H."""
     KV = STRIP * V
@@ -83,7 +83,7 @@ def strip_local(prof, Hc, Yc, qidx, m, V, borders, best, vo, ve, zero):
     return best
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def strip_global(prof, Hc, Yc, qidx, m, V, borders, vo, ve, last):
     """A global strip (:func:`~dpalign.simd._generate.pairwise_strip`)."""
     KV = STRIP * V

@@ -155,7 +155,7 @@ def _strip1(prof, dea, hrow, frow, c, stop, o0, gof, bh, be, j0, tvec, d0):
     return dnext
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def strip(prof, dea, hrow, frow, c, stop, reads, q, gof, bh, be, j0, tvec, d0, rows):
     """The tallest strip that fits ``rows`` rows: (diagonal for the next, rows done)."""
     stride = dea.size
