@@ -69,23 +69,22 @@ def _row(base: str, k: int) -> str:
 def papara_strip(rows: int) -> str:
     """The source of ``_strip{rows}``: one sweep of ``rows`` read rows over columns c..stop-1.
 
-    Rows j0..j0+rows-1 of a read sweep a chunk (``o{k}``: where the profile of row k's state
-    starts in ``prof``): their H and E enter from and leave to the
+    Rows j0..j0+rows-1 of read q sweep a chunk (``reads[q, j]`` its state index at row j, the
+    profile of state s at ``prof[s * dea.size:]``): their H and E enter from and leave to the
     column buffers ``bh``/``be`` (shifted by ``tvec`` into the next chunk's frame), the H/F
     row between strips is read and written once per column, and ``d0`` is the diagonal H of
     the strip's first row at the chunk's first column. Returns the diagonal for the strip
     below (H of the last row at the column left of the chunk).
     """
     last = rows - 1
-    offs = "o0" if rows == 1 else "offs"
     out = [
         "",
         "",
         "@njit(nogil=True, cache=True)",
-        f"def _strip{rows}(prof, dea, hrow, frow, c, stop, {offs}, gof, bh, be, j0, tvec, d0):",
+        f"def _strip{rows}(prof, dea, hrow, frow, c, stop, reads, q, gof, bh, be, j0, tvec, d0):",
+        "    stride = dea.size",
     ]
-    if rows > 1:
-        out.append("    " + ", ".join(f"o{k}" for k in range(rows)) + " = offs")
+    out += [f"    o{k} = reads[q, {_plus('j0', k)}] * stride" for k in range(rows)]
     out.append("    b = (j0 + 1) * LANES")
     out += [f"    h{k} = vload32(bh, {_row('b', k)})" for k in range(rows)]
     out += [f"    e{k} = vload32(be, {_row('b', k)})" for k in range(rows)]
@@ -117,43 +116,9 @@ def papara_strip(rows: int) -> str:
     return "\n".join(out) + "\n"
 
 
-def papara_strip_dispatch() -> str:
-    """The source of ``strip``: the tallest strip that fits the rows of read q left from j0.
-
-    The profile offsets of the strip's rows go in as a tuple (``o0`` alone for one row): the
-    loop of the strips then allocates its registers as it did when they were written out.
-    """
-    head = "prof, dea, hrow, frow, c, stop"
-    tail = "gof, bh, be, j0, tvec, d0"
-    out = [
-        "",
-        "",
-        '@njit(nogil=True, cache=True, inline="always")',
-        f"def strip({head}, reads, q, {tail}, rows):",
-        '    """The tallest strip that fits ``rows`` rows: (diagonal for the next, rows done)."""',
-        "    stride = dea.size",
-    ]
-    for rows in PAPARA_STRIPS:
-        last = rows == PAPARA_STRIPS[-1]
-        indent = "    " if last else "        "
-        if not last:
-            out.append(f"    if rows >= {rows}:")
-        # one name per strip height: a Numba variable has one type
-        offs = "o0" if rows == 1 else f"offs{rows}"
-        if rows == 1:
-            out.append(f"{indent}o0 = reads[q, j0] * stride")
-        else:
-            out.append(f"{indent}{offs} = (")
-            out += [f"{indent}    reads[q, {_plus('j0', k)}] * stride," for k in range(rows)]
-            out.append(f"{indent})")
-        out.append(f"{indent}return _strip{rows}({head}, {offs}, {tail}), {rows}")
-    return "\n".join(out) + "\n"
-
-
 def papara_strips() -> str:
     """The whole of ``papara_strips.py``."""
-    strips = "".join(papara_strip(rows) for rows in PAPARA_STRIPS)
-    return _HEADER + strips + papara_strip_dispatch()
+    return _HEADER + "".join(papara_strip(rows) for rows in PAPARA_STRIPS)
 
 
 #: Target columns per strip of the pairwise kernel (8 keeps 16 state vectors in registers).

@@ -38,7 +38,7 @@ from numba import njit
 from ..contract import BlockScores, QueryBatch, ReferenceBlock, Task
 from ..errors import InputError
 from ..scoring import WIDTH_RANGE, PaparaMaxForm, PaparaScoring
-from .papara_strips import strip
+from .papara_strips import _strip1, _strip4, _strip8
 from .vectors import (
     vadd,
     vlane,
@@ -130,13 +130,19 @@ def _score_reads(prof, dea, cs, reads, lengths, select, params, hrow, frow, bh, 
                     frow, (i - c) * LANES, vsub(vsplat32(hrow, top + gofs - 1), vload32(cs, x))
                 )
             tvec = vload32(cs, (stop - 1) * LANES)
-            d0 = vload32(bh, 0)
+            d = vload32(bh, 0)  # the diagonal entering the next strip
             j0 = np.int64(0)  # not a literal: one specialisation of the strips
             while j0 < m:
-                d0, done = strip(
-                    prof, dea, hrow, frow, c, stop, reads, q, gof, bh, be, j0, tvec, d0, m - j0
-                )
-                j0 += done
+                rows = m - j0
+                if rows >= 8:
+                    d = _strip8(prof, dea, hrow, frow, c, stop, reads, q, gof, bh, be, j0, tvec, d)
+                    j0 += 8
+                elif rows >= 4:
+                    d = _strip4(prof, dea, hrow, frow, c, stop, reads, q, gof, bh, be, j0, tvec, d)
+                    j0 += 4
+                else:
+                    d = _strip1(prof, dea, hrow, frow, c, stop, reads, q, gof, bh, be, j0, tvec, d)
+                    j0 += 1
             # the last row, back from the chunk's column frame
             for i in range(c, stop):
                 real = vadd(vload32(hrow, (i - c) * LANES), vload32(cs, i * LANES))

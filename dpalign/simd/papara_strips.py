@@ -25,8 +25,16 @@ def _cell(d, p, e, hl, f, u, de, gof):
 
 
 @njit(nogil=True, cache=True)
-def _strip8(prof, dea, hrow, frow, c, stop, offs, gof, bh, be, j0, tvec, d0):
-    o0, o1, o2, o3, o4, o5, o6, o7 = offs
+def _strip8(prof, dea, hrow, frow, c, stop, reads, q, gof, bh, be, j0, tvec, d0):
+    stride = dea.size
+    o0 = reads[q, j0] * stride
+    o1 = reads[q, j0 + 1] * stride
+    o2 = reads[q, j0 + 2] * stride
+    o3 = reads[q, j0 + 3] * stride
+    o4 = reads[q, j0 + 4] * stride
+    o5 = reads[q, j0 + 5] * stride
+    o6 = reads[q, j0 + 6] * stride
+    o7 = reads[q, j0 + 7] * stride
     b = (j0 + 1) * LANES
     h0 = vload32(bh, b)
     h1 = vload32(bh, b + LANES)
@@ -91,8 +99,12 @@ def _strip8(prof, dea, hrow, frow, c, stop, offs, gof, bh, be, j0, tvec, d0):
 
 
 @njit(nogil=True, cache=True)
-def _strip4(prof, dea, hrow, frow, c, stop, offs, gof, bh, be, j0, tvec, d0):
-    o0, o1, o2, o3 = offs
+def _strip4(prof, dea, hrow, frow, c, stop, reads, q, gof, bh, be, j0, tvec, d0):
+    stride = dea.size
+    o0 = reads[q, j0] * stride
+    o1 = reads[q, j0 + 1] * stride
+    o2 = reads[q, j0 + 2] * stride
+    o3 = reads[q, j0 + 3] * stride
     b = (j0 + 1) * LANES
     h0 = vload32(bh, b)
     h1 = vload32(bh, b + LANES)
@@ -133,7 +145,9 @@ def _strip4(prof, dea, hrow, frow, c, stop, offs, gof, bh, be, j0, tvec, d0):
 
 
 @njit(nogil=True, cache=True)
-def _strip1(prof, dea, hrow, frow, c, stop, o0, gof, bh, be, j0, tvec, d0):
+def _strip1(prof, dea, hrow, frow, c, stop, reads, q, gof, bh, be, j0, tvec, d0):
+    stride = dea.size
+    o0 = reads[q, j0] * stride
     b = (j0 + 1) * LANES
     h0 = vload32(bh, b)
     e0 = vload32(be, b)
@@ -153,31 +167,3 @@ def _strip1(prof, dea, hrow, frow, c, stop, o0, gof, bh, be, j0, tvec, d0):
     vstore32(bh, b, vadd(h0, tvec))
     vstore32(be, b, vadd(e0, tvec))
     return dnext
-
-
-@njit(nogil=True, cache=True, inline="always")
-def strip(prof, dea, hrow, frow, c, stop, reads, q, gof, bh, be, j0, tvec, d0, rows):
-    """The tallest strip that fits ``rows`` rows: (diagonal for the next, rows done)."""
-    stride = dea.size
-    if rows >= 8:
-        offs8 = (
-            reads[q, j0] * stride,
-            reads[q, j0 + 1] * stride,
-            reads[q, j0 + 2] * stride,
-            reads[q, j0 + 3] * stride,
-            reads[q, j0 + 4] * stride,
-            reads[q, j0 + 5] * stride,
-            reads[q, j0 + 6] * stride,
-            reads[q, j0 + 7] * stride,
-        )
-        return _strip8(prof, dea, hrow, frow, c, stop, offs8, gof, bh, be, j0, tvec, d0), 8
-    if rows >= 4:
-        offs4 = (
-            reads[q, j0] * stride,
-            reads[q, j0 + 1] * stride,
-            reads[q, j0 + 2] * stride,
-            reads[q, j0 + 3] * stride,
-        )
-        return _strip4(prof, dea, hrow, frow, c, stop, offs4, gof, bh, be, j0, tvec, d0), 4
-    o0 = reads[q, j0] * stride
-    return _strip1(prof, dea, hrow, frow, c, stop, o0, gof, bh, be, j0, tvec, d0), 1
