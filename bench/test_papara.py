@@ -146,10 +146,7 @@ def test_whole_run(benchmark, reads_path, scoring_input, tmp_path, threads):
 def _alu_probe_factory():
     from numba import njit
 
-    from dpalign.simd.vectors import VectorOps
-
-    ops = VectorOps(np.int16, 32)
-    vadd, vmax, vload, vstore = ops.add, ops.max, ops.load, ops.store
+    from dpalign.simd.vectors import vadd, vload, vmax, vstore
 
     @njit(nogil=True)
     def probe(a, rounds):

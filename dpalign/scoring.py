@@ -585,6 +585,48 @@ PAPARA_PRESETS = ("papara2", "bmc2012")
 
 
 @dataclass(frozen=True)
+class PaparaMaxForm:
+    """A PaPaRa scoring as one max-structure recurrence, higher is better (the kernels' form).
+
+    ``H = max(Hdiag + P, E, F)``; ``E = max(E_left + e_ext, H_left + e_open)``, both 0 on
+    flagged columns; ``F = max(F_up + f_ext, H_up + f_open)``; ``P`` = ``match`` where the read
+    state meets the profile's, else ``mismatch``, plus ``cgap`` on flagged columns. Left border
+    ``H[j][-1] = border0 + j * border_step``, top border ``H[-1][i] = 0``; E and F start at
+    minus infinity. The score is the best H of the last row (and of the last column when
+    ``last_column``), negated when ``negate`` (lower-is-better presets run as ``-S``). Every H
+    of a read of length m lies in ``[lo + lo_per_row * m, hi + hi_per_row * m]``.
+
+    Built by :meth:`PaparaScoring.max_form`.
+    """
+
+    match: int
+    mismatch: int
+    cgap: int
+    e_open: int
+    e_ext: int
+    f_open: int
+    f_ext: int
+    border0: int
+    border_step: int
+    last_column: bool
+    negate: bool
+    lo: int
+    lo_per_row: int
+    hi: int
+    hi_per_row: int
+
+    @property
+    def row_shift(self) -> int:
+        """s: a frame that stores row j ``-j * s`` above its true values makes F's step free.
+
+        With ``s = max(f_ext, f_open)`` F needs no extension cost, ``f_open - s <= 0``, and
+        ``F = max(F_up, T_up + f_open - s)`` with ``T = max(SM, E)`` (because H >= F), so the
+        chain down a column is one max per row.
+        """
+        return max(self.f_ext, self.f_open)
+
+
+@dataclass(frozen=True)
 class PaparaScoring:
     """Parameters of the PaPaRa recurrence.
 
@@ -617,7 +659,29 @@ class PaparaScoring:
     @property
     def minimize(self) -> bool:
         """True when lower scores are better (bmc2012)."""
-        return self.kind == "bmc2012"
+        return self.max_form().negate
+
+    def max_form(self) -> PaparaMaxForm:
+        """This scoring as the one max-structure recurrence every PaPaRa kernel runs.
+
+        The one place that says what a preset means to the kernels: the Numba kernels
+        (``simd/papara_score``, ``simd/papara_trace``) and the OpenCL ones
+        (``kernels_cl/papara.KernelScoring``) both derive their constants from it.
+        """
+        if self.kind == "bmc2012":
+            # -S follows the papara2 recurrence: F = I opens and extends at -3, E = D opens at
+            # -4 and extends at -1 (free on flagged columns), the diagonal costs mismatch + CG,
+            # the left border is -3 (j + 1), the score is the last row's best, negated.
+            # S <= 3(m+1) (the border), D <= S + 4: -S in [-(3m + 7), 0].
+            return PaparaMaxForm(0, -3, -3, -4, -1, -3, -3, -3, -3, False, True, -7, -3, 0, 0)
+        o, e, ma, mc = self.gap_open, self.gap_extend, self.match, self.match_cgap
+        gain = max(ma, 0) + max(mc, 0)
+        # H >= a column of F from row -1 (o + e*j) and 0; H <= gain per read character.
+        # The lower bound holds for any mismatch score (accurate mode): F from row -1.
+        mm = self.mismatch
+        return PaparaMaxForm(
+            ma, mm, mc, o, e, o, e, 0, 0, True, False, min(0, o - e), min(0, e), 0, gain
+        )
 
     def bounds(self, m: int) -> tuple[int, int]:
         """Bounds ``(lo, hi)`` on every DP value for a read of length ``m`` (any reference).

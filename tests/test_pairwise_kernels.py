@@ -13,8 +13,8 @@ from pairwise_cases import cases, texts
 from dpalign import reference
 from dpalign.engine import QueryBatch, Task, query_batch, reference_blocks
 from dpalign.scoring import Scoring, free_ends_tuple
-from dpalign.simd import lanes
 from dpalign.simd import pairwise as P
+from dpalign.simd import vectors
 
 
 def _encode(case, seqs):
@@ -207,11 +207,11 @@ def test_padding_lanes_and_ragged_lengths_in_one_block():
 def test_portable_lookup_equals_the_permute(dtype):
     @njit
     def both(table, idx, fast, slow):
-        lanes.vstore(fast, 0, lanes.vlookup(table, 3, lanes.vload(idx, 0)))
-        lanes.vstore(slow, 0, lanes.vlookup_portable(table, 3, lanes.vload(idx, 0)))
+        vectors.vstore(fast, 0, vectors.vlookup(table, 3, vectors.vload(idx, 0)))
+        vectors.vstore(slow, 0, vectors.vlookup_portable(table, 3, vectors.vload(idx, 0)))
 
-    V = lanes.LANES[np.dtype(dtype)]
-    entries = lanes.LOOKUP_ENTRIES[np.dtype(dtype).itemsize * 8]
+    V = vectors.LANES[np.dtype(dtype)]
+    entries = vectors.LOOKUP_ENTRIES[np.dtype(dtype).itemsize * 8]
     rng = np.random.default_rng(6)
     table = rng.integers(-100, 100, entries + 3).astype(dtype)
     idx = rng.integers(0, entries, V).astype(dtype)
@@ -245,19 +245,21 @@ def _sweep_group_asm() -> str:
         np.zeros(4, bool),
         -128,
         np.zeros((1, V), np.int8),
-        *scratch,
+        tuple(scratch),
     )
     return "\n".join(kernel.inspect_asm().values())
 
 
-@pytest.mark.skipif(not lanes.host_features().get("avx512bw"), reason="needs an AVX-512 host")
+@pytest.mark.skipif(not vectors.host_features().get("avx512bw"), reason="needs an AVX-512 host")
 def test_strip_loop_runs_in_zmm_registers():
     asm = _sweep_group_asm()
     assert len(re.findall(r"zmm", asm)) > 100
     assert "vpmaxsb" in asm
 
 
-@pytest.mark.skipif(not lanes.host_features().get("avx512vbmi"), reason="vpermb needs AVX-512 VBMI")
+@pytest.mark.skipif(
+    not vectors.host_features().get("avx512vbmi"), reason="vpermb needs AVX-512 VBMI"
+)
 def test_profile_lookup_is_one_byte_permute():
     assert "vpermb" in _sweep_group_asm()
 

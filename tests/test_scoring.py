@@ -81,3 +81,44 @@ def test_papara_width_switches_to_32_bits_for_long_reads():
     assert s.width_for(100) == 16
     assert s.width_for(20000) == 32  # 2 * 20000 > 32767
     assert np.iinfo(np.int16).max >= s.bounds(16000)[1]
+
+
+def test_papara_max_form_of_the_presets():
+    custom = papara_scoring("-4:-2:3:-1").max_form()
+    assert (custom.match, custom.mismatch, custom.cgap) == (3, 0, -1)
+    assert (custom.e_open, custom.e_ext, custom.f_open, custom.f_ext) == (-4, -2, -4, -2)
+    assert (custom.border0, custom.border_step, custom.row_shift) == (0, 0, -2)
+    assert custom.last_column and not custom.negate
+    bmc = papara_scoring("bmc2012").max_form()
+    assert bmc.negate and not bmc.last_column
+    assert (bmc.border0, bmc.border_step, bmc.mismatch, bmc.cgap) == (-3, -3, -3, -3)
+    assert papara_scoring("bmc2012").minimize and not papara_scoring("papara2").minimize
+
+
+@pytest.mark.parametrize("spec", ["papara2", "bmc2012", "-4:-2:3:-1", "-2:-2:1:0"])
+def test_papara_max_form_bounds_the_reference_scores(spec):
+    """The form's bounds hold on the reference's scores (negated for lower-is-better presets)."""
+    from dpalign.reference import papara_fill
+
+    scoring = papara_scoring(spec)
+    form = scoring.max_form()
+    rng = np.random.default_rng(7)
+    for m, n in [(1, 1), (5, 40), (30, 12)]:
+        states = rng.choice([1, 2, 4, 8, 15], size=n).astype(np.uint8)
+        flags = rng.random(n) < 0.3
+        read = rng.choice([1, 2, 4, 8], size=m).astype(np.uint8)
+        score = int(papara_fill(states, flags, read, scoring).scores[0])
+        h = -score if form.negate else score
+        assert form.lo + form.lo_per_row * m <= h <= form.hi + form.hi_per_row * m
+
+
+def test_opencl_kernel_constants_come_from_the_max_form():
+    from dpalign.kernels_cl.papara import KernelScoring
+
+    for spec in ["papara2", "bmc2012", "-4:-2:3:-1"]:
+        form = papara_scoring(spec).max_form()
+        ks = KernelScoring.of(papara_scoring(spec))
+        assert (ks.go, ks.ge, ks.goe, ks.gee) == (form.f_open, form.f_ext, form.e_open, form.e_ext)
+        assert (ks.mm, ks.ma + ks.mm, ks.mc) == (form.mismatch, form.match, form.cgap)
+        assert ks.lb == form.border0 == form.border_step
+        assert (ks.last_column, ks.negate) == (form.last_column, form.negate)

@@ -114,14 +114,14 @@ INT32_PARAM_LIMIT = 1 << 20
 
 @dataclass(frozen=True)
 class KernelScoring:
-    """The kernel's constants for a :class:`~dpalign.scoring.PaparaScoring` (max form).
+    """The kernel's constants for a :class:`~dpalign.scoring.PaparaScoring`.
 
-    bmc2012 (lower is better) runs negated, H = -S: a diagonal step adds ``mm`` (-3) plus
-    ``ma`` (+3) on a match plus ``mc`` (-3) on a flagged column; E (gap in the read) opens
-    at ``goe`` = -4 and extends at ``gee`` = -1 on unflagged columns; F (inserted read
-    character) costs ``go`` = -3 and never extends (``ge`` = ``go`` - 1 makes extension lose,
-    since F <= H); the left border is H[j][-1] = -3 (j + 1), and the score is the last row's
-    best, negated.
+    Read off its :meth:`~dpalign.scoring.PaparaScoring.max_form` (the one derivation both
+    backends share): F opens at ``go`` and extends at ``ge``, E opens at ``goe`` and extends at
+    ``gee`` (both 0 on flagged columns); a diagonal step adds ``mm`` plus ``ma`` on a match plus
+    ``mc`` on a flagged column; the left border is ``H[j][-1] = lb (j + 1)``. bmc2012 (lower is
+    better) runs negated (``negate``) and takes its score over the last row only
+    (``last_column`` false).
     """
 
     go: int
@@ -132,7 +132,8 @@ class KernelScoring:
     mc: int
     mm: int
     lb: int
-    minimize: bool
+    last_column: bool
+    negate: bool
 
     @property
     def gov(self) -> int:
@@ -141,11 +142,21 @@ class KernelScoring:
 
     @classmethod
     def of(cls, scoring: PaparaScoring) -> KernelScoring:
-        if scoring.kind == "bmc2012":
-            return cls(go=-3, ge=-4, goe=-4, gee=-1, ma=3, mc=-3, mm=-3, lb=-3, minimize=True)
-        go, ge = scoring.gap_open, scoring.gap_extend
-        mm = scoring.mismatch  # every diagonal step adds mm, a match ma on top
-        return cls(go, ge, go, ge, scoring.match - mm, scoring.match_cgap, mm, 0, False)
+        form = scoring.max_form()
+        if form.border0 != form.border_step:
+            raise DpalignError(f"the OpenCL PaPaRa kernels need H[j][-1] = lb (j + 1): {form}")
+        return cls(
+            go=form.f_open,
+            ge=form.f_ext,
+            goe=form.e_open,
+            gee=form.e_ext,
+            ma=form.match - form.mismatch,
+            mc=form.cgap,
+            mm=form.mismatch,
+            lb=form.border_step,
+            last_column=form.last_column,
+            negate=form.negate,
+        )
 
     def params(self) -> tuple[int, ...]:
         return (self.go, self.ge, self.goe, self.gee, self.ma, self.mc, self.mm)
@@ -158,7 +169,7 @@ class KernelScoring:
 def kernel_range(scoring: PaparaScoring, m: int) -> tuple[int, int]:
     """Bounds on every value the kernel computes for a read of length m (max form)."""
     lo, hi = scoring.bounds(m)
-    if scoring.kind == "bmc2012":
+    if scoring.minimize:
         return -hi, -lo
     return lo + min(scoring.match, 0), hi  # SM with a negative match score
 
@@ -660,10 +671,10 @@ class PaparaRunner:
             out = slot.host_out[: count * variant.lanes * 2].reshape(count, variant.lanes, 2)
             # In int32, widened by the assignment: an int64 copy first made this 3-4x slower
             # (0.2-0.27 s for 16,040 reads x 1,601 profiles on the 2-core machine).
-            if self.ks.minimize:
-                scores[rows] = np.negative(out[:, : self.n_lanes, 0])
-            else:
-                scores[rows] = np.maximum(out[:, : self.n_lanes, 0], out[:, : self.n_lanes, 1])
+            best = out[:, : self.n_lanes, 0]
+            if self.ks.last_column:
+                best = np.maximum(best, out[:, : self.n_lanes, 1])
+            scores[rows] = np.negative(best) if self.ks.negate else best
             if out_width is not None:
                 out_width[rows] = width
             seconds += (kernel_event.profile.end - kernel_event.profile.start) * 1e-9

@@ -61,7 +61,28 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from . import wide as W
+from .antidiagonal_rows import B_D, B_D_OPEN, B_DIAG, B_I_OPEN, B_ZERO, rows1, rows4
+from .vectors import (
+    compare_swap,
+    load_acquire,
+    relax,
+    store_release,
+    vadd,
+    vadds,
+    vany,
+    vgt,
+    vhmax,
+    vlane,
+    vload,
+    vmax,
+    vselect,
+    vshift,
+    vshift_in,
+    vsplat,
+    vstore,
+    vsub,
+    vsubs,
+)
 
 STATE_H, STATE_D, STATE_I = 0, 1, 2
 OP_MATCH, OP_MISMATCH, OP_DEL, OP_INS = ord("="), ord("X"), ord("D"), ord("I")
@@ -104,16 +125,16 @@ def _striped_step(pv_h, pv_e, prof, pbase, off, vh, vf, vc, v_col):
     Returns the next segment's diagonal, the D leaving, and the running maximum.
     """
     v_e, v_oe, v_zero, local = vc
-    ve = W.load(pv_e, off)
-    vh = W.max_(W.max_(W.add(vh, W.load(prof, pbase + off)), ve), vf)
+    ve = vload(pv_e, off)
+    vh = vmax(vmax(vadd(vh, vload(prof, pbase + off)), ve), vf)
     if local:
-        vh = W.max_(vh, v_zero)
-        v_col = W.max_(v_col, vh)
-    v_next = W.load(pv_h, off)
-    W.store(pv_h, off, vh)
-    vh_open = W.sub(vh, v_oe)
-    W.store(pv_e, off, W.max_(W.sub(ve, v_e), vh_open))
-    return v_next, W.max_(W.sub(vf, v_e), vh_open), v_col
+        vh = vmax(vh, v_zero)
+        v_col = vmax(v_col, vh)
+    v_next = vload(pv_h, off)
+    vstore(pv_h, off, vh)
+    vh_open = vsub(vh, v_oe)
+    vstore(pv_e, off, vmax(vsub(ve, v_e), vh_open))
+    return v_next, vmax(vsub(vf, v_e), vh_open), v_col
 
 
 @njit(inline="always")
@@ -208,24 +229,24 @@ def fill_worker(tid, seqs, matrix, params, edges, ring, stores, sync, best, scra
         if ti < 0:
             # the uppermost ready row (rows finish in order: no row below an unstarted one is
             # ready)
-            while lowest < n_rows and W.load_acquire(done, lowest) >= n_cols:
+            while lowest < n_rows and load_acquire(done, lowest) >= n_cols:
                 lowest += 1
             if lowest == n_rows:
                 return
             for row in range(lowest, n_rows):
-                tj = W.load_acquire(done, row)
-                ready = row == 0 or W.load_acquire(done, row - 1) > tj
-                if tj < n_cols and ready and W.compare_swap(held, row, 0, 1):
-                    tj = W.load_acquire(done, row)
-                    if tj < n_cols and (row == 0 or W.load_acquire(done, row - 1) > tj):
+                tj = load_acquire(done, row)
+                ready = row == 0 or load_acquire(done, row - 1) > tj
+                if tj < n_cols and ready and compare_swap(held, row, 0, 1):
+                    tj = load_acquire(done, row)
+                    if tj < n_cols and (row == 0 or load_acquire(done, row - 1) > tj):
                         ti = row
                         break
-                    W.store_release(held, row, 0)
+                    store_release(held, row, 0)
                 if tj == 0 and not ready:
                     break
             if ti < 0:
                 spins += 1
-                W.relax(spins)
+                relax(spins)
                 continue
             spins = 0
         row_best = row_best_all[ti] if local else row_best_all[0]
@@ -260,10 +281,10 @@ def fill_worker(tid, seqs, matrix, params, edges, ring, stores, sync, best, scra
                 if v > best[tid, 0] or (v == best[tid, 0] and v > 0 and i < best[tid, 1]):
                     best[tid, 0], best[tid, 1], best[tid, 2] = v, i, j
         tj += 1
-        W.store_release(done, ti, tj)
+        store_release(done, ti, tj)
         # keep the row while its next tile is ready: its state stays in this core's caches
-        if tj == n_cols or (ti > 0 and W.load_acquire(done, ti - 1) <= tj):
-            W.store_release(held, ti, 0)
+        if tj == n_cols or (ti > 0 and load_acquire(done, ti - 1) <= tj):
+            store_release(held, ti, 0)
             ti = -1
 
 
@@ -282,17 +303,17 @@ def _fill_tile(ti, tj, seqs, matrix, params, edges, ring, stores, scratch):
     oe = o + e
     pv_h, pv_e = state[S_H], state[S_E]
     i_save, max_h, max_j = tile[T_ISAVE], tile[T_MAXH], tile[T_MAXJ]
-    v_neg = W.splat(matrix, neg)
-    v_o, v_e, v_oe = W.splat(matrix, o), W.splat(matrix, e), W.splat(matrix, oe)
+    v_neg = vsplat(matrix, neg)
+    v_o, v_e, v_oe = vsplat(matrix, o), vsplat(matrix, e), vsplat(matrix, oe)
     r0 = ti * th
     ht = min(th, a.size - r0)
     seg = (ht + lanes - 1) // lanes
     t_last, k_last = (ht - 1) % seg, (ht - 1) // seg
-    v_seg_e = W.splat(matrix, min(e * seg, -neg))
-    v_seg_e2 = W.splat(matrix, min(2 * e * seg, -neg))
-    v_seg_e4 = W.splat(matrix, min(4 * e * seg, -neg))
-    v_seg_e8 = W.splat(matrix, min(8 * e * seg, -neg))
-    v_seg_e16 = W.splat(matrix, min(16 * e * seg, -neg))
+    v_seg_e = vsplat(matrix, min(e * seg, -neg))
+    v_seg_e2 = vsplat(matrix, min(2 * e * seg, -neg))
+    v_seg_e4 = vsplat(matrix, min(4 * e * seg, -neg))
+    v_seg_e8 = vsplat(matrix, min(8 * e * seg, -neg))
+    v_seg_e16 = vsplat(matrix, min(16 * e * seg, -neg))
     corner, base, thr = row_vars[V_CORNER], row_vars[V_BASE], row_vars[V_THR]
     src = top if ti == 0 else ring[(ti + 1) % 2]
     dst = ring[ti % 2]
@@ -307,27 +328,27 @@ def _fill_tile(ti, tj, seqs, matrix, params, edges, ring, stores, scratch):
     c1 = min(c0 + tw, b.size)
     if relative and corner != base:
         # lanes follow this tile's corner: every value of the tile lies near it
-        v_delta = W.splat(matrix, _clamp(base - corner, -lane_max, lane_max))
+        v_delta = vsplat(matrix, _clamp(base - corner, -lane_max, lane_max))
         for t in range(seg):
             off = t * lanes
-            W.store(pv_h, off, W.max_(W.adds(W.load(pv_h, off), v_delta), v_neg))
-            W.store(pv_e, off, W.max_(W.adds(W.load(pv_e, off), v_delta), v_neg))
+            vstore(pv_h, off, vmax(vadds(vload(pv_h, off), v_delta), v_neg))
+            vstore(pv_e, off, vmax(vadds(vload(pv_e, off), v_delta), v_neg))
         base = corner
-    vc = (v_e, v_oe, W.splat(matrix, _clamp(-base, neg, 0)), local)
+    vc = (v_e, v_oe, vsplat(matrix, _clamp(-base, neg, 0)), local)
     tile_hit = False
     if local:
         for t in range(seg):
-            W.store(max_h, t * lanes, v_neg)
+            vstore(max_h, t * lanes, v_neg)
     cs = col_slot[tj]
     for j in range(c0 + 1, c1 + 1):
         diag = _clamp((corner if j == c0 + 1 else src[0, j - 1]) - base, neg, lane_max)
         pbase = np.int64(b[j - 1]) * seg * lanes
         d_top = max(src[1, j] - e, src[0, j] - oe) - base
-        vf = W.shift_in(v_neg, _clamp(d_top, neg, lane_max))
-        vh = W.shift_in(W.load(pv_h, (seg - 1) * lanes), diag)
+        vf = vshift_in(v_neg, _clamp(d_top, neg, lane_max))
+        vh = vshift_in(vload(pv_h, (seg - 1) * lanes), diag)
         if cs >= 0 and j == c1:
             for t in range(seg):
-                W.store(i_save, t * lanes, W.load(pv_e, t * lanes))
+                vstore(i_save, t * lanes, vload(pv_e, t * lanes))
         v_col = v_neg
         for t in range(t_last):
             vh, vf, v_col = _striped_step(pv_h, pv_e, prof, pbase, t * lanes, vh, vf, vc, v_col)
@@ -338,38 +359,38 @@ def _fill_tile(ti, tj, seqs, matrix, params, edges, ring, stores, scratch):
         # extended through the seg rows of each lane between (a max-plus prefix scan over the
         # lanes); then one pass down the segments while it can still raise H (after that it
         # is below every D of the column already computed)
-        vf = W.shift_in(vf, neg)
-        vf = W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 1), v_seg_e))
-        vf = W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 2), v_seg_e2))
-        vf = W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 4), v_seg_e4))
-        vf = W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 8), v_seg_e8))
-        vf = W.max_(W.max_(vf, W.subs(W.shift_lanes(vf, v_neg, 16), v_seg_e16)), v_neg)
+        vf = vshift_in(vf, neg)
+        vf = vmax(vf, vsubs(vshift(vf, v_neg, 1), v_seg_e))
+        vf = vmax(vf, vsubs(vshift(vf, v_neg, 2), v_seg_e2))
+        vf = vmax(vf, vsubs(vshift(vf, v_neg, 4), v_seg_e4))
+        vf = vmax(vf, vsubs(vshift(vf, v_neg, 8), v_seg_e8))
+        vf = vmax(vmax(vf, vsubs(vshift(vf, v_neg, 16), v_seg_e16)), v_neg)
         for t in range(seg):
             off = t * lanes
-            vh = W.load(pv_h, off)
+            vh = vload(pv_h, off)
             if t == t_last:
-                vd_last = W.max_(vd_last, vf)
-            if not W.any_(W.gt(vf, W.sub(vh, v_o))):
+                vd_last = vmax(vd_last, vf)
+            if not vany(vgt(vf, vsub(vh, v_o))):
                 break
-            vh = W.max_(vh, vf)
+            vh = vmax(vh, vf)
             if local:
-                v_col = W.max_(v_col, vh)
-            W.store(pv_h, off, vh)
-            W.store(pv_e, off, W.max_(W.load(pv_e, off), W.sub(vh, v_oe)))
-            vf = W.max_(W.sub(vf, v_e), v_neg)
+                v_col = vmax(v_col, vh)
+            vstore(pv_h, off, vh)
+            vstore(pv_e, off, vmax(vload(pv_e, off), vsub(vh, v_oe)))
+            vf = vmax(vsub(vf, v_e), v_neg)
         # local: only columns reaching the best H seen so far can hold the end cell
-        v_thr = W.splat(matrix, _clamp(thr - 1 - base, neg, lane_max))
-        if local and W.any_(W.gt(v_col, v_thr)):
+        v_thr = vsplat(matrix, _clamp(thr - 1 - base, neg, lane_max))
+        if local and vany(vgt(v_col, v_thr)):
             tile_hit = True
-            vj = W.splat(matrix, j - c0)
+            vj = vsplat(matrix, j - c0)
             for t in range(seg):
                 off = t * lanes
-                vh, mh = W.load(pv_h, off), W.load(max_h, off)
-                W.store(max_j, off, W.select(W.gt(vh, mh), vj, W.load(max_j, off)))
-                W.store(max_h, off, W.max_(vh, mh))
-            thr = max(thr, W.hmax(v_col) + base)
-        hb = W.lane(W.load(pv_h, t_last * lanes), k_last) + base
-        db = W.lane(vd_last, k_last)
+                vh, mh = vload(pv_h, off), vload(max_h, off)
+                vstore(max_j, off, vselect(vgt(vh, mh), vj, vload(max_j, off)))
+                vstore(max_h, off, vmax(vh, mh))
+            thr = max(thr, vhmax(v_col) + base)
+        hb = vlane(vload(pv_h, t_last * lanes), k_last) + base
+        db = vlane(vd_last, k_last)
         db = neg_store if db <= neg else db + base
         dst[0, j] = hb
         dst[1, j] = db
@@ -507,33 +528,6 @@ def fill_region(
     return RegionFill(ring[(n_rows - 1) % 2], row_store, col_store, top_best)
 
 
-# direction bits of one cell (the reference's decisions, taken on exact values during the fill)
-B_DIAG, B_D, B_D_OPEN, B_I_OPEN, B_ZERO = 1, 2, 4, 8, 16
-
-
-@njit(inline="always")
-def _bits_cell(r, c, ar, bc, matrix, e, oe, local, h_row, d_row, bits, h_diag, h_left, i_left):
-    """One cell of :func:`fill_bits`; returns H (the next cell's left), I, and H above (the
-    next cell's diagonal)."""
-    h_up = h_row[c]
-    d = max(d_row[c] - e, h_up - oe)
-    ins = max(i_left - e, h_left - oe)
-    diag = h_diag + matrix[ar, bc]
-    hv = max(diag, max(d, ins))
-    if local:
-        hv = max(hv, 0)
-    bits[r, c] = (
-        (hv == diag) * B_DIAG
-        + (hv == d) * B_D
-        + (d == h_up - oe) * B_D_OPEN
-        + (ins == h_left - oe) * B_I_OPEN
-        + (hv == 0) * B_ZERO
-    )
-    h_row[c] = hv
-    d_row[c] = d
-    return hv, ins, h_up
-
-
 @njit(nogil=True, cache=True)
 def fill_bits(a, b, matrix, o, e, local, top, left, bits, last_col):
     """Fill a region from its boundaries, keeping per cell the bits the traceback decides on.
@@ -548,129 +542,28 @@ def fill_bits(a, b, matrix, o, e, local, top, left, bits, last_col):
     mode; ``(0, 0, 0)`` when no cell is positive).
 
     Rows go four at a time, skewed by one column each (cell (r + k, c - k) at step c), so
-    that four independent dependency chains keep the core busy.
+    that four independent dependency chains keep the core busy (the generated
+    :mod:`~dpalign.simd.antidiagonal_rows`).
     """
     n_r, n_c = bits.shape
     best, best_r, best_c = 0, 0, 0
-    oe = o + e
     h_row = np.empty(n_c, np.int64)
     d_row = np.empty(n_c, np.int64)
     for c in range(n_c):
         h_row[c] = top[0, c]
         d_row[c] = top[1, c]
     last_col[0] = top[0, n_c - 1]
-    r = 1
+    ctx = (matrix, e, o + e, local, h_row, d_row, bits)
+    r = np.int64(1)  # not a literal: one specialisation of the row groups
     while r < n_r:
         if r + 4 <= n_r and n_c > 1:
-            a0, a1, a2, a3 = a[r - 1], a[r], a[r + 1], a[r + 2]
-            hd0, hd1 = np.int64(left[0, r - 1]), np.int64(left[0, r])
-            hd2, hd3 = np.int64(left[0, r + 1]), np.int64(left[0, r + 2])
-            hl0, hl1 = np.int64(left[0, r]), np.int64(left[0, r + 1])
-            hl2, hl3 = np.int64(left[0, r + 2]), np.int64(left[0, r + 3])
-            il0, il1 = np.int64(left[1, r]), np.int64(left[1, r + 1])
-            il2, il3 = np.int64(left[1, r + 2]), np.int64(left[1, r + 3])
-            # each row's first maximum (local mode), merged in row order below
-            m0, m1, m2, m3 = 0, 0, 0, 0
-            j0, j1, j2, j3 = 0, 0, 0, 0
-            for c in range(1, n_c + 3):
-                if c < n_c:
-                    hl0, il0, hd0 = _bits_cell(
-                        r, c, a0, b[c - 1], matrix, e, oe, local, h_row, d_row, bits, hd0, hl0, il0
-                    )
-                    if local and hl0 > m0:
-                        m0, j0 = hl0, c
-                if 1 <= c - 1 < n_c:
-                    hl1, il1, hd1 = _bits_cell(
-                        r + 1,
-                        c - 1,
-                        a1,
-                        b[c - 2],
-                        matrix,
-                        e,
-                        oe,
-                        local,
-                        h_row,
-                        d_row,
-                        bits,
-                        hd1,
-                        hl1,
-                        il1,
-                    )
-                    if local and hl1 > m1:
-                        m1, j1 = hl1, c - 1
-                if 1 <= c - 2 < n_c:
-                    hl2, il2, hd2 = _bits_cell(
-                        r + 2,
-                        c - 2,
-                        a2,
-                        b[c - 3],
-                        matrix,
-                        e,
-                        oe,
-                        local,
-                        h_row,
-                        d_row,
-                        bits,
-                        hd2,
-                        hl2,
-                        il2,
-                    )
-                    if local and hl2 > m2:
-                        m2, j2 = hl2, c - 2
-                if 1 <= c - 3:
-                    hl3, il3, hd3 = _bits_cell(
-                        r + 3,
-                        c - 3,
-                        a3,
-                        b[c - 4],
-                        matrix,
-                        e,
-                        oe,
-                        local,
-                        h_row,
-                        d_row,
-                        bits,
-                        hd3,
-                        hl3,
-                        il3,
-                    )
-                    if local and hl3 > m3:
-                        m3, j3 = hl3, c - 3
-            last_col[r], last_col[r + 1], last_col[r + 2], last_col[r + 3] = hl0, hl1, hl2, hl3
-            if m0 > best:
-                best, best_r, best_c = m0, r, j0
-            if m1 > best:
-                best, best_r, best_c = m1, r + 1, j1
-            if m2 > best:
-                best, best_r, best_c = m2, r + 2, j2
-            if m3 > best:
-                best, best_r, best_c = m3, r + 3, j3
+            h, h_r, h_c = rows4(r, a, b, ctx, left, last_col)
             r += 4
         else:
-            h_diag = np.int64(left[0, r - 1])
-            h_left = np.int64(left[0, r])
-            i_left = np.int64(left[1, r])
-            for c in range(1, n_c):
-                h_left, i_left, h_diag = _bits_cell(
-                    r,
-                    c,
-                    a[r - 1],
-                    b[c - 1],
-                    matrix,
-                    e,
-                    oe,
-                    local,
-                    h_row,
-                    d_row,
-                    bits,
-                    h_diag,
-                    h_left,
-                    i_left,
-                )
-                if local and h_left > best:
-                    best, best_r, best_c = h_left, r, c
-            last_col[r] = h_left
+            h, h_r, h_c = rows1(r, a, b, ctx, left, last_col)
             r += 1
+        if h > best:
+            best, best_r, best_c = h, h_r, h_c
     h_row[0] = left[0, n_r - 1]
     return h_row, best, best_r, best_c
 

@@ -24,7 +24,19 @@ import numpy as np
 from numba import njit
 
 from ..contract import BlockScores, QueryBatch, ReferenceBlock, Task
-from .lanes import (
+from .pairwise import (
+    _RANGE,
+    DTYPES,
+    STRIP,
+    _group_saturated,
+    _local_widths,
+    _prepare_query,
+    _split_few,
+    _striped_pairs,
+    lane_groups,
+    padded_matrix,
+)
+from .vectors import (
     vadds,
     vand,
     vany,
@@ -37,18 +49,6 @@ from .lanes import (
     vsplat,
     vstore,
     vsub,
-)
-from .pairwise import (
-    _RANGE,
-    DTYPES,
-    STRIP,
-    _group_saturated,
-    _local_widths,
-    _prepare_query,
-    _split_few,
-    _striped_pairs,
-    lane_groups,
-    padded_matrix,
 )
 
 

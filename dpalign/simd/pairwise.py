@@ -10,7 +10,7 @@ state (the cell above and the vertical-gap state) stays in registers and only on
 horizontal-gap vector per row go through memory per strip. Before a strip, a per-strip score
 profile is built: for every residue the query uses and every strip column, the vector of
 substitution scores against the lanes' target residues (one ``vpermb``/``vpermw``/``vpermi2d``
-each, :func:`~dpalign.simd.lanes.vlookup`), so a substitution score is one vector load.
+each, :func:`~dpalign.simd.vectors.vlookup`), so a substitution score is one vector load.
 
 With a the query (rows i) and b a target (columns j), gap of length k costing ``o + e*k``::
 
@@ -23,7 +23,7 @@ which is :mod:`dpalign.reference`'s recurrence with ``H - o - e`` computed once 
 Widths and saturation
 ---------------------
 One kernel source compiles for int8 (64 lanes), int16 (32) and int32 (16) lanes
-(:mod:`dpalign.simd.lanes`). Local alignment starts in int8 when the block has more than 32
+(:mod:`dpalign.simd.vectors`). Local alignment starts in int8 when the block has more than 32
 lanes: scores only grow from 0, the diagonal add saturates, and a lane whose best cell reached
 the type's maximum is flagged and recomputed at int16, then int32 (only those pairs; a query
 with fewer than :data:`STRIPED_MAX_LANES` saturated lanes has them recomputed one pair at a
@@ -46,7 +46,8 @@ import numpy as np
 from numba import njit
 
 from ..contract import BlockScores, QueryBatch, ReferenceBlock, Task
-from .lanes import (
+from .pairwise_strips import STRIP, strip_global, strip_local
+from .vectors import (
     LANES,
     LOOKUP_ENTRIES,
     vadds,
@@ -62,8 +63,6 @@ from .lanes import (
     vsub,
 )
 
-#: Target columns per strip in the unrolled fast path (8 keeps 16 state vectors in registers).
-STRIP = 8
 #: Lane dtype of each integer width.
 DTYPES = {8: np.int8, 16: np.int16, 32: np.int32}
 
@@ -81,30 +80,26 @@ def lanes_for(width: int) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-@njit(nogil=True, cache=True, inline="always")
-def _local_cell(diag, s, x, y, best, vo, ve, zero):
-    d = vsub(x, ve)
-    ih = vsub(y, ve)
-    h = vmax(vmax(vmax(vadds(diag, s), d), ih), zero)
-    u = vsub(h, vo)
-    return h, vmax(d, u), vmax(ih, u), vmax(best, h)
-
-
-@njit(nogil=True, cache=True, inline="always")
-def _global_cell(diag, s, x, y, vo, ve):
-    d = vsub(x, ve)
-    ih = vsub(y, ve)
-    h = vmax(vmax(vadds(diag, s), d), ih)
-    u = vsub(h, vo)
-    return h, vmax(d, u), vmax(ih, u)
-
-
 @njit(nogil=True, cache=True)
 def _border(k, o, e, free):
     """H on row 0 (k = column) or column 0 (k = row): 0 where that leading gap is free."""
     if free or k == 0:
         return 0
     return -(o + e * k)
+
+
+#: Minus infinity of the int64 kernels (far from overflow when costs are added).
+NEG64 = -(2**62)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def row0(n, o, e, free):
+    """H and D of DP row 0 over columns 0..n in int64 (D at minus infinity)."""
+    H = np.empty(n + 1, dtype=np.int64)
+    D = np.full(n + 1, NEG64, dtype=np.int64)
+    for j in range(n + 1):
+        H[j] = _border(j, o, e, free)
+    return H, D
 
 
 @njit(nogil=True, cache=True)
@@ -167,9 +162,11 @@ def sweep(codes, group_n, lane_len, qcodes, qlens, qsel, matrix, o, e, local, en
     last = np.empty(STRIP * V, dtype=codes.dtype)
     qidx = np.empty(m_max, dtype=np.int64)
     symbol_slot = np.empty(n_sym, dtype=np.int64)
+    scratch = (Hc, Yc, tab, prof, last, qidx, symbol_slot)
     for g in range(codes.shape[0]):
+        group = codes[g, : group_n[g] + 1]
         _sweep_group(
-            codes[g, : group_n[g] + 1],
+            group,
             lane_len[g],
             qcodes,
             qlens,
@@ -181,39 +178,19 @@ def sweep(codes, group_n, lane_len, qcodes, qlens, qsel, matrix, o, e, local, en
             ends,
             pad,
             out[:, g],
-            Hc,
-            Yc,
-            tab,
-            prof,
-            last,
-            qidx,
-            symbol_slot,
+            scratch,
         )
 
 
 @njit(nogil=True, cache=True)
 def _sweep_group(
-    codes,
-    lane_len,
-    qcodes,
-    qlens,
-    qsel,
-    matrix,
-    o,
-    e,
-    local,
-    ends,
-    pad,
-    out,
-    Hc,
-    Yc,
-    tab,
-    prof,
-    last,
-    qidx,
-    symbol_slot,
+    codes, lane_len, qcodes, qlens, qsel, matrix, o, e, local, ends, pad, out, scratch
 ):
-    """:func:`sweep` for one lane group (``codes`` (n + 1, V), ``out`` (S, V))."""
+    """:func:`sweep` for one lane group (``codes`` (n + 1, V), ``out`` (S, V)).
+
+    ``scratch`` = (Hc, Yc, tab, prof, last, qidx, symbol_slot), the buffers of :func:`sweep`.
+    """
+    Hc, Yc, tab, prof, last, qidx, symbol_slot = scratch
     n = codes.shape[0] - 1
     V = codes.shape[1]
     n_sym = matrix.shape[0]
@@ -237,12 +214,14 @@ def _sweep_group(
     vpad = vsplat(dtype_probe, padc)
     row_free = local or a_lead
     col_free = local or b_lead
+    flags = (local, a_trail, b_trail, row_free)
+    vecs = (vo, ve, zero, vneg, vpad)
+    borders = np.empty(STRIP + 1, dtype=np.int64)
 
     for s_idx in range(qsel.shape[0]):
         q = qsel[s_idx]
         m = qlens[q]
         n_used = _prepare_query(qcodes, q, m, matrix, pad, tab, qidx, symbol_slot, entries)
-        KV = STRIP * V
         for i in range(1, m + 1):
             h = _border(i, o, e, col_free)
             vstore(Hc, i * V, vsplat(dtype_probe, h))
@@ -254,158 +233,29 @@ def _sweep_group(
             if a_trail:
                 best = vsplat(dtype_probe, _border(m, o, e, col_free))
 
-        for strip in range(n_strips):
-            j0 = strip * STRIP
-            if not local and b_trail and strip_has_end[strip]:
-                for k in range(STRIP):
-                    best = _column(
-                        codes,
-                        j0 + k,
-                        Hc,
-                        Yc,
-                        tab,
-                        qidx,
-                        m,
-                        entries,
-                        o,
-                        e,
-                        local,
-                        a_trail,
-                        b_trail,
-                        row_free,
-                        best,
-                        vo,
-                        ve,
-                        zero,
-                        vneg,
-                        vpad,
-                    )
+        j0 = np.int64(0)  # not a literal: one specialisation of the callees
+        while j0 < n:
+            strip = j0 // STRIP
+            if strip >= n_strips or (not local and b_trail and strip_has_end[strip]):
+                # one column at a time: the remainder, and strips in which a lane ends
+                best = _column(codes, j0, Hc, Yc, tab, qidx, m, entries, o, e, flags, best, vecs)
+                j0 += 1
                 continue
             for u in range(n_used):
                 for k in range(STRIP):
                     cv = vload(codes, (j0 + k) * V)
                     vstore(prof, (u * STRIP + k) * V, vlookup(tab, u * entries, cv))
-            h0 = vsplat(dtype_probe, _border(j0 + 1, o, e, row_free))
-            h1 = vsplat(dtype_probe, _border(j0 + 2, o, e, row_free))
-            h2 = vsplat(dtype_probe, _border(j0 + 3, o, e, row_free))
-            h3 = vsplat(dtype_probe, _border(j0 + 4, o, e, row_free))
-            h4 = vsplat(dtype_probe, _border(j0 + 5, o, e, row_free))
-            h5 = vsplat(dtype_probe, _border(j0 + 6, o, e, row_free))
-            h6 = vsplat(dtype_probe, _border(j0 + 7, o, e, row_free))
-            h7 = vsplat(dtype_probe, _border(j0 + 8, o, e, row_free))
-            x0, x1, x2, x3 = vsub(h0, vo), vsub(h1, vo), vsub(h2, vo), vsub(h3, vo)
-            x4, x5, x6, x7 = vsub(h4, vo), vsub(h5, vo), vsub(h6, vo), vsub(h7, vo)
-            hprev = vsplat(dtype_probe, _border(j0, o, e, row_free))
+            for k in range(STRIP + 1):
+                borders[k] = _border(j0 + k, o, e, row_free)
             if local:
-                for i in range(1, m + 1):
-                    pb = qidx[i - 1] * KV
-                    y = vload(Yc, i * V)
-                    dg = hprev
-                    hprev = vload(Hc, i * V)
-                    nd = h0
-                    h0, x0, y, best = _local_cell(dg, vload(prof, pb), x0, y, best, vo, ve, zero)
-                    dg = nd
-                    nd = h1
-                    h1, x1, y, best = _local_cell(
-                        dg, vload(prof, pb + V), x1, y, best, vo, ve, zero
-                    )
-                    dg = nd
-                    nd = h2
-                    h2, x2, y, best = _local_cell(
-                        dg, vload(prof, pb + 2 * V), x2, y, best, vo, ve, zero
-                    )
-                    dg = nd
-                    nd = h3
-                    h3, x3, y, best = _local_cell(
-                        dg, vload(prof, pb + 3 * V), x3, y, best, vo, ve, zero
-                    )
-                    dg = nd
-                    nd = h4
-                    h4, x4, y, best = _local_cell(
-                        dg, vload(prof, pb + 4 * V), x4, y, best, vo, ve, zero
-                    )
-                    dg = nd
-                    nd = h5
-                    h5, x5, y, best = _local_cell(
-                        dg, vload(prof, pb + 5 * V), x5, y, best, vo, ve, zero
-                    )
-                    dg = nd
-                    nd = h6
-                    h6, x6, y, best = _local_cell(
-                        dg, vload(prof, pb + 6 * V), x6, y, best, vo, ve, zero
-                    )
-                    dg = nd
-                    h7, x7, y, best = _local_cell(
-                        dg, vload(prof, pb + 7 * V), x7, y, best, vo, ve, zero
-                    )
-                    vstore(Hc, i * V, h7)
-                    vstore(Yc, i * V, y)
+                best = strip_local(prof, Hc, Yc, qidx, m, V, borders, best, vo, ve, zero)
             else:
-                for i in range(1, m + 1):
-                    pb = qidx[i - 1] * KV
-                    y = vload(Yc, i * V)
-                    dg = hprev
-                    hprev = vload(Hc, i * V)
-                    nd = h0
-                    h0, x0, y = _global_cell(dg, vload(prof, pb), x0, y, vo, ve)
-                    dg = nd
-                    nd = h1
-                    h1, x1, y = _global_cell(dg, vload(prof, pb + V), x1, y, vo, ve)
-                    dg = nd
-                    nd = h2
-                    h2, x2, y = _global_cell(dg, vload(prof, pb + 2 * V), x2, y, vo, ve)
-                    dg = nd
-                    nd = h3
-                    h3, x3, y = _global_cell(dg, vload(prof, pb + 3 * V), x3, y, vo, ve)
-                    dg = nd
-                    nd = h4
-                    h4, x4, y = _global_cell(dg, vload(prof, pb + 4 * V), x4, y, vo, ve)
-                    dg = nd
-                    nd = h5
-                    h5, x5, y = _global_cell(dg, vload(prof, pb + 5 * V), x5, y, vo, ve)
-                    dg = nd
-                    nd = h6
-                    h6, x6, y = _global_cell(dg, vload(prof, pb + 6 * V), x6, y, vo, ve)
-                    dg = nd
-                    h7, x7, y = _global_cell(dg, vload(prof, pb + 7 * V), x7, y, vo, ve)
-                    vstore(Hc, i * V, h7)
-                    vstore(Yc, i * V, y)
-                # End cells on row m: (m, n) of lanes ending here, every column with a_trail.
-                vstore(last, 0, h0)
-                vstore(last, V, h1)
-                vstore(last, 2 * V, h2)
-                vstore(last, 3 * V, h3)
-                vstore(last, 4 * V, h4)
-                vstore(last, 5 * V, h5)
-                vstore(last, 6 * V, h6)
-                vstore(last, 7 * V, h7)
+                # end cells on row m: (m, n) of lanes ending here, every column with a_trail
+                strip_global(prof, Hc, Yc, qidx, m, V, borders, vo, ve, last)
                 for k in range(STRIP):
-                    best = _row_m_candidates(
-                        codes, j0 + k, vload(last, k * V), best, a_trail, vneg, vpad
-                    )
-        for j in range(n_strips * STRIP, n):
-            best = _column(
-                codes,
-                j,
-                Hc,
-                Yc,
-                tab,
-                qidx,
-                m,
-                entries,
-                o,
-                e,
-                local,
-                a_trail,
-                b_trail,
-                row_free,
-                best,
-                vo,
-                ve,
-                zero,
-                vneg,
-                vpad,
-            )
+                    hm = vload(last, k * V)
+                    best = _row_m_candidates(codes, j0 + k, hm, best, a_trail, vneg, vpad)
+            j0 += STRIP
         vstore(last, 0, best)
         for lane in range(V):
             out[s_idx, lane] = last[lane]
@@ -423,33 +273,14 @@ def _row_m_candidates(codes, j, hm, best, a_trail, vneg, vpad):
 
 
 @njit(nogil=True, cache=True)
-def _column(
-    codes,
-    j,
-    Hc,
-    Yc,
-    tab,
-    qidx,
-    m,
-    entries,
-    o,
-    e,
-    local,
-    a_trail,
-    b_trail,
-    row_free,
-    best,
-    vo,
-    ve,
-    zero,
-    vneg,
-    vpad,
-):
+def _column(codes, j, Hc, Yc, tab, qidx, m, entries, o, e, flags, best, vecs):
     """One target column (0-based position j, DP column j + 1), one vector per row.
 
     The slow path: strip remainders, and strips in which a lane ends when trailing target
     gaps are free (then every cell of the lane's last column is an end candidate).
     """
+    local, a_trail, b_trail, row_free = flags
+    vo, ve, zero, vneg, vpad = vecs
     V = codes.shape[1]
     probe = codes[0]
     cv = vload(codes, j * V)
@@ -497,11 +328,8 @@ def score_pair_int64(a, b, matrix, o, e, local, ends):
     """
     m, n = a.shape[0], b.shape[0]
     a_lead, a_trail, b_lead, b_trail = ends[0], ends[1], ends[2], ends[3]
-    neg = -(2**62)
-    H = np.empty(n + 1, dtype=np.int64)
-    D = np.full(n + 1, neg, dtype=np.int64)
-    for j in range(n + 1):
-        H[j] = _border(j, o, e, local or a_lead)
+    neg = NEG64
+    H, D = row0(n, o, e, local or a_lead)
     best = 0 if local else neg
     if not local:
         if b_trail or m == 0:

@@ -22,7 +22,7 @@ operations per cell (32 cells), thanks to:
 ``bmc2012`` (lower is better) runs on the same code by negation: ``-S`` follows the papara2
 recurrence with F = I (open = extend = -3), E = D (open -4, extend -1; 0 on flagged columns), a
 diagonal of ``-(mismatch + CG)``, left border ``-3(j+1)`` and the score taken over the last row
-only (see :func:`_plan`).
+only (see :meth:`~dpalign.scoring.PaparaScoring.max_form`).
 
 The traceback of the chosen pairs is in :mod:`dpalign.simd.papara_trace`.
 """
@@ -31,21 +31,21 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
 from ..contract import BlockScores, QueryBatch, ReferenceBlock, Task
 from ..errors import InputError
-from ..scoring import WIDTH_RANGE, PaparaScoring
+from ..scoring import WIDTH_RANGE, PaparaMaxForm, PaparaScoring
+from .papara_strips import _strip1, _strip4, _strip8
 from .vectors import (
     vadd,
     vlane,
-    vload,
+    vload32,
     vmax,
-    vsplat,
-    vstore,
+    vsplat32,
+    vstore32,
     vsub,
 )
 
@@ -56,60 +56,11 @@ CHUNK = 64
 _DTYPES = {16: np.int16, 32: np.int32}
 
 # --------------------------------------------------------------------------------------------
-# The plan: the papara2 / bmc2012 recurrence as one max-structure, its frame and its width
+# The frame of the max form (scoring.PaparaMaxForm) and the lane width it needs
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Plan:
-    """Constants of the unified recurrence (all in the "higher is better" sense).
-
-    ``H = max(Hdiag + P, E, F)``; ``E = max(E_left + ge, H_left + go)`` with (go, ge) =
-    (0, 0) on flagged columns else ``(e_open, e_ext)``; ``F = max(F_up + f_ext, H_up +
-    f_open)``; ``P`` = match or mismatch, plus cgap on flagged columns; left border
-    ``H[j][-1] = border0 + j * border_step``, top border ``H[-1][i] = 0``; E and F start at
-    minus infinity. ``lo``/``hi`` bound every H of a read of length m.
-    """
-
-    match: int
-    mismatch: int
-    cgap: int
-    e_open: int
-    e_ext: int
-    f_open: int
-    f_ext: int
-    border0: int
-    border_step: int
-    last_column: bool  # the score also looks at the last column (papara2)
-    negate: bool  # scores are the negated maximum (bmc2012)
-    lo: int  # bounds on H (true values) for a read of length m: lo + lo_per_row * m
-    lo_per_row: int
-    hi: int
-    hi_per_row: int
-
-    @property
-    def row_shift(self) -> int:
-        """s: row j of the frame is stored ``-j * s`` above its true values.
-
-        With ``s = max(f_ext, f_open)`` F needs no extension cost, ``f_open - s <= 0``, and
-        ``F = max(F_up, T_up + f_open - s)`` with ``T = max(SM, E)`` (because H >= F), so the
-        chain down a column is one max per row.
-        """
-        return max(self.f_ext, self.f_open)
-
-
-def _plan(scoring: PaparaScoring) -> _Plan:
-    if scoring.kind == "bmc2012":
-        # S <= 3(m+1) (the border), D <= S + 4: -S in [-(3m + 7), 0].
-        return _Plan(0, -3, -3, -4, -1, -3, -3, -3, -3, False, True, -7, -3, 0, 0)
-    o, e, ma, mc = scoring.gap_open, scoring.gap_extend, scoring.match, scoring.match_cgap
-    gain = max(ma, 0) + max(mc, 0)
-    # H >= a column of F from row -1 (o + e*j) and 0; H <= gain per read character.
-    mm = scoring.mismatch  # the lower bound below holds for any mismatch: F from row -1
-    return _Plan(ma, mm, mc, o, e, o, e, 0, 0, True, False, min(0, o - e), min(0, e), 0, gain)
-
-
-def _frame(plan: _Plan, m: int, bits: int) -> int | None:
+def _frame(plan: PaparaMaxForm, m: int, bits: int) -> int | None:
     """Offset c0 so that every value of the shifted frame fits ``bits``, or None.
 
     Stored values are ``X - j * s - cs[i] + c0`` (s the row shift, cs the column shift of E's
@@ -133,7 +84,7 @@ def kernel_width(scoring: PaparaScoring, m: int) -> int:
     ``scoring.width_for(m)``, widened where the shifted frame needs more room (only near the
     16-bit limit, or with unusual scores such as a negative match).
     """
-    plan = _plan(scoring)
+    plan = scoring.max_form()
     for bits in (16, 32):
         if bits >= scoring.width_for(m) and _frame(plan, m, bits) is not None:
             return bits
@@ -143,150 +94,6 @@ def kernel_width(scoring: PaparaScoring, m: int) -> int:
 # --------------------------------------------------------------------------------------------
 # The scoring kernel
 # --------------------------------------------------------------------------------------------
-
-
-@njit(nogil=True, cache=True)
-def _cell(d, p, e, hl, f, u, de, gof):
-    """One cell of the frame from the diagonal, left and upper values.
-
-    ``u`` is the F candidate the row above left (``T_up + f_open - s``); returns H, E, F and
-    the candidate for the row below. Seven vector operations.
-    """
-    e = vmax(e, vadd(hl, de))
-    t = vmax(vadd(d, p), e)
-    f = vmax(f, u)
-    return vmax(t, f), e, f, vadd(t, gof)
-
-
-@njit(nogil=True, cache=True)
-def _strip8(prof, dea, hrow, frow, c, stop, offs, gof, bh, be, j0, tvec, d0):
-    o0, o1, o2, o3, o4, o5, o6, o7 = offs
-    b = (j0 + 1) * LANES
-    h0 = vload(bh, b)
-    h1 = vload(bh, b + LANES)
-    h2 = vload(bh, b + 2 * LANES)
-    h3 = vload(bh, b + 3 * LANES)
-    h4 = vload(bh, b + 4 * LANES)
-    h5 = vload(bh, b + 5 * LANES)
-    h6 = vload(bh, b + 6 * LANES)
-    h7 = vload(bh, b + 7 * LANES)
-    e0 = vload(be, b)
-    e1 = vload(be, b + LANES)
-    e2 = vload(be, b + 2 * LANES)
-    e3 = vload(be, b + 3 * LANES)
-    e4 = vload(be, b + 4 * LANES)
-    e5 = vload(be, b + 5 * LANES)
-    e6 = vload(be, b + 6 * LANES)
-    e7 = vload(be, b + 7 * LANES)
-    dnext = h7
-    for i in range(c, stop):
-        x = i * LANES
-        y = (i - c) * LANES
-        de = vload(dea, x)
-        hu = vload(hrow, y)
-        u = vadd(hu, gof)
-        f = vload(frow, y)
-        n0, e0, f, u = _cell(d0, vload(prof, o0 + x), e0, h0, f, u, de, gof)
-        d0 = hu
-        n1, e1, f, u = _cell(h0, vload(prof, o1 + x), e1, h1, f, u, de, gof)
-        h0 = n0
-        n2, e2, f, u = _cell(h1, vload(prof, o2 + x), e2, h2, f, u, de, gof)
-        h1 = n1
-        n3, e3, f, u = _cell(h2, vload(prof, o3 + x), e3, h3, f, u, de, gof)
-        h2 = n2
-        n4, e4, f, u = _cell(h3, vload(prof, o4 + x), e4, h4, f, u, de, gof)
-        h3 = n3
-        n5, e5, f, u = _cell(h4, vload(prof, o5 + x), e5, h5, f, u, de, gof)
-        h4 = n4
-        n6, e6, f, u = _cell(h5, vload(prof, o6 + x), e6, h6, f, u, de, gof)
-        h5 = n5
-        n7, e7, f, u = _cell(h6, vload(prof, o7 + x), e7, h7, f, u, de, gof)
-        h6 = n6
-        h7 = n7
-        vstore(hrow, y, n7)
-        vstore(frow, y, f)
-    vstore(bh, b, vadd(h0, tvec))
-    vstore(bh, b + LANES, vadd(h1, tvec))
-    vstore(bh, b + 2 * LANES, vadd(h2, tvec))
-    vstore(bh, b + 3 * LANES, vadd(h3, tvec))
-    vstore(bh, b + 4 * LANES, vadd(h4, tvec))
-    vstore(bh, b + 5 * LANES, vadd(h5, tvec))
-    vstore(bh, b + 6 * LANES, vadd(h6, tvec))
-    vstore(bh, b + 7 * LANES, vadd(h7, tvec))
-    vstore(be, b, vadd(e0, tvec))
-    vstore(be, b + LANES, vadd(e1, tvec))
-    vstore(be, b + 2 * LANES, vadd(e2, tvec))
-    vstore(be, b + 3 * LANES, vadd(e3, tvec))
-    vstore(be, b + 4 * LANES, vadd(e4, tvec))
-    vstore(be, b + 5 * LANES, vadd(e5, tvec))
-    vstore(be, b + 6 * LANES, vadd(e6, tvec))
-    vstore(be, b + 7 * LANES, vadd(e7, tvec))
-    return dnext
-
-
-@njit(nogil=True, cache=True)
-def _strip4(prof, dea, hrow, frow, c, stop, offs, gof, bh, be, j0, tvec, d0):
-    o0, o1, o2, o3 = offs
-    b = (j0 + 1) * LANES
-    h0 = vload(bh, b)
-    h1 = vload(bh, b + LANES)
-    h2 = vload(bh, b + 2 * LANES)
-    h3 = vload(bh, b + 3 * LANES)
-    e0 = vload(be, b)
-    e1 = vload(be, b + LANES)
-    e2 = vload(be, b + 2 * LANES)
-    e3 = vload(be, b + 3 * LANES)
-    dnext = h3
-    for i in range(c, stop):
-        x = i * LANES
-        y = (i - c) * LANES
-        de = vload(dea, x)
-        hu = vload(hrow, y)
-        u = vadd(hu, gof)
-        f = vload(frow, y)
-        n0, e0, f, u = _cell(d0, vload(prof, o0 + x), e0, h0, f, u, de, gof)
-        d0 = hu
-        n1, e1, f, u = _cell(h0, vload(prof, o1 + x), e1, h1, f, u, de, gof)
-        h0 = n0
-        n2, e2, f, u = _cell(h1, vload(prof, o2 + x), e2, h2, f, u, de, gof)
-        h1 = n1
-        n3, e3, f, u = _cell(h2, vload(prof, o3 + x), e3, h3, f, u, de, gof)
-        h2 = n2
-        h3 = n3
-        vstore(hrow, y, n3)
-        vstore(frow, y, f)
-    vstore(bh, b, vadd(h0, tvec))
-    vstore(bh, b + LANES, vadd(h1, tvec))
-    vstore(bh, b + 2 * LANES, vadd(h2, tvec))
-    vstore(bh, b + 3 * LANES, vadd(h3, tvec))
-    vstore(be, b, vadd(e0, tvec))
-    vstore(be, b + LANES, vadd(e1, tvec))
-    vstore(be, b + 2 * LANES, vadd(e2, tvec))
-    vstore(be, b + 3 * LANES, vadd(e3, tvec))
-    return dnext
-
-
-@njit(nogil=True, cache=True)
-def _strip1(prof, dea, hrow, frow, c, stop, o0, gof, bh, be, j0, tvec, d0):
-    b = (j0 + 1) * LANES
-    h0 = vload(bh, b)
-    e0 = vload(be, b)
-    dnext = h0
-    for i in range(c, stop):
-        x = i * LANES
-        y = (i - c) * LANES
-        de = vload(dea, x)
-        hu = vload(hrow, y)
-        u = vadd(hu, gof)
-        f = vload(frow, y)
-        n0, e0, f, u = _cell(d0, vload(prof, o0 + x), e0, h0, f, u, de, gof)
-        d0 = hu
-        h0 = n0
-        vstore(hrow, y, n0)
-        vstore(frow, y, f)
-    vstore(bh, b, vadd(h0, tvec))
-    vstore(be, b, vadd(e0, tvec))
-    return dnext
 
 
 @njit(nogil=True, cache=True)
@@ -301,75 +108,50 @@ def _score_reads(prof, dea, cs, reads, lengths, select, params, hrow, frow, bh, 
     column between chunks for rows -1..m-1.
     """
     n = dea.size // LANES
-    stride = n * LANES
-    gofs, shift, border0, bstep, c0, last_col, negate, chunk = (
-        params[0],
-        params[1],
-        params[2],
-        params[3],
-        params[4],
-        params[5],
-        params[6],
-        params[7],
-    )
-    gof = vsplat(gofs, hrow)
+    gofs, shift, border0, bstep, c0, last_col, negate, chunk = params
+    gof = vsplat32(hrow, gofs)
     top = shift + c0  # H'[-1][i] (also H'[-1][-1])
     step = bstep - shift  # the left border H'[j][-1] = border0 + c0 + j * step
-    de0 = vload(dea, 0)
+    de0 = vload32(dea, 0)
     for q in select:
         m = lengths[q]
-        vstore(bh, 0, vsplat(top, hrow))
+        vstore32(bh, 0, vsplat32(hrow, top))
         for j in range(m):
-            hb = vsplat(border0 + c0 + j * step, hrow)
-            vstore(bh, (j + 1) * LANES, hb)
-            vstore(be, (j + 1) * LANES, vadd(vadd(hb, de0), vsplat(-1, hrow)))
-        lastmax = vsplat(0, hrow)
+            hb = vsplat32(hrow, border0 + c0 + j * step)
+            vstore32(bh, (j + 1) * LANES, hb)
+            vstore32(be, (j + 1) * LANES, vadd(vadd(hb, de0), vsplat32(hrow, -1)))
+        lastmax = vsplat32(hrow, 0)
         for c in range(0, n, chunk):
             stop = min(c + chunk, n)
             for i in range(c, stop):
                 x = i * LANES
-                vstore(hrow, (i - c) * LANES, vsub(vsplat(top, hrow), vload(cs, x)))
-                vstore(frow, (i - c) * LANES, vsub(vsplat(top + gofs - 1, hrow), vload(cs, x)))
-            tvec = vload(cs, (stop - 1) * LANES)
-            d0 = vload(bh, 0)
-            j0 = 0
+                vstore32(hrow, (i - c) * LANES, vsub(vsplat32(hrow, top), vload32(cs, x)))
+                vstore32(
+                    frow, (i - c) * LANES, vsub(vsplat32(hrow, top + gofs - 1), vload32(cs, x))
+                )
+            tvec = vload32(cs, (stop - 1) * LANES)
+            d = vload32(bh, 0)  # the diagonal entering the next strip
+            j0 = np.int64(0)  # not a literal: one specialisation of the strips
             while j0 < m:
                 rows = m - j0
                 if rows >= 8:
-                    offs = (
-                        reads[q, j0] * stride,
-                        reads[q, j0 + 1] * stride,
-                        reads[q, j0 + 2] * stride,
-                        reads[q, j0 + 3] * stride,
-                        reads[q, j0 + 4] * stride,
-                        reads[q, j0 + 5] * stride,
-                        reads[q, j0 + 6] * stride,
-                        reads[q, j0 + 7] * stride,
-                    )
-                    d0 = _strip8(prof, dea, hrow, frow, c, stop, offs, gof, bh, be, j0, tvec, d0)
+                    d = _strip8(prof, dea, hrow, frow, c, stop, reads, q, gof, bh, be, j0, tvec, d)
                     j0 += 8
                 elif rows >= 4:
-                    offs4 = (
-                        reads[q, j0] * stride,
-                        reads[q, j0 + 1] * stride,
-                        reads[q, j0 + 2] * stride,
-                        reads[q, j0 + 3] * stride,
-                    )
-                    d0 = _strip4(prof, dea, hrow, frow, c, stop, offs4, gof, bh, be, j0, tvec, d0)
+                    d = _strip4(prof, dea, hrow, frow, c, stop, reads, q, gof, bh, be, j0, tvec, d)
                     j0 += 4
                 else:
-                    o = reads[q, j0] * stride
-                    d0 = _strip1(prof, dea, hrow, frow, c, stop, o, gof, bh, be, j0, tvec, d0)
+                    d = _strip1(prof, dea, hrow, frow, c, stop, reads, q, gof, bh, be, j0, tvec, d)
                     j0 += 1
             # the last row, back from the chunk's column frame
             for i in range(c, stop):
-                real = vadd(vload(hrow, (i - c) * LANES), vload(cs, i * LANES))
+                real = vadd(vload32(hrow, (i - c) * LANES), vload32(cs, i * LANES))
                 lastmax = real if i == 0 else vmax(lastmax, real)
-        best = vadd(lastmax, vsplat((m - 1) * shift - c0, hrow))
+        best = vadd(lastmax, vsplat32(hrow, (m - 1) * shift - c0))
         if last_col:
             # H[j][n-1] = H'[j][n-1] + j * s - c0 (exact in wrapping arithmetic)
             for j in range(m):
-                real = vadd(vload(bh, (j + 1) * LANES), vsplat(j * shift - c0, hrow))
+                real = vadd(vload32(bh, (j + 1) * LANES), vsplat32(hrow, j * shift - c0))
                 best = vmax(best, real)
         for w in range(LANES):
             value = vlane(best, w)
@@ -530,7 +312,7 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
     lengths = np.asarray(queries.lengths, dtype=np.int64)
     if n == 0 or n_reads == 0 or not np.any(lengths > 0):
         return BlockScores(scores, width)
-    plan = _plan(scoring)
+    plan = scoring.max_form()
     read_states, index = np.unique(queries.codes, return_inverse=True)
     index = index.reshape(queries.codes.shape).astype(np.int64)
     params_base = [plan.f_open - plan.row_shift, plan.row_shift, plan.border0, plan.border_step]

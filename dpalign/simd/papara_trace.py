@@ -10,20 +10,20 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..scoring import PaparaScoring
-from .papara_score import _DTYPES, LANES, _Plan, _plan, kernel_width
+from ..scoring import PaparaMaxForm, PaparaScoring
+from .papara_score import _DTYPES, LANES, kernel_width
 from .vectors import (
     vadd,
     vand,
     veq,
     vge,
     vgt,
-    vload,
+    vload32,
     vmax,
     vor,
     vselect,
-    vsplat,
-    vstore,
+    vsplat32,
+    vstore32,
     vstore_u8,
     vsub,
 )
@@ -45,19 +45,7 @@ def _fill_bits(states, flags, read, consts, bits):
     ``consts`` = (match, mismatch, cgap, e_open, e_ext, f_open, f_ext, border0, border_step,
     last_column, negate). ``bits[j, i]`` receives the traceback bits of spec §6.
     """
-    ma, mis, cg, eo, ee, fo, fe, b0, bs, last_col, negate = (
-        consts[0],
-        consts[1],
-        consts[2],
-        consts[3],
-        consts[4],
-        consts[5],
-        consts[6],
-        consts[7],
-        consts[8],
-        consts[9],
-        consts[10],
-    )
+    ma, mis, cg, eo, ee, fo, fe, b0, bs, last_col, negate = consts
     n = states.size
     m = read.size
     neg = -(2**40)
@@ -103,51 +91,11 @@ def _trace(bits, end_col, end_row):
     """Walk back from the end cell (spec §6); return op codes in forward order."""
     m, n = bits.shape
     ops = np.empty(n + m, dtype=np.uint8)
-    k = 0
-    i, j = n - 1, m - 1
-    while i > end_col:
-        ops[k] = _OP_R
-        k += 1
-        i -= 1
-    while j > end_row:
-        ops[k] = _OP_I
-        k += 1
-        j -= 1
-    state = 0  # 0 diagonal, 1 in E, 2 in F
-    while i >= 0 and j >= 0:
-        cell = bits[j, i]
-        if state == 0:
-            if cell & H_FROM_F:
-                state = 2
-            elif cell & H_FROM_E:
-                state = 1
-            else:
-                ops[k] = _OP_M
-                k += 1
-                i -= 1
-                j -= 1
-        elif state == 2:
-            ops[k] = _OP_I
-            k += 1
-            j -= 1
-            state = 2 if cell & F_EXT else 0
-        else:
-            ops[k] = _OP_R
-            k += 1
-            i -= 1
-            state = 1 if cell & E_EXT else 0
-    while i >= 0:
-        ops[k] = _OP_R
-        k += 1
-        i -= 1
-    while j >= 0:
-        ops[k] = _OP_I
-        k += 1
-        j -= 1
+    k = _trace_lane(bits.reshape(m * n), n, 1, 0, end_col, end_row, m, ops)
     return ops[:k][::-1]
 
 
-def _consts(plan: _Plan) -> np.ndarray:
+def _consts(plan: PaparaMaxForm) -> np.ndarray:
     return np.asarray(
         [
             plan.match,
@@ -191,7 +139,7 @@ def papara_align(
         raise ValueError("the PaPaRa recurrence needs a non-empty read and reference")
     bits = np.empty((len(read), len(states)), dtype=np.uint8)
     score, end_col, end_row = _fill_bits(
-        states, np.ascontiguousarray(flags, dtype=np.uint8), read, _consts(_plan(scoring)), bits
+        states, np.ascontiguousarray(flags, dtype=np.uint8), read, _consts(scoring.max_form()), bits
     )
     ops = _trace(bits, end_col, end_row)
     return int(score), ops.tobytes().translate(_OP_TABLE).decode()
@@ -206,8 +154,12 @@ GROUP_BITS_LIMIT = 1 << 27
 
 
 @njit(nogil=True, cache=True)
-def _trace_lane(bits, n, lane, end_col, end_row, m, ops):
-    """:func:`_trace` on lane ``lane`` of a group's bits; ops in reverse order, returns count."""
+def _trace_lane(bits, n, lanes, lane, end_col, end_row, m, ops):
+    """Walk back from the end cell (spec §6) of lane ``lane`` of ``lanes`` interleaved pairs.
+
+    ``bits[(j * n + i) * lanes + lane]`` is cell (j, i) of the lane's pair. Writes the ops in
+    reverse order and returns their count.
+    """
     k = 0
     i, j = n - 1, m - 1
     while i > end_col:
@@ -220,7 +172,7 @@ def _trace_lane(bits, n, lane, end_col, end_row, m, ops):
         j -= 1
     state = 0
     while i >= 0 and j >= 0:
-        cell = bits[(j * n + i) * LANES + lane]
+        cell = bits[(j * n + i) * lanes + lane]
         if state == 0:
             if cell & H_FROM_F:
                 state = 2
@@ -266,46 +218,39 @@ def _align_group(st, cgm, cgx, goa, gea, rd, mlen, row_ends, consts, work, bits,
     """
     n = goa.size // LANES
     m_max = rd.size // LANES
-    fo, fe, b0, bs, last_col, negate = (
-        consts[0],
-        consts[1],
-        consts[2],
-        consts[3],
-        consts[4],
-        consts[5],
-    )
+    fo, fe, b0, bs, last_col, negate = consts
     hrow, frow, lastrow, lastcol = 0, n * LANES, 2 * n * LANES, 3 * n * LANES
-    zero = vsplat(0, work)
+    zero = vsplat32(work, 0)
     one, two, four, eight = (
-        vsplat(E_EXT, work),
-        vsplat(F_EXT, work),
-        vsplat(H_FROM_E, work),
-        vsplat(H_FROM_F, work),
+        vsplat32(work, E_EXT),
+        vsplat32(work, F_EXT),
+        vsplat32(work, H_FROM_E),
+        vsplat32(work, H_FROM_F),
     )
-    fov = vsplat(fo, work)
-    fev = vsplat(fe, work)
-    mlast = vadd(vload(mlen, 0), vsplat(-1, work))
+    fov = vsplat32(work, fo)
+    fev = vsplat32(work, fe)
+    mlast = vadd(vload32(mlen, 0), vsplat32(work, -1))
     # row -1: H = 0, F = -inf (any value whose extension loses to the opening, no wrap)
-    ftop = vsplat(fo - fe - 1, work)
+    ftop = vsplat32(work, fo - fe - 1)
     for i in range(n):
-        vstore(work, hrow + i * LANES, zero)
-        vstore(work, frow + i * LANES, ftop)
-    e0base = vadd(vadd(vload(goa, 0), vsplat(-1, work)), vsub(zero, vload(gea, 0)))
+        vstore32(work, hrow + i * LANES, zero)
+        vstore32(work, frow + i * LANES, ftop)
+    e0base = vadd(vadd(vload32(goa, 0), vsplat32(work, -1)), vsub(zero, vload32(gea, 0)))
     for j in range(m_max):
-        b = vload(rd, j * LANES)
-        hl = vsplat(b0 + j * bs, work)
-        hd = vsplat(b0 + (j - 1) * bs, work)
+        b = vload32(rd, j * LANES)
+        hl = vsplat32(work, b0 + j * bs)
+        hd = vsplat32(work, b0 + (j - 1) * bs)
         el = vadd(hl, e0base)  # E[j][-1]: its extension always loses to the opening
         base = j * n * LANES
         for i in range(n):
             x = i * LANES
-            miss = veq(vand(vload(st, x), b), zero)
-            sm = vadd(hd, vselect(miss, vload(cgx, x), vload(cgm, x)))
-            e_ext = vadd(el, vload(gea, x))
-            e_open = vadd(hl, vload(goa, x))
+            miss = veq(vand(vload32(st, x), b), zero)
+            sm = vadd(hd, vselect(miss, vload32(cgx, x), vload32(cgm, x)))
+            e_ext = vadd(el, vload32(gea, x))
+            e_open = vadd(hl, vload32(goa, x))
             e = vmax(e_ext, e_open)
-            hu = vload(work, hrow + x)
-            f_ext = vadd(vload(work, frow + x), fev)
+            hu = vload32(work, hrow + x)
+            f_ext = vadd(vload32(work, frow + x), fev)
             f_open = vadd(hu, fov)
             f = vmax(f_ext, f_open)
             take_f = vand(vgt(f, e), vgt(f, sm))
@@ -317,17 +262,17 @@ def _align_group(st, cgm, cgx, goa, gea, rd, mlen, row_ends, consts, work, bits,
             )
             vstore_u8(bits, base + x, bit)
             hd = hu
-            vstore(work, hrow + x, h)
-            vstore(work, frow + x, f)
+            vstore32(work, hrow + x, h)
+            vstore32(work, frow + x, f)
             hl = h
             el = e
-        vstore(work, lastcol + j * LANES, hl)
+        vstore32(work, lastcol + j * LANES, hl)
         if row_ends[j]:
-            ending = veq(vsplat(j, work), mlast)
+            ending = veq(vsplat32(work, j), mlast)
             for i in range(n):
                 x = i * LANES
-                kept = vload(work, lastrow + x)
-                vstore(work, lastrow + x, vselect(ending, vload(work, hrow + x), kept))
+                kept = vload32(work, lastrow + x)
+                vstore32(work, lastrow + x, vselect(ending, vload32(work, hrow + x), kept))
     counts = np.zeros(LANES, dtype=np.int64)
     for w in range(LANES):
         m = mlen[w]
@@ -345,7 +290,7 @@ def _align_group(st, cgm, cgx, goa, gea, rd, mlen, row_ends, consts, work, bits,
             if value > best:
                 best, end_col, end_row = value, i, m - 1
         scores[w] = -best if negate else best
-        counts[w] = _trace_lane(bits, n, w, end_col, end_row, m, ops[w])
+        counts[w] = _trace_lane(bits, n, LANES, w, end_col, end_row, m, ops[w])
     return counts
 
 
@@ -412,18 +357,9 @@ def papara_align_many(
     todo = [k for k in range(len(reads)) if edges[k] >= 0 and len(reads[k]) > 0]
     if n == 0 or not todo:
         return scores, ops
-    plan = _plan(scoring)
-    consts = np.asarray(
-        [
-            plan.f_open,
-            plan.f_ext,
-            plan.border0,
-            plan.border_step,
-            int(plan.last_column),
-            int(plan.negate),
-        ],
-        dtype=np.int64,
-    )
+    # (f_open, f_ext, border0, border_step, last_column, negate): the F column and the end
+    consts = _consts(scoring.max_form())[5:]
+    plan = scoring.max_form()
     wide_states = states.dtype.itemsize > 1  # protein bit sets need 32-bit lanes for the AND
 
     def lane_bits(k: int) -> int:

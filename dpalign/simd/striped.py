@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .lanes import vadds, vany, vgt, vhmax, vload, vmax, vshift_up, vsplat, vstore, vsubs
+from .vectors import vadds, vany, vgt, vhmax, vload, vmax, vshift, vsplat, vstore, vsubs
 
 LANES16 = 32
 NEG16 = -(2**15)
@@ -64,7 +64,7 @@ def local_score_striped16(a, b, matrix, o, e):
     for j in range(n):
         base = slot[b[j]] * seg * V
         vf = vneg
-        vh = vshift_up(vload(h_store, (seg - 1) * V), zero)
+        vh = vshift(vload(h_store, (seg - 1) * V), zero, 1)
         h_store, h_load = h_load, h_store
         for s in range(seg):
             vh = vadds(vh, vload(prof, base + s * V))
@@ -79,7 +79,7 @@ def local_score_striped16(a, b, matrix, o, e):
         # Lazy F: vertical gaps entering a lane from the lane below its segment boundary.
         done = False
         for _ in range(V):
-            vf = vshift_up(vf, vneg)
+            vf = vshift(vf, vneg, 1)
             for s in range(seg):
                 vh_old = vload(h_store, s * V)
                 vh = vmax(vh_old, vf)

@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit
 
 from ..errors import OptionError
+from .pairwise import NEG64, row0
 
 #: Largest ``(m + 1) * (n + 1)`` a traceback accepts (one byte per cell: 256 MiB).
 MAX_TRACEBACK_CELLS = 2**28
@@ -36,11 +37,8 @@ def _fill(a, b, matrix, o, e, local, ends, bits):
     """Fill the direction matrix; return the end cell ``(score, i, j)`` (reference rules)."""
     m, n = a.shape[0], b.shape[0]
     a_lead, a_trail, b_lead, b_trail = ends[0], ends[1], ends[2], ends[3]
-    neg = -(2**62)
-    H = np.empty(n + 1, dtype=np.int64)
-    D = np.full(n + 1, neg, dtype=np.int64)
-    for j in range(n + 1):
-        H[j] = 0 if (local or a_lead or j == 0) else -(o + e * j)
+    neg = NEG64
+    H, D = row0(n, o, e, local or a_lead)
     best, bi, bj = neg, m, n
     # Row 0 candidates (row-major order: row 0 comes first).
     if local:
@@ -110,21 +108,14 @@ def _trace(a, b, bits, local, ends, i, j, ops):
         if state == 0:
             if i == 0 and j == 0:
                 break
-            if i == 0:
-                if local or a_lead:
-                    break
-                while j > 0:
-                    ops[k] = OP_INS
-                    k += 1
-                    j -= 1
-                break
-            if j == 0:
-                if local or b_lead:
-                    break
-                while i > 0:
-                    ops[k] = OP_DEL
-                    k += 1
-                    i -= 1
+            if i == 0 or j == 0:
+                # on a border: the rest is one gap, free when that sequence's lead is
+                if not (local or (a_lead if i == 0 else b_lead)):
+                    op = OP_INS if i == 0 else OP_DEL
+                    for _ in range(i + j):
+                        ops[k] = op
+                        k += 1
+                    i, j = 0, 0
                 break
             code = bits[i, j] & 3
             if code == 0:
@@ -138,18 +129,15 @@ def _trace(a, b, bits, local, ends, i, j, ops):
                 state = 1
             else:
                 state = 2
-        elif state == 1:
-            ops[k] = OP_DEL
-            k += 1
-            opened = bits[i, j] & _D_OPEN
-            i -= 1
-            if opened:
-                state = 0
         else:
-            ops[k] = OP_INS
+            in_d = state == 1
+            ops[k] = OP_DEL if in_d else OP_INS
             k += 1
-            opened = bits[i, j] & _I_OPEN
-            j -= 1
+            opened = bits[i, j] & (_D_OPEN if in_d else _I_OPEN)
+            if in_d:
+                i -= 1
+            else:
+                j -= 1
             if opened:
                 state = 0
     return i, j, k

@@ -4,354 +4,498 @@ Plain Numba loops over ``[n, W]`` arrays keep the per-lane DP state in memory an
 narrow integers, which measured 1.1-2.3 GCUPS on the PaPaRa recurrence here; the same loop
 written with these vector values measured 7.8 GCUPS on one AVX-512 core (``shared/probes``).
 
-``VectorOps(np.int16, 32)`` builds one family of ``@intrinsic`` functions for one vector
-type. Bind the ones a kernel uses to module-level names (Numba resolves globals at compile
-time) and call them inside ``@njit`` code::
+Every kernel of :mod:`dpalign.simd` builds its vectors from this one module. The intrinsics are
+module-level globals (so kernels stay cacheable) and *polymorphic*: a vector's shape comes from
+the array it is loaded from, and every other operation follows its arguments, so one kernel
+source compiles to one specialisation per lane dtype through Numba's ordinary dispatch.
 
-    V = VectorOps(np.int16, 32)
-    vload, vstore, vadd, vmax = V.load, V.store, V.add, V.max
+Two shapes of the same element type are in use:
 
-Arithmetic wraps like C integers except ``adds``/``subs`` (saturating). Comparisons return a
-mask vector of the same type (all ones / zero), ready for ``select`` and ``any``.
+* :func:`vload`, :func:`vstore`, :func:`vsplat`: one 512-bit register of the array's dtype
+  (64 x int8, 32 x int16, 16 x int32, 8 x int64): the pairwise, striped and long-pair kernels.
+* :func:`vload32`, :func:`vstore32`, :func:`vsplat32`: 32 lanes whatever the dtype (one zmm
+  register of int16, two of int32): PaPaRa keeps profile w in lane w of a 32-profile block.
+
+Arithmetic wraps like C integers except :func:`vadds`/:func:`vsubs` (saturating). Comparisons
+return a mask vector of the same type (all ones / zero), ready for :func:`vselect` and
+:func:`vany`. :func:`vlookup` turns a small table in memory into a vector indexed per lane: one
+AVX-512 permute (``vpermb`` with VBMI for int8, ``vpermw`` for int16, ``vpermi2d`` for int32)
+where the host has it, else a portable gather built from scalar loads; which lowering is used
+is decided when the kernel is compiled (Numba caches per host CPU).
+
+Also here: the memory-ordering primitives the long-pair wavefront workers synchronise with
+(:func:`load_acquire`, :func:`store_release`, :func:`compare_swap` on int64 arrays) and
+:func:`relax`, a spin-wait hint that yields the CPU after a while so that a waiting thread does
+not starve the one it waits for on a loaded machine.
 """
 
 from __future__ import annotations
 
+import platform
+
 import numpy as np
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils  # noqa: F401  (kept for kernels that extend these)
-from numba.extending import intrinsic, models, overload, register_model
+from numba.core import cgutils
+from numba.extending import intrinsic, models, register_model
 
-_MODELS: dict[tuple[int, int], types.Type] = {}
+VECTOR_BITS = 512
+#: Lane dtypes of the pairwise kernels and their lane counts in one 512-bit vector.
+LANES = {np.dtype(np.int8): 64, np.dtype(np.int16): 32, np.dtype(np.int32): 16}
+#: Entries a :func:`vlookup` table may hold for each lane width.
+LOOKUP_ENTRIES = {8: 64, 16: 32, 32: 32}
 
-
-def _vector_numba_type(bits: int, lanes: int) -> types.Type:
-    """The Numba type of an LLVM ``<lanes x i{bits}>`` value (one per shape, cached)."""
-    key = (bits, lanes)
-    if key in _MODELS:
-        return _MODELS[key]
-
-    class VecType(types.Type):
-        def __init__(self):
-            super().__init__(name=f"v{lanes}i{bits}")
-
-    vec_type = VecType()
-
-    @register_model(VecType)
-    class VecModel(models.PrimitiveModel):
-        def __init__(self, dmm, fe_type):
-            super().__init__(dmm, fe_type, ir.VectorType(ir.IntType(bits), lanes))
-
-    _MODELS[key] = vec_type
-    return vec_type
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
 
-class VectorOps:
-    """Intrinsics for one vector shape (element dtype, lanes).
+class Vector(types.Type):
+    """The Numba type of an LLVM ``<lanes x i{bits}>`` value."""
 
-    Attributes (each an ``@intrinsic`` usable in ``@njit`` code)
-    ----------
-    load(arr, idx), store(arr, idx, v)
-        Unaligned load/store of ``lanes`` elements starting at flat index ``idx`` of a
-        C-contiguous array whose dtype is this element type.
-    splat(x)
-        All lanes set to the integer scalar ``x``.
-    add, sub, adds, subs, max, min, and_, or_
-        Lane-wise; ``adds``/``subs`` saturate.
-    gt, ge, eq
-        Signed comparisons giving a mask vector.
-    select(mask, a, b)
-        ``a`` where the mask is set, else ``b``.
-    any(mask)
-        True when any lane of the mask is set.
-    hmax(v), hmin(v)
-        Horizontal maximum / minimum as an int64 scalar.
-    lane(v, k)
-        Lane ``k`` as an int64 scalar.
-    """
-
-    def __init__(self, dtype, lanes: int) -> None:
-        self.dtype = np.dtype(dtype)
-        if self.dtype.kind not in "iu":
-            raise TypeError("VectorOps supports integer lanes")
+    def __init__(self, bits: int, lanes: int) -> None:
+        self.bits = bits
         self.lanes = lanes
-        self.bits = self.dtype.itemsize * 8
-        self.type = _vector_numba_type(self.bits, lanes)
-        self._build()
-
-    def _build(self) -> None:
-        vt, lanes, bits = self.type, self.lanes, self.bits
-        llvm_vec = ir.VectorType(ir.IntType(bits), lanes)
-        elem = ir.IntType(bits)
-        align = self.dtype.itemsize
-
-        def _binary(build):
-            @intrinsic
-            def op(typingctx, a, b):
-                def codegen(context, builder, sig, args):
-                    return build(builder, args[0], args[1])
-
-                return vt(vt, vt), codegen
-
-            return op
-
-        def _call_llvm(name):
-            def build(builder, a, b):
-                fnty = ir.FunctionType(llvm_vec, [llvm_vec, llvm_vec])
-                fn = cgutils.get_or_insert_function(
-                    builder.module, fnty, f"llvm.{name}.v{lanes}i{bits}"
-                )
-                return builder.call(fn, [a, b])
-
-            return build
-
-        def _mask(pred):
-            def build(builder, a, b):
-                return builder.sext(builder.icmp_signed(pred, a, b), llvm_vec)
-
-            return build
-
-        @intrinsic
-        def load(typingctx, arr, idx):
-            def codegen(context, builder, sig, args):
-                ary = context.make_array(sig.args[0])(context, builder, args[0])
-                ptr = builder.gep(ary.data, [args[1]])
-                return builder.load(builder.bitcast(ptr, llvm_vec.as_pointer()), align=align)
-
-            return vt(arr, idx), codegen
-
-        @intrinsic
-        def store(typingctx, arr, idx, v):
-            def codegen(context, builder, sig, args):
-                ary = context.make_array(sig.args[0])(context, builder, args[0])
-                ptr = builder.gep(ary.data, [args[1]])
-                builder.store(args[2], builder.bitcast(ptr, llvm_vec.as_pointer()), align=align)
-                return context.get_dummy_value()
-
-            return types.none(arr, idx, v), codegen
-
-        @intrinsic
-        def splat(typingctx, x):
-            def codegen(context, builder, sig, args):
-                value = args[0]
-                width = value.type.width
-                if width > bits:
-                    value = builder.trunc(value, elem)
-                elif width < bits:
-                    value = builder.sext(value, elem)
-                undef = ir.Constant(llvm_vec, ir.Undefined)
-                one = builder.insert_element(undef, value, ir.Constant(ir.IntType(32), 0))
-                zeros = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
-                return builder.shuffle_vector(one, undef, zeros)
-
-            return vt(x), codegen
-
-        @intrinsic
-        def select(typingctx, mask, a, b):
-            def codegen(context, builder, sig, args):
-                cond = builder.icmp_signed("!=", args[0], ir.Constant(llvm_vec, None))
-                return builder.select(cond, args[1], args[2])
-
-            return vt(vt, vt, vt), codegen
-
-        def _reduce(name):
-            @intrinsic
-            def op(typingctx, v):
-                def codegen(context, builder, sig, args):
-                    fnty = ir.FunctionType(elem, [llvm_vec])
-                    fn = cgutils.get_or_insert_function(
-                        builder.module, fnty, f"llvm.vector.reduce.{name}.v{lanes}i{bits}"
-                    )
-                    return builder.sext(builder.call(fn, [args[0]]), ir.IntType(64))
-
-                return types.int64(vt), codegen
-
-            return op
-
-        @intrinsic
-        def lane(typingctx, v, k):
-            def codegen(context, builder, sig, args):
-                value = builder.extract_element(args[0], args[1])
-                return builder.sext(value, ir.IntType(64))
-
-            return types.int64(vt, k), codegen
-
-        @intrinsic
-        def any_(typingctx, mask):
-            def codegen(context, builder, sig, args):
-                fnty = ir.FunctionType(elem, [llvm_vec])
-                fn = cgutils.get_or_insert_function(
-                    builder.module, fnty, f"llvm.vector.reduce.or.v{lanes}i{bits}"
-                )
-                reduced = builder.call(fn, [args[0]])
-                return builder.icmp_signed("!=", reduced, ir.Constant(elem, 0))
-
-            return types.boolean(vt), codegen
-
-        self.load, self.store, self.splat, self.select, self.lane = load, store, splat, select, lane
-        self.any = any_
-        self.add = _binary(lambda b, x, y: b.add(x, y))
-        self.sub = _binary(lambda b, x, y: b.sub(x, y))
-        self.and_ = _binary(lambda b, x, y: b.and_(x, y))
-        self.or_ = _binary(lambda b, x, y: b.or_(x, y))
-        self.max = _binary(_call_llvm("smax"))
-        self.min = _binary(_call_llvm("smin"))
-        self.adds = _binary(_call_llvm("sadd.sat"))
-        self.subs = _binary(_call_llvm("ssub.sat"))
-        self.gt = _binary(_mask(">"))
-        self.ge = _binary(_mask(">="))
-        self.eq = _binary(_mask("=="))
-        self.hmax = _reduce("smax")
-        self.hmin = _reduce("smin")
+        super().__init__(name=f"v{lanes}i{bits}")
 
 
-#: The 32-lane int16 and int32 ops behind the width-generic functions below.
-_GENERIC_OPS = {16: VectorOps(np.int16, 32), 32: VectorOps(np.int32, 32)}
+@register_model(Vector)
+class _VectorModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, ir.VectorType(ir.IntType(fe_type.bits), fe_type.lanes))
+
+
+_TYPES: dict[tuple[int, int], Vector] = {}
+
+
+def vector_type(bits: int, lanes: int) -> Vector:
+    """The (one, cached) Numba type of ``<lanes x i{bits}>``."""
+    if (bits, lanes) not in _TYPES:
+        _TYPES[bits, lanes] = Vector(bits, lanes)
+    return _TYPES[bits, lanes]
+
+
+def _llvm(vt: Vector) -> ir.VectorType:
+    return ir.VectorType(ir.IntType(vt.bits), vt.lanes)
+
+
+def _resize(builder, value, bits: int):
+    """An integer scalar truncated or sign-extended to ``bits``."""
+    width = value.type.width
+    if width > bits:
+        return builder.trunc(value, ir.IntType(bits))
+    if width < bits:
+        return builder.sext(value, ir.IntType(bits))
+    return value
+
+
+def _pointer(context, builder, arr_type, arr, idx, vec: ir.VectorType):
+    """Address of flat element ``idx`` of a C-contiguous array, as a pointer to ``vec``."""
+    ary = context.make_array(arr_type)(context, builder, arr)
+    return builder.bitcast(builder.gep(ary.data, [idx]), vec.as_pointer())
+
+
+def _splat(builder, value, vec: ir.VectorType):
+    undef = ir.Constant(vec, ir.Undefined)
+    one = builder.insert_element(undef, value, ir.Constant(ir.IntType(32), 0))
+    zeros = ir.Constant(ir.VectorType(ir.IntType(32), vec.count), [0] * vec.count)
+    return builder.shuffle_vector(one, undef, zeros)
+
 
 # --------------------------------------------------------------------------------------------
-# Width-generic vector operations (32 lanes): one kernel source serves <32 x i16> and
-# <32 x i32>; Numba
-# specialises on the arrays' dtype and these overloads pick the matching VectorOps intrinsics
-# (LLVM inlines them: the inner loop is plain vpaddw/vpmaxsw on zmm registers).
+# Memory: the vector shape comes from the array (512-bit registers, or 32 lanes)
 # --------------------------------------------------------------------------------------------
 
 
-def _ops_for_array(arr):
-    for bits, ops in _GENERIC_OPS.items():
-        if arr.dtype == types.int16 and bits == 16 or arr.dtype == types.int32 and bits == 32:
-            return ops
-    return None
+def _memory_ops(lanes_of):
+    """load, store and splat whose vector has ``lanes_of(bits)`` lanes of the array's dtype."""
+
+    def array_vector(arr):
+        if isinstance(arr, types.Array) and isinstance(arr.dtype, types.Integer):
+            return vector_type(arr.dtype.bitwidth, lanes_of(arr.dtype.bitwidth))
+        return None
+
+    @intrinsic
+    def load(typingctx, arr, idx):
+        vt = array_vector(arr)
+        if vt is None or not isinstance(idx, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            ptr = _pointer(context, builder, sig.args[0], args[0], args[1], _llvm(vt))
+            return builder.load(ptr, align=vt.bits // 8)
+
+        return vt(arr, idx), codegen
+
+    @intrinsic
+    def store(typingctx, arr, idx, v):
+        vt = array_vector(arr)
+        if vt is None or v != vt:
+            return None
+
+        def codegen(context, builder, sig, args):
+            ptr = _pointer(context, builder, sig.args[0], args[0], args[1], _llvm(vt))
+            builder.store(args[2], ptr, align=vt.bits // 8)
+            return context.get_dummy_value()
+
+        return types.none(arr, idx, v), codegen
+
+    @intrinsic
+    def splat(typingctx, like, x):
+        vt = array_vector(like)
+        if vt is None or not isinstance(x, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            return _splat(builder, _resize(builder, args[1], vt.bits), _llvm(vt))
+
+        return vt(like, x), codegen
+
+    return load, store, splat
 
 
-def _ops_for_vector(vec):
-    for ops in _GENERIC_OPS.values():
-        if vec == ops.type:
-            return ops
-    return None
+vload, vstore, vsplat = _memory_ops(lambda bits: VECTOR_BITS // bits)
+vload.__doc__ = "One 512-bit vector of ``arr``'s dtype from flat index ``idx`` (unaligned)."
+vstore.__doc__ = "Store vector ``v`` at flat index ``idx`` of an array of its lane dtype."
+vsplat.__doc__ = "A 512-bit vector of ``like``'s dtype with every lane set to integer ``x``."
 
-
-def vload(arr, idx):
-    """``LANES`` elements of ``arr`` from flat index ``idx`` as one vector."""
-
-
-def vstore(arr, idx, vec):
-    """Store one vector at flat index ``idx`` of ``arr``."""
-
-
-def vsplat(x, arr):
-    """All lanes set to ``x``, as the vector type of ``arr``'s dtype."""
-
-
-def vadd(a, b):
-    """Lane-wise a + b (wrapping)."""
-
-
-def vsub(a, b):
-    """Lane-wise a - b (wrapping)."""
-
-
-def vmax(a, b):
-    """Lane-wise signed maximum."""
-
-
-def vlane(vec, k):
-    """Lane k as an int64."""
-
-
-def vand(a, b):
-    """Lane-wise bitwise and."""
-
-
-def vor(a, b):
-    """Lane-wise bitwise or."""
-
-
-def vgt(a, b):
-    """Mask: a > b (signed)."""
-
-
-def vge(a, b):
-    """Mask: a >= b (signed)."""
-
-
-def veq(a, b):
-    """Mask: a == b."""
-
-
-def vselect(mask, a, b):
-    """``a`` where the mask is set, else ``b``."""
-
-
-@overload(vload)
-def _vload(arr, idx):
-    load = _ops_for_array(arr).load
-    return lambda arr, idx: load(arr, idx)
-
-
-@overload(vstore)
-def _vstore(arr, idx, vec):
-    store = _ops_for_array(arr).store
-    return lambda arr, idx, vec: store(arr, idx, vec)
-
-
-@overload(vsplat)
-def _vsplat(x, arr):
-    splat = _ops_for_array(arr).splat
-    return lambda x, arr: splat(x)
-
-
-@overload(vadd)
-def _vadd(a, b):
-    add = _ops_for_vector(a).add
-    return lambda a, b: add(a, b)
-
-
-@overload(vsub)
-def _vsub(a, b):
-    sub = _ops_for_vector(a).sub
-    return lambda a, b: sub(a, b)
-
-
-@overload(vmax)
-def _vmax(a, b):
-    vmax_ = _ops_for_vector(a).max
-    return lambda a, b: vmax_(a, b)
-
-
-@overload(vlane)
-def _vlane(vec, k):
-    lane = _ops_for_vector(vec).lane
-    return lambda vec, k: lane(vec, k)
-
-
-def _binary_overload(stub, name):
-    @overload(stub)
-    def _impl(a, b):
-        op = getattr(_ops_for_vector(a), name)
-        return lambda a, b: op(a, b)
-
-
-for _stub, _name in ((vand, "and_"), (vor, "or_"), (vgt, "gt"), (vge, "ge"), (veq, "eq")):
-    _binary_overload(_stub, _name)
-
-
-@overload(vselect)
-def _vselect(mask, a, b):
-    select = _ops_for_vector(a).select
-    return lambda mask, a, b: select(mask, a, b)
+vload32, vstore32, vsplat32 = _memory_ops(lambda bits: 32)
+vload32.__doc__ = "32 lanes of ``arr``'s dtype from flat index ``idx`` (unaligned)."
+vstore32.__doc__ = "Store a 32-lane vector at flat index ``idx`` of an array of its dtype."
+vsplat32.__doc__ = "A 32-lane vector of ``like``'s dtype with every lane set to integer ``x``."
 
 
 @intrinsic
-def vstore_u8(typingctx, arr, idx, vec):
-    """Store the low byte of every lane at flat index ``idx`` of a uint8 array."""
+def vstore_u8(typingctx, arr, idx, v):
+    """Store the low byte of every lane of ``v`` at flat index ``idx`` of a uint8 array."""
+    if not isinstance(v, Vector) or not isinstance(arr, types.Array) or arr.dtype != types.uint8:
+        return None
 
     def codegen(context, builder, sig, args):
-        narrow = ir.VectorType(ir.IntType(8), 32)
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        ptr = builder.gep(ary.data, [args[1]])
-        value = builder.trunc(args[2], narrow)
-        builder.store(value, builder.bitcast(ptr, narrow.as_pointer()), align=1)
+        narrow = ir.VectorType(ir.IntType(8), v.lanes)
+        ptr = _pointer(context, builder, sig.args[0], args[0], args[1], narrow)
+        builder.store(builder.trunc(args[2], narrow), ptr, align=1)
         return context.get_dummy_value()
 
-    return types.none(arr, idx, vec), codegen
+    return types.none(arr, idx, v), codegen
+
+
+# --------------------------------------------------------------------------------------------
+# Lane-wise operations: any vector type, both arguments the same
+# --------------------------------------------------------------------------------------------
+
+
+def _binary(build, doc: str):
+    @intrinsic
+    def op(typingctx, a, b):
+        if not isinstance(a, Vector) or b != a:
+            return None
+
+        def codegen(context, builder, sig, args):
+            return build(builder, args[0], args[1])
+
+        return a(a, b), codegen
+
+    op.__doc__ = doc
+    return op
+
+
+def _llvm_binary(name: str):
+    def build(builder, a, b):
+        vec = a.type
+        fnty = ir.FunctionType(vec, [vec, vec])
+        fn = cgutils.get_or_insert_function(
+            builder.module, fnty, f"llvm.{name}.v{vec.count}i{vec.element.width}"
+        )
+        return builder.call(fn, [a, b])
+
+    return build
+
+
+def _mask(pred: str):
+    def build(builder, a, b):
+        return builder.sext(builder.icmp_signed(pred, a, b), a.type)
+
+    return build
+
+
+vadd = _binary(lambda b, x, y: b.add(x, y), "Lane-wise a + b (wrapping).")
+vsub = _binary(lambda b, x, y: b.sub(x, y), "Lane-wise a - b (wrapping).")
+vand = _binary(lambda b, x, y: b.and_(x, y), "Lane-wise bitwise and.")
+vor = _binary(lambda b, x, y: b.or_(x, y), "Lane-wise bitwise or.")
+vmax = _binary(_llvm_binary("smax"), "Lane-wise signed maximum.")
+vmin = _binary(_llvm_binary("smin"), "Lane-wise signed minimum.")
+vadds = _binary(_llvm_binary("sadd.sat"), "Lane-wise a + b, saturating.")
+vsubs = _binary(_llvm_binary("ssub.sat"), "Lane-wise a - b, saturating.")
+vgt = _binary(_mask(">"), "Mask: a > b (signed).")
+vge = _binary(_mask(">="), "Mask: a >= b (signed).")
+veq = _binary(_mask("=="), "Mask: a == b.")
+vne = _binary(_mask("!="), "Mask: a != b.")
+
+
+@intrinsic
+def vselect(typingctx, mask, a, b):
+    """``a`` where ``mask`` (a comparison result) is set, else ``b``."""
+    if not isinstance(a, Vector) or not (mask == a == b):
+        return None
+
+    def codegen(context, builder, sig, args):
+        cond = builder.icmp_signed("!=", args[0], ir.Constant(args[0].type, None))
+        return builder.select(cond, args[1], args[2])
+
+    return a(mask, a, b), codegen
+
+
+def _unary(build, result, doc: str):
+    @intrinsic
+    def op(typingctx, v):
+        if not isinstance(v, Vector):
+            return None
+
+        def codegen(context, builder, sig, args):
+            return build(builder, args[0])
+
+        return result(v), codegen
+
+    op.__doc__ = doc
+    return op
+
+
+def _any_lane(builder, mask):
+    vec = mask.type
+    cond = builder.icmp_signed("!=", mask, ir.Constant(vec, None))
+    bits = builder.bitcast(cond, ir.IntType(vec.count))
+    return builder.icmp_unsigned("!=", bits, ir.Constant(ir.IntType(vec.count), 0))
+
+
+def _reduction(name: str):
+    def build(builder, v):
+        vec = v.type
+        fnty = ir.FunctionType(vec.element, [vec])
+        fn = cgutils.get_or_insert_function(
+            builder.module, fnty, f"llvm.vector.reduce.{name}.v{vec.count}i{vec.element.width}"
+        )
+        return _resize(builder, builder.call(fn, [v]), 64)
+
+    return build
+
+
+vany = _unary(_any_lane, types.boolean, "True when any lane of a mask is set.")
+vhmax = _unary(_reduction("smax"), types.int64, "The largest lane as an int64.")
+vhmin = _unary(_reduction("smin"), types.int64, "The smallest lane as an int64.")
+
+
+@intrinsic
+def vlane(typingctx, v, k):
+    """Lane ``k`` of ``v`` as an int64."""
+    if not isinstance(v, Vector):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return _resize(builder, builder.extract_element(args[0], args[1]), 64)
+
+    return types.int64(v, k), codegen
+
+
+def _shift_up(builder, v, fill, count: int):
+    """Lanes of ``v`` moved up by ``count``; the low lanes from the low lanes of ``fill``."""
+    lanes = v.type.count
+    mask = [lanes + k if k < count else k - count for k in range(lanes)]
+    return builder.shuffle_vector(v, fill, ir.Constant(ir.VectorType(ir.IntType(32), lanes), mask))
+
+
+@intrinsic
+def vshift(typingctx, v, fill, n):
+    """Lanes moved up by the constant ``n`` (lane k gets lane k-n); the low lanes from ``fill``."""
+    if not isinstance(v, Vector) or fill != v or not isinstance(n, types.IntegerLiteral):
+        return None
+    count = n.literal_value
+
+    def codegen(context, builder, sig, args):
+        return _shift_up(builder, args[0], args[1], count)
+
+    return v(v, fill, n), codegen
+
+
+@intrinsic
+def vshift_in(typingctx, v, x):
+    """Lanes moved up by one (lane k gets lane k-1); lane 0 gets the integer ``x``."""
+    if not isinstance(v, Vector) or not isinstance(x, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        value = _resize(builder, args[1], v.bits)
+        first = builder.insert_element(
+            ir.Constant(_llvm(v), ir.Undefined), value, ir.Constant(ir.IntType(32), 0)
+        )
+        return _shift_up(builder, args[0], first, 1)
+
+    return v(v, x), codegen
+
+
+# --------------------------------------------------------------------------------------------
+# Per-lane table lookup
+# --------------------------------------------------------------------------------------------
+
+
+def host_features() -> dict:
+    """The host CPU's features as LLVM reports them (what Numba compiles for)."""
+    import llvmlite.binding as llvm
+
+    return dict(llvm.get_host_cpu_features())
+
+
+def _has(feature: str) -> bool:
+    return bool(host_features().get(feature))
+
+
+def permute_lowering(bits: int) -> str:
+    """Which instruction :func:`vlookup` uses for this lane width on this host."""
+    if bits == 8 and _has("avx512vbmi"):
+        return "vpermb"
+    if bits == 16 and _has("avx512bw"):
+        return "vpermw"
+    if bits == 32 and _has("avx512f"):
+        return "vpermi2d"
+    return "portable"
+
+
+def _portable_lookup(builder, table_ptr, idx):
+    """result[l] = table[idx[l]] with one scalar load per lane (any target)."""
+    vec = idx.type
+    result = ir.Constant(vec, ir.Undefined)
+    for lane in range(vec.count):
+        k = ir.Constant(ir.IntType(32), lane)
+        index = builder.zext(builder.extract_element(idx, k), ir.IntType(64))
+        value = builder.load(builder.gep(table_ptr, [index]))
+        result = builder.insert_element(result, value, k)
+    return result
+
+
+def _make_lookup(portable: bool):
+    @intrinsic
+    def lookup(typingctx, table, offset, idx):
+        if not isinstance(table, types.Array) or not isinstance(offset, types.Integer):
+            return None
+        bits = getattr(table.dtype, "bitwidth", None)
+        if bits not in LOOKUP_ENTRIES or idx != vector_type(bits, VECTOR_BITS // bits):
+            return None
+        lowering = "portable" if portable else permute_lowering(bits)
+
+        def codegen(context, builder, sig, args):
+            vec = _llvm(idx)
+            ary = context.make_array(sig.args[0])(context, builder, args[0])
+            base = builder.gep(ary.data, [args[1]])
+            if lowering == "portable":
+                return _portable_lookup(builder, base, args[2])
+            align = bits // 8
+            low = builder.load(builder.bitcast(base, vec.as_pointer()), align=align)
+            if lowering == "vpermi2d":
+                high_ptr = builder.gep(base, [ir.Constant(ir.IntType(64), vec.count)])
+                high = builder.load(builder.bitcast(high_ptr, vec.as_pointer()), align=align)
+                fnty = ir.FunctionType(vec, [vec, vec, vec])
+                fn = cgutils.get_or_insert_function(
+                    builder.module, fnty, "llvm.x86.avx512.vpermi2var.d.512"
+                )
+                return builder.call(fn, [low, args[2], high])
+            name = {"vpermb": "qi", "vpermw": "hi"}[lowering]
+            fnty = ir.FunctionType(vec, [vec, vec])
+            fn = cgutils.get_or_insert_function(
+                builder.module, fnty, f"llvm.x86.avx512.permvar.{name}.512"
+            )
+            return builder.call(fn, [low, args[2]])
+
+        return idx(table, offset, idx), codegen
+
+    lookup.__doc__ = """``result[l] = table[offset + idx[l]]``: a per-lane table lookup.
+
+    ``table`` has the lane dtype; the entries ``table[offset : offset + E]`` are the table,
+    with ``E`` = :data:`LOOKUP_ENTRIES` for the lane width (64 for int8, 32 for int16 and
+    int32); every index must be in ``0 .. E-1`` (the permute instructions use the low bits
+    only, the portable lowering would read outside the table).
+    """
+    return lookup
+
+
+#: The lookup kernels use: a permute where the host has one (see :func:`permute_lowering`).
+vlookup = _make_lookup(portable=False)
+#: The same lookup lowered portably (scalar loads), whatever the host; tests compare the two.
+vlookup_portable = _make_lookup(portable=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Synchronisation (int64 scalars in arrays)
+# --------------------------------------------------------------------------------------------
+
+
+def _int64_array(arr) -> bool:
+    return isinstance(arr, types.Array) and arr.dtype == types.int64
+
+
+@intrinsic
+def load_acquire(typingctx, arr, idx):
+    """``arr[idx]`` read with acquire ordering (sees every write made before the release)."""
+    if not _int64_array(arr):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        ptr = builder.gep(ary.data, [args[1]])
+        return builder.load_atomic(ptr, "acquire", 8)
+
+    return types.int64(arr, idx), codegen
+
+
+@intrinsic
+def store_release(typingctx, arr, idx, value):
+    """``arr[idx] = value`` with release ordering (publishes every earlier write)."""
+    if not _int64_array(arr):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        ptr = builder.gep(ary.data, [args[1]])
+        builder.store_atomic(_resize(builder, args[2], 64), ptr, "release", 8)
+        return context.get_dummy_value()
+
+    return types.none(arr, idx, value), codegen
+
+
+@intrinsic
+def compare_swap(typingctx, arr, idx, expected, value):
+    """Atomically set ``arr[idx] = value`` if it equals ``expected``; True when it did."""
+    if not _int64_array(arr):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        ptr = builder.gep(ary.data, [args[1]])
+        old = _resize(builder, args[2], 64)
+        new = _resize(builder, args[3], 64)
+        pair = builder.cmpxchg(ptr, old, new, "acq_rel", "acquire")
+        return builder.extract_value(pair, 1)
+
+    return types.boolean(arr, idx, expected, value), codegen
+
+
+@intrinsic
+def relax(typingctx, spins):
+    """Spin-wait step: a ``pause`` hint, and ``sched_yield()`` every 1024th spin."""
+    if not isinstance(spins, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        if _X86:
+            pause = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause"
+            )
+            builder.call(pause, [])
+        count = _resize(builder, args[0], 64)
+        low = builder.and_(count, ir.Constant(ir.IntType(64), 1023))
+        due = builder.icmp_unsigned("==", low, ir.Constant(ir.IntType(64), 1023))
+        with builder.if_then(due, likely=False):
+            sched_yield = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.IntType(32), []), "sched_yield"
+            )
+            builder.call(sched_yield, [])
+        return context.get_dummy_value()
+
+    return types.none(spins), codegen
