@@ -56,11 +56,11 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
+from ..contract import RegionFill
 from .antidiagonal_rows import B_D, B_D_OPEN, B_DIAG, B_I_OPEN, B_ZERO, rows1, rows4
 from .vectors import (
     compare_swap,
@@ -430,27 +430,6 @@ def _pool(size: int) -> ThreadPoolExecutor:
                 _POOL[0].shutdown(wait=False)
             _POOL = ThreadPoolExecutor(size, thread_name_prefix="dpalign-tiles"), size
         return _POOL[0]
-
-
-@dataclass
-class RegionFill:
-    """What :func:`fill_region` leaves behind.
-
-    Attributes
-    ----------
-    last_row : ndarray (2, w+1)
-        H and D of the region's last row.
-    row_store, col_store : ndarray
-        The checkpoint rows ``(R, 2, w+1)`` (H, D) and columns ``(C, 2, h+1)`` (H, I).
-    best : tuple (int, int, int)
-        Local mode: the first maximum of H in row-major order ``(H, i, j)`` over the region's
-        inner cells, or ``(0, 0, 0)``.
-    """
-
-    last_row: np.ndarray
-    row_store: np.ndarray
-    col_store: np.ndarray
-    best: tuple[int, int, int]
 
 
 def fill_region(
