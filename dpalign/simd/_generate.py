@@ -18,7 +18,6 @@ fails while the committed output differs from what this writes.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 #: The strip heights of the PaPaRa scoring kernel (read rows per sweep).
@@ -330,7 +329,6 @@ def main() -> None:
     here = Path(__file__).parent
     for name, render in GENERATED.items():
         (here / name).write_text(render())
-        print(f"wrote {here / name}", file=sys.stderr)
 
 
 if __name__ == "__main__":
