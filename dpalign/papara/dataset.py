@@ -14,7 +14,8 @@ import numpy as np
 
 from ..alphabet import DNA, PROTEIN, StateAlphabet
 from ..errors import InputError
-from ..io import Record, check_unique, read_alignment, read_fasta, read_newick
+from ..io import Record, _read_text, check_newick_syntax, check_unique, read_alignment, read_fasta
+from .newick import parse_newick
 from .tree import PaparaTree, build_tree
 
 log = logging.getLogger("dpalign.papara")
@@ -170,16 +171,10 @@ def _tree(tree, path):
     if hasattr(tree, "children") and hasattr(tree, "tips"):
         return tree, path
     text = str(tree)
-    if text.lstrip().startswith("("):
-        from io import StringIO
-
-        from ..io import check_newick_syntax
-
-        check_newick_syntax(text, path or "<newick>")
-        from skbio import TreeNode
-
-        return TreeNode.read(StringIO(text), convert_underscores=False), path
-    return read_newick(tree), tree
+    if not text.lstrip().startswith("("):
+        path, text = tree, _read_text(tree)
+    check_newick_syntax(text, path or "<newick>")
+    return parse_newick(text, path or "<newick>"), path
 
 
 def _records(items) -> list[Record]:
