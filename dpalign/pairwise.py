@@ -25,6 +25,7 @@ at (0, 0).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -181,10 +182,20 @@ def _settings(mode, sub_score, gap_cost, free_ends, scoring):
     return scoring, ends
 
 
-def _cpu_backend(backend) -> str:
+_oracle_cells = 0  # cells align(backend="auto") has run in the oracle (config.ALIGN_ORACLE_CELLS)
+
+
+def _cpu_backend(backend, cells: int = 0) -> str:
+    global _oracle_cells
     if isinstance(backend, Backend):
         backend = backend.name
     if backend == "auto":
+        if (
+            "dpalign.simd.traceback" not in sys.modules
+            and _oracle_cells + cells <= config.ALIGN_ORACLE_CELLS
+        ):
+            _oracle_cells += cells
+            return "reference"
         try:
             import numba  # noqa: F401
         except ImportError:  # pragma: no cover - numba is a dependency
@@ -264,9 +275,9 @@ def align(
     if cigar not in CIGAR_STYLES:
         raise OptionError(f"cigar must be '=X' or 'M', not {cigar!r}")
     scoring, ends = _settings(mode, sub_score, gap_cost, free_ends, scoring)
-    which = _cpu_backend(backend)
     a_codes = scoring.encode(a, record="a")
     b_codes = scoring.encode(b, record="b")
+    which = _cpu_backend(backend, len(a_codes) * len(b_codes))
     local = mode == "local"
     if which == "reference":
         r = reference.pairwise_align(

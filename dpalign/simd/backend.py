@@ -59,11 +59,11 @@ class NumbaBackend(Backend):
 
     @classmethod
     def available(cls, **options) -> bool:
-        try:
-            import numba  # noqa: F401
-        except ImportError:  # pragma: no cover - numba is a dependency
-            return False
-        return True
+        # find_spec, not import: importing numba takes half a second, and `dpalign devices`
+        # and `auto` ask every backend whether it is available
+        from importlib.util import find_spec
+
+        return find_spec("numba") is not None
 
     def describe(self) -> str:
         return f"numba ({config.cpu_threads(self.threads)} threads)"
