@@ -167,11 +167,12 @@ def papara(
             data.alphabet,
             ref_gaps,
         )
+    clades = data.tree.clades(sorted({int(e) for e in placed.edge if e >= 0}))
     placements = [
         ReadPlacement(
             name,
             int(edge),
-            tuple(data.tree.smaller_side(data.tree.edges[edge])) if edge >= 0 else (),
+            clades[edge] if edge >= 0 else (),
             int(score) if edge >= 0 else None,
         )
         for name, edge, score in zip(data.read_names, placed.edge, placed.score, strict=True)
