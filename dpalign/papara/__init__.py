@@ -154,7 +154,14 @@ def papara(
         placed = placement.place(states, flags, data.reads, scoring, engine, tick)
     with stats.phase("traceback"):
         ops = traceback.align_reads(
-            states, flags, data.reads, placed.edge, placed.score, scoring, engine.name
+            states,
+            flags,
+            data.reads,
+            placed.edge,
+            placed.score,
+            scoring,
+            engine.name,
+            threads=engine.threads,
         )
     with stats.phase("output"):
         rows = msa.extended_alignment(

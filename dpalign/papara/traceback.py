@@ -41,16 +41,18 @@ def align_reads(
     best_score: np.ndarray,
     scoring: PaparaScoring,
     backend_name: str = "numba",
+    threads: int | None = None,
 ) -> list[str]:
     """Trace back every read against its best edge; return one op string per read.
 
     Empty reads (edge -1) become all ``R``. The traceback's score is checked against the
     scoring phase's: a mismatch means a kernel is wrong, and is reported, never written.
+    ``threads``: CPU threads for the traceback (default: one per core).
     """
     n_cols = states.shape[1]
     batch = _batch_aligner(backend_name)
     if batch is not None:
-        scores, many = batch(states, flags, reads, best_edge, scoring)
+        scores, many = batch(states, flags, reads, best_edge, scoring, threads=threads)
         pairs = zip(scores, many, strict=True)
     else:
         align = _aligner(backend_name)
