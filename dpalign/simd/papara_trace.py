@@ -13,7 +13,6 @@ import numpy as np
 from numba import njit
 
 from .. import config
-
 from ..scoring import PaparaScoring
 from .papara_score import _DTYPES, LANES, _Plan, _plan, kernel_width
 from .vectors import (
