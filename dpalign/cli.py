@@ -242,7 +242,7 @@ def _add_papara(sub) -> None:
 
 def _run_papara(args) -> int:
     from .gcups import gcups
-    from .papara import papara
+    from .papara import PHASES, papara
 
     _check_outputs([args.out, args.placements, args.report])
     backend = _backend_from_args(args)
@@ -270,22 +270,52 @@ def _run_papara(args) -> int:
     if bar:
         bar.close()
     s, stats = result.settings, result.stats
+    _write_papara(args, result, start)
     elapsed = time.perf_counter() - start
-    outputs = {args.out: result.to_phylip() if args.format == "phylip" else result.to_fasta()}
-    if args.placements:
-        outputs[args.placements] = result.placements_tsv()
-    if args.report:
-        report = {"command": "papara", "settings": s, "seconds": elapsed, **stats.as_dict()}
-        outputs[args.report] = json.dumps(report, indent=2) + "\n"
-    _write_outputs(outputs)
+    phases = ", ".join(
+        f"{label} {stats.phases[key]:.2f} s" for key, label in PHASES.items() if key in stats.phases
+    )
     print(
         f"dpalign papara: {s['reads']} reads x {s['edges']} edges x {s['columns']} columns = "
         f"{s['cells']:.3e} cells; scoring {stats.phases.get('scoring', 0):.2f} s "
         f"({stats.phase_gcups('scoring'):.3g} GCUPS), whole run {elapsed:.2f} s "
-        f"({gcups(s['cells'], elapsed):.3g} GCUPS) on {s['backend']}" + _worker_summary(stats),
+        f"({gcups(s['cells'], elapsed):.3g} GCUPS) on {s['backend']}"
+        + _worker_summary(stats)
+        + f"; phases: {phases}",
         file=sys.stderr,
     )
     return 0
+
+
+def _write_papara(args, result, start: float) -> None:
+    """Stream the alignment (and the placements, the report) to their files, all or none."""
+    from .io import atomic_output
+    from .papara import PHASES
+
+    stats = result.stats
+    with ExitStack() as stack:
+        with stats.phase("write"):
+            if args.out == "-":
+                sys.stdout.flush()
+                result.write(sys.stdout.buffer, args.format)
+            else:
+                result.write(stack.enter_context(atomic_output(args.out, binary=True)), args.format)
+            if args.placements:
+                result.write_placements(stack.enter_context(atomic_output(args.placements)))
+        log.info("%s: %.2f s", PHASES["write"], stats.phases["write"])
+        if args.report:
+            report = {
+                "command": "papara",
+                "settings": result.settings,
+                "seconds": time.perf_counter() - start,
+                "phase_names": PHASES,
+                **stats.as_dict(),
+            }
+            stack.enter_context(atomic_output(args.report)).write(
+                json.dumps(report, indent=2) + "\n"
+            )
+    if args.out == "-":
+        sys.stdout.flush()
 
 
 # --------------------------------------------------------------------------------------------
