@@ -113,3 +113,29 @@ def test_reads_encoded_at_once_equal_one_at_a_time(seqs, protein):
             assert lost or len(want) < len(seq)
         else:
             assert got.dtype == want.dtype and np.array_equal(got, want) and not lost
+
+
+def test_the_warm_up_leaves_no_trace_in_the_accounting():
+    case = _CASES["tiny_01"]
+    result = papara(case / "tree.nwk", case / "ref.phy", case / "queries.fa", backend="numba")
+    cells = sum(w.cells for w in result.stats.workers.values())
+    assert cells == result.settings["cells"] == result.stats.phase_cells["scoring"]
+
+
+def test_a_failing_warm_up_leaves_the_run_to_report(monkeypatch):
+    import importlib
+
+    module = importlib.import_module("dpalign.papara")
+    calls = []
+    real = module.placement.place
+
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("warm-up only")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module.placement, "place", flaky)
+    case = _CASES["tiny_01"]
+    result = papara(case / "tree.nwk", case / "ref.phy", case / "queries.fa", backend="numba")
+    assert len(calls) == 2 and result.to_phylip() == (case / "default.phy").read_text()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import config
+from ..alphabet import DNA, PROTEIN
 from ..engine import Backend, get_backend
 from ..gcups import RunStats
 from ..io import RowWriter
@@ -236,10 +237,15 @@ def papara(
     scoring = papara_scoring(scoring)
     engine = get_backend(backend, threads=threads) if not isinstance(backend, Backend) else backend
     stats = engine.stats
-    with _phase(stats, "read"):
-        data = dataset.load(tree, msa_, reads, protein=protein)
-    with _phase(stats, "tree_profiles"):
-        states, flags = profiles.dataset_profiles(data, gap_model)
+    warm = _WarmUp(engine, scoring, protein)  # kernels load while the inputs are read
+    try:
+        with _phase(stats, "read"):
+            data = dataset.load(tree, msa_, reads, protein=protein)
+        with _phase(stats, "tree_profiles"):
+            states, flags = profiles.dataset_profiles(data, gap_model)
+    finally:
+        with stats.phase("scoring"):  # what kernel loading the reading did not hide
+            warm.join()
     n_edges, n_cols = states.shape
     lengths = np.fromiter(map(len, data.reads), dtype=np.int64, count=len(data.reads))
     cells = n_edges * n_cols * int(lengths.sum())
@@ -292,6 +298,44 @@ def papara(
         "cells": cells,
     }
     return PaparaResult(data, ops, edge, score, clades, ref_gaps, stats, settings)
+
+
+class _WarmUp:
+    """Score and trace back one tiny read on a thread of its own, so that the backend loads
+    its kernels (Numba's cached machine code, an OpenCL program) while the inputs are read.
+
+    The warm-up goes through the same backend calls as the run, so it loads exactly what the
+    run needs; its accounting goes to a throw-away ``RunStats``, and any error is left for the
+    real run to raise.
+    """
+
+    def __init__(self, engine: Backend, scoring: PaparaScoring, protein: bool) -> None:
+        import threading
+
+        self.engine = engine
+        self.stats = engine.stats
+        engine.stats = RunStats()
+        alphabet = PROTEIN if protein else DNA
+        self.thread = threading.Thread(
+            target=self._run, args=(scoring, alphabet), name="dpalign-warmup", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self, scoring: PaparaScoring, alphabet) -> None:
+        try:
+            states = np.full((1, 4), alphabet.gap, dtype=alphabet.dtype)
+            flags = np.zeros((1, 4), dtype=np.uint8)
+            read = [np.ones(2, dtype=alphabet.dtype)]
+            placed = placement.place(states, flags, read, scoring, self.engine)
+            traceback.align_reads(
+                states, flags, read, placed.edge, placed.score, scoring, self.engine.name, 1
+            )
+        except Exception as exc:  # the run itself will meet and report it
+            log.debug("warm-up: %s", exc)
+
+    def join(self) -> None:
+        self.thread.join()
+        self.engine.stats = self.stats
 
 
 #: What the phases are called where a user reads them.
