@@ -8,7 +8,8 @@ time (measured outside the process) and its phase split (from ``--report``)::
     OUT=/tmp/out python bench/papara_e2e.py                 # H100: opencl, auto, numba (16 threads)
     OUT=/tmp/out python bench/papara_e2e.py --quick         # here: a small shape on numba and PoCL
 
-Results: ``$OUT/papara_e2e.json`` (one entry per run) and a table on standard output.
+Results: ``$OUT/papara_e2e_<scales>_<backends>.json`` (one entry per run) and a line per run on
+standard output.
 """
 
 from __future__ import annotations
@@ -78,6 +79,8 @@ def main() -> int:
     scales = [float(s) for s in (args.scales or ("0.05" if args.quick else "1,4")).split(",")]
     backends = (args.backends or ("numba,opencl" if args.quick else "opencl,auto,numba")).split(",")
     repeat = 1 if args.quick and args.repeat == 3 else args.repeat
+    # one file per (scales, backends) selection, so that split calls do not overwrite each other
+    target = out / f"papara_e2e_{'-'.join(f'{s:g}' for s in scales)}_{'-'.join(backends)}.json"
     results = []
     with tempfile.TemporaryDirectory(prefix="papara_e2e.") as tmp:
         data_root = Path(args.data) if args.data else Path(tmp)
@@ -106,9 +109,9 @@ def main() -> int:
                         f"(scoring {run.get('scoring_gcups', 0):.0f} GCUPS; {phases})",
                         flush=True,
                     )
-                    (out / "papara_e2e.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out / "papara_e2e.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {out / 'papara_e2e.json'}")
+                    target.write_text(json.dumps(results, indent=2) + "\n")
+    target.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {target}")
     return 0
 
 
