@@ -364,7 +364,7 @@ def _run_papara(args) -> int:
     import os
 
     from .gcups import gcups
-    from .papara import papara
+    from .papara import PHASES, papara
 
     if args.split_out == "-":
         raise DpalignError("--split-out names a folder for two files, not standard output")
@@ -406,26 +406,18 @@ def _run_papara(args) -> int:
     if bar:
         bar.close()
     s, stats = result.settings, result.stats
+    _write_papara(args, result, start, fmt, split)
     elapsed = time.perf_counter() - start
-    outputs = {args.out: result.to_phylip() if fmt == "phylip" else result.to_fasta()}
-    if split:
-        from .io import epa_split, read_alignment
-
-        reference, query = epa_split(result.rows, {r.name for r in read_alignment(args.msa)})
-        os.makedirs(args.split_out, exist_ok=True)
-        outputs[split["--split-out reference"]] = reference
-        outputs[split["--split-out query"]] = query
-    if args.placements:
-        outputs[args.placements] = result.placements_tsv()
-    if args.report:
-        report = {"command": "papara", "settings": s, "seconds": elapsed, **stats.as_dict()}
-        outputs[args.report] = json.dumps(report, indent=2) + "\n"
-    _write_outputs(outputs)
+    phases = ", ".join(
+        f"{label} {stats.phases[key]:.2f} s" for key, label in PHASES.items() if key in stats.phases
+    )
     print(
         f"dpalign papara: {s['reads']} reads x {s['edges']} edges x {s['columns']} columns = "
         f"{s['cells']:.3e} cells; scoring {stats.phases.get('scoring', 0):.2f} s "
         f"({stats.phase_gcups('scoring'):.3g} GCUPS), whole run {elapsed:.2f} s "
-        f"({gcups(s['cells'], elapsed):.3g} GCUPS) on {s['backend']}" + _worker_summary(stats),
+        f"({gcups(s['cells'], elapsed):.3g} GCUPS) on {s['backend']}"
+        + _worker_summary(stats)
+        + f"; phases: {phases}",
         file=sys.stderr,
     )
     return 0
@@ -457,6 +449,54 @@ def _split_paths(folder: str | None) -> dict[str, str]:
         "--split-out reference": os.path.join(folder, "reference.fasta"),
         "--split-out query": os.path.join(folder, "query.fasta"),
     }
+
+
+def _write_papara(args, result, start: float, fmt: str, split: dict) -> None:
+    """Stream the alignment (and the placements, the split files, the report) to their files,
+    all or none."""
+    import os
+
+    from .io import atomic_output
+    from .papara import PHASES
+
+    stats = result.stats
+    with ExitStack() as stack:
+        with stats.phase("write"):
+            if args.out == "-":
+                sys.stdout.flush()
+                result.write(sys.stdout.buffer, fmt)
+            else:
+                result.write(stack.enter_context(atomic_output(args.out, binary=True)), fmt)
+            if args.placements == "-":
+                sys.stdout.write(result.placements_tsv())
+            elif args.placements:
+                result.write_placements(stack.enter_context(atomic_output(args.placements)))
+            if split:
+                from .io import epa_split, read_alignment
+
+                reference, query = epa_split(
+                    result.rows, {r.name for r in read_alignment(args.msa)}
+                )
+                os.makedirs(args.split_out, exist_ok=True)
+                for key, text in (("reference", reference), ("query", query)):
+                    path = split[f"--split-out {key}"]
+                    stack.enter_context(atomic_output(path)).write(text)
+        log.info("%s: %.2f s", PHASES["write"], stats.phases["write"])
+        if args.report:
+            report = {
+                "command": "papara",
+                "settings": result.settings,
+                "seconds": time.perf_counter() - start,
+                "phase_names": PHASES,
+                **stats.as_dict(),
+            }
+            text = json.dumps(report, indent=2) + "\n"
+            if args.report == "-":
+                sys.stdout.write(text)
+            else:
+                stack.enter_context(atomic_output(args.report)).write(text)
+    if args.out == "-":
+        sys.stdout.flush()
 
 
 # --------------------------------------------------------------------------------------------

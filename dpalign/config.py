@@ -52,6 +52,20 @@ OPENCL_CACHE: bool = os.environ.get("DPALIGN_OPENCL_CACHE", "1") != "0"
 #: 500 x 500 and 4.6x at 1,000 x 1,000.
 LONG_PAIR_CELLS = 40_000
 
+#: PaPaRa scores, traces back and keeps reads in batches whose score matrices (9 bytes per
+#: read and edge) stay under this many bytes, so a million reads need no more memory than a
+#: batch. Override: DPALIGN_PAPARA_BATCH_BYTES.
+PAPARA_BATCH_BYTES: int = int(os.environ.get("DPALIGN_PAPARA_BATCH_BYTES") or 512 << 20)
+#: Reads rendered into output rows at a time (a reads x columns byte matrix each).
+PAPARA_WRITE_READS = 4_096
+
+#: ``align(backend="auto")`` runs small pairs in the NumPy oracle (about 2 us a cell here)
+#: until this many cells have gone that way, and only then loads the Numba kernels (about a
+#: second of imports and cached-kernel loading): ``dpalign align a.fa b.fa`` of short sequences
+#: starts in a fraction of a second, and many pairs still reach Numba's speed. The alignments
+#: are identical (the kernels are tested against the oracle).
+ALIGN_ORACLE_CELLS = 100_000
+
 #: Host workers feeding each OpenCL device in a hybrid run. One: a device worker runs in a
 #: process of its own, and two processes on one GPU are two contexts that the GPU time-slices
 #: (measured on the H100: the GPU side fell from ~2,860 to ~2,300 GCUPS); the runner already

@@ -654,6 +654,57 @@ def epa_split(rows: list[tuple[str, str]], reference_names) -> tuple[str, str]:
     )
 
 
+class RowWriter:
+    """Streams an alignment, block by block, in :func:`format_phylip`'s or
+    :func:`format_fasta`'s layout (the same bytes).
+
+    Parameters
+    ----------
+    handle : binary file
+    fmt : {"phylip", "fasta"}
+    names : list of str
+        Every row's name, in output order (PHYLIP pads names to the longest, and its header
+        counts the rows).
+    n_cols : int
+        Columns of every row.
+    """
+
+    def __init__(self, handle, fmt: str, names: list[str], n_cols: int) -> None:
+        import numpy as np
+
+        self._np = np
+        self.handle = handle
+        self.fmt = fmt
+        self.n_cols = n_cols
+        if fmt == "phylip":
+            self.name_width = max(map(len, names)) + 1
+            handle.write(f"{len(names)} {n_cols}\n".encode("ascii"))
+        elif fmt != "fasta":
+            raise ValueError(f"unknown alignment format {fmt!r}")
+
+    def write(self, names: list[str], rows) -> None:
+        """Write rows given as a (len(names), n_cols) uint8 matrix of ASCII codes."""
+        np = self._np
+        if not names:
+            return
+        rows = np.asarray(rows, dtype=np.uint8).reshape(len(names), self.n_cols)
+        if self.fmt == "fasta":
+            self.handle.write(
+                b"".join(
+                    b">%s\n%s\n" % (name.encode("ascii"), row.tobytes())
+                    for name, row in zip(names, rows, strict=True)
+                )
+            )
+            return
+        w = self.name_width
+        lines = np.empty((len(names), w + self.n_cols + 1), dtype=np.uint8)
+        padded = "".join(name.ljust(w) for name in names).encode("ascii")
+        lines[:, :w] = np.frombuffer(padded, dtype=np.uint8).reshape(len(names), w)
+        lines[:, w:-1] = rows
+        lines[:, -1] = ord("\n")
+        self.handle.write(lines.tobytes())
+
+
 def _read_umask() -> int:
     # Setting and restoring the umask is the portable way to read it; done once at import,
     # before any worker thread could create a file in between.
@@ -666,12 +717,12 @@ _UMASK = _read_umask()
 
 
 @contextmanager
-def atomic_output(path) -> Iterator[_io.TextIOBase]:
+def atomic_output(path, binary: bool = False) -> Iterator[_io.IOBase]:
     """Write a file so that it appears whole or not at all.
 
     Writes to a temporary file beside ``path`` and renames it into place only when the block
     finishes without an exception; on any error (including Ctrl-C) the temporary file is
-    removed and an existing ``path`` is left untouched.
+    removed and an existing ``path`` is left untouched. ``binary``: a bytes handle.
     """
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
@@ -682,8 +733,12 @@ def atomic_output(path) -> Iterator[_io.TextIOBase]:
         # mkstemp makes the file private (0600); the result gets the permissions any new
         # file would (0666 less the umask), as PaPaRa's own outputs do.
         os.chmod(fd, 0o666 & ~_UMASK)
-        with os.fdopen(fd, "w", encoding="ascii", newline="\n") as handle:
-            yield handle
+        if binary:
+            with os.fdopen(fd, "wb") as handle:
+                yield handle
+        else:
+            with os.fdopen(fd, "w", encoding="ascii", newline="\n") as handle:
+                yield handle
         os.replace(tmp, target)
     except BaseException:
         try:

@@ -25,6 +25,7 @@ at (0, 0).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -182,6 +183,22 @@ def _settings(mode, sub_score, gap_cost, free_ends, scoring):
     return scoring, ends
 
 
+_oracle_cells = 0  # cells align(backend="auto") has run in the oracle (config.ALIGN_ORACLE_CELLS)
+
+
+def _oracle_pays(backend, cells: int) -> bool:
+    """True when ``align(backend="auto")`` should run the NumPy oracle: the Numba traceback
+    kernels are not loaded yet (loading them costs ~1 s) and the process has aligned at most
+    ``config.ALIGN_ORACLE_CELLS`` cells in the oracle so far."""
+    global _oracle_cells
+    if backend != "auto" or "dpalign.simd.traceback" in sys.modules:
+        return False
+    if _oracle_cells + cells > config.ALIGN_ORACLE_CELLS:
+        return False
+    _oracle_cells += cells
+    return True
+
+
 # --------------------------------------------------------------------------------------------
 # align
 # --------------------------------------------------------------------------------------------
@@ -261,9 +278,11 @@ def align(
     if threads is not None:
         config.cpu_threads(threads)  # refuse 0 and negatives now, as score and search do
     check_strand(strand)
-    runner = engine.backend_for(backend, scoring, threads=threads, device=device)
     a_codes = scoring.encode(a, record="a")
     b_codes = scoring.encode(b, record="b")
+    if _oracle_pays(backend, len(a_codes) * len(b_codes) * (1 if strand == "plus" else 2)):
+        backend = "reference"
+    runner = engine.backend_for(backend, scoring, threads=threads, device=device)
     fields, which = _align_codes(a_codes, b_codes, scoring, mode, ends, runner, threads)
     b_shown, shown_strand = b_codes, None
     if strand != "plus":

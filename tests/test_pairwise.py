@@ -18,7 +18,7 @@ from dpalign.pairwise import ZIP_GROUP_MIN, align, score
 def test_align_equals_scikit_bio_and_the_reference(case, data):
     a = data.draw(texts(case.letters, 1, 16))
     b = data.draw(texts(case.letters, 1, 16))
-    r = align(a, b, case.mode, case.sub, case.gap, case.free_ends)
+    r = align(a, b, case.mode, case.sub, case.gap, case.free_ends, backend="numba")
     assert r.score == skbio_score(case, a, b)
     want = case.ref_align(a, b)
     assert (r.score, r.a_start, r.a_end, r.b_start, r.b_end, r.ops) == (
@@ -217,7 +217,7 @@ def test_align_takes_the_long_pair_path_above_the_threshold(monkeypatch, mode):
     a = "".join(rng.choice(list("ACGT"), 90))
     b = a[10:70] + "".join(rng.choice(list("ACGT"), 25))
     monkeypatch.setattr(config, "LONG_PAIR_CELLS", 100)
-    got = align(a, b, mode, (2, -3), (5, 2))
+    got = align(a, b, mode, (2, -3), (5, 2), backend="numba")
     assert got.backend == "numba (long pair)"
     s = Scoring((2, -3), (5, 2))
     want = R.pairwise_align(s.encode(a), s.encode(b), s.matrix, 5, 2, mode, free_ends_tuple(mode))
@@ -229,3 +229,20 @@ def test_align_takes_the_long_pair_path_above_the_threshold(monkeypatch, mode):
         want.b_end,
         want.ops,
     )
+
+
+def test_auto_aligns_small_pairs_in_the_oracle_until_its_budget_is_spent(monkeypatch):
+    import sys
+
+    from dpalign import config, pairwise
+
+    monkeypatch.delitem(sys.modules, "dpalign.simd.traceback", raising=False)
+    monkeypatch.setattr(pairwise, "_oracle_cells", 0)
+    monkeypatch.setattr(config, "ALIGN_ORACLE_CELLS", 250)
+    small = align("ACGTACGTAC", "ACGAACGTTC")  # 100 cells
+    assert small.backend == "reference"
+    assert align("ACGTACGTAC", "ACGAACGTTC").backend == "reference"  # 200 cells so far
+    third = align("ACGTACGTAC", "ACGAACGTTC")  # would pass 250: Numba from here on
+    assert third.backend == "numba"
+    assert (third.score, third.ops) == (small.score, small.ops)
+    assert align("ACGT", "ACGA").backend == "numba"

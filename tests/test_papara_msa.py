@@ -43,8 +43,8 @@ def _plain_read_row(ops: str, letters: str, n_sites: int, widths) -> str:
 
 
 @st.composite
-def alignment(draw):
-    n = draw(st.integers(0, 12))
+def alignment(draw, n=None):
+    n = draw(st.integers(0, 12)) if n is None else n
     matched = draw(st.integers(0, n))
     ops = ["M"] * matched + ["R"] * (n - matched) + ["I"] * draw(st.integers(0, 8))
     ops = "".join(draw(st.permutations(ops)))
@@ -70,3 +70,28 @@ def test_rows_by_hand():
     assert msa.read_row("IMRIM", "ACGT", 3, np.array([2, 0, 2, 1])) == "-AC-G-T-"
     assert msa.read_row("IMRIM", "ACGT", 3, None) == "C-T"
     assert msa.reference_row("xyz", np.array([2, 0, 2, 1])) == "--xy--z-"
+
+
+@given(
+    cases=st.integers(0, 12).flatmap(lambda n: st.lists(alignment(n), min_size=1, max_size=6)),
+    ref_gaps=st.booleans(),
+)
+def test_batch_rendering_equals_one_row_at_a_time(cases, ref_gaps):
+    n = cases[0][2]
+    ops = msa.TrimmedOps(n)
+    ops.extend([c[0] for c in cases[:2]])  # two batches, as the pipeline adds them
+    ops.extend([c[0] for c in cases[2:]])
+    want_widths = np.max([msa.insertion_counts(c[0], n) for c in cases], axis=0)
+    assert ops.widths.tolist() == want_widths.tolist()
+    widths = np.maximum(want_widths, cases[0][3]) if ref_gaps else None
+    leads, cores = ops.batch(0, len(cases))
+    letters = np.frombuffer("".join(c[1] for c in cases).encode(), dtype=np.uint8)
+    block = msa.render_reads(leads, cores, letters, n, widths)
+    got = [row.tobytes().decode() for row in block]
+    assert got == [msa.read_row(c[0], c[1], n, widths) for c in cases]
+
+
+def test_trimmed_ops_by_hand():
+    assert msa.trim_ops("RRMIRMRR") == (2, b"MIRM")
+    assert msa.trim_ops("RRR") == (3, b"")
+    assert msa.trim_ops("IM") == (0, b"IM")

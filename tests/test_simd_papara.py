@@ -239,6 +239,24 @@ def test_many_pairs_equal_the_reference(case, scoring, seed):
         assert (int(scores[k]), ops[k]) == want
 
 
+@pytest.mark.parametrize("scoring", [PaparaScoring(), PaparaScoring("bmc2012")], ids=str)
+def test_many_groups_on_threads_equal_the_reference(scoring):
+    rng = np.random.default_rng(5)
+    states = rng.integers(1, 16, (7, 12)).astype(np.uint8)
+    flags = (rng.random((7, 12)) < 0.2).astype(np.uint8)
+    reads = [rng.integers(1, 16, m).astype(np.uint8) for m in rng.integers(0, 30, 200)]
+    edges = rng.integers(-1, 7, len(reads))
+    scores, ops = T.papara_align_many(states, flags, reads, edges, scoring, threads=4)
+    one_scores, one_ops = T.papara_align_many(states, flags, reads, edges, scoring, threads=1)
+    assert np.array_equal(scores, one_scores) and ops == one_ops
+    for k, read in enumerate(reads):
+        if edges[k] < 0 or len(read) == 0:
+            assert ops[k] is None
+            continue
+        want = reference.papara_align(states[edges[k]], flags[edges[k]], read, scoring)
+        assert (int(scores[k]), ops[k]) == want
+
+
 def test_many_pairs_with_very_long_pairs_alone(monkeypatch):
     rng = np.random.default_rng(11)
     states = rng.integers(1, 16, (3, 20)).astype(np.uint8)

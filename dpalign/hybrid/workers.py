@@ -15,6 +15,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from .. import config
 from ..engine import Backend, BlockScores, QueryBatch, ReferenceBlock, Task
 from ..errors import DpalignError
 from .queue import Unit, WorkQueue
@@ -364,7 +365,10 @@ def run_workers(
         raise
     if alive[0] == 0:
         raise DpalignError(f"every worker failed; the last error: {failures[-1]}")
-    if known_rates is not None:  # hand the measurements back for the next run
+    run_cells = sum(stats.workers[name].cells for name in measured)
+    # Hand the measurements back for the next run, but not from a run smaller than one unit
+    # (dpalign.papara's warm-up read): its times are start-up, not throughput.
+    if known_rates is not None and run_cells >= config.HYBRID_UNIT_CELLS:
         for name in measured:
             if name in rates:
                 known_rates[name] = rates[name]

@@ -10,18 +10,23 @@ from __future__ import annotations
 
 import logging
 import warnings
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass
 
+import numpy as np
+
+from .. import config
+from ..alphabet import DNA, PROTEIN
 from ..engine import Backend, get_backend
 from ..gcups import RunStats
-from ..io import format_fasta, format_phylip
+from ..io import RowWriter
 from ..scoring import ACCURATE, PaparaScoring, papara_scoring
 from . import dataset, placement, profiles, traceback
 from . import msa as msa_output
 
 log = logging.getLogger("dpalign.papara")
 
-__all__ = ["PaparaResult", "ReadPlacement", "papara"]
+__all__ = ["PHASES", "PaparaResult", "ReadPlacement", "papara"]
 
 
 @dataclass(frozen=True)
@@ -47,28 +52,40 @@ class ReadPlacement:
     fit: float | None = None
 
 
-@dataclass
 class PaparaResult:
     """The extended alignment and the placements.
 
     Unpacks and indexes like the pair ``(alignment, placements)``:
-    ``alignment, placements = dpalign.papara(...)``, or ``result[0]``, ``result[1]``.
+    ``alignment, placements = dpalign.papara(...)``, or ``result[0]``, ``result[1]``. The output
+    rows are rendered
+    when asked for (``rows``, ``to_phylip``...) or streamed to a file (:meth:`write`), a batch
+    of reads at a time, so a run over millions of reads never holds them all as text.
 
     Attributes
     ----------
-    rows : list of (name, row)
-        The output rows exactly as ``dpalign papara`` writes them.
-    placements : list of ReadPlacement
     stats : RunStats
         Phases, cells and GCUPS.
     settings : dict
         The settings in effect (scoring, gap model, backend...).
     """
 
-    rows: list[tuple[str, str]]
-    placements: list[ReadPlacement]
-    stats: RunStats
-    settings: dict = field(default_factory=dict)
+    def __init__(
+        self, data, ops, placed, support, fit, clades, ref_gaps: bool, stats, settings, printer=None
+    ):
+        self._data = data
+        self._placed = placed  # placement.Placements of every read, with the confidence
+        self._support = support
+        self._fit = fit
+        self._printer = printer or data.alphabet  # prints read states (``.letters``)
+        self._ops = ops
+        self._edge = placed.edge
+        self._score = placed.score
+        self._clades = clades
+        self._widths = ops.widths if ref_gaps else None
+        self.stats: RunStats = stats
+        self.settings: dict = settings
+        self._rows: list[tuple[str, str]] | None = None
+        self._placements: list[ReadPlacement] | None = None
 
     def __iter__(self):
         yield self.alignment
@@ -87,6 +104,49 @@ class PaparaResult:
         raise IndexError(f"PaparaResult index {index} out of range (it is a pair)")
 
     @property
+    def rows(self) -> list[tuple[str, str]]:
+        """The output rows, (name, row), exactly as ``dpalign papara`` writes them."""
+        if self._rows is None:
+            self._rows = [
+                (name, row.tobytes().decode("ascii"))
+                for names, block in self._blocks()
+                for name, row in zip(names, block, strict=True)
+            ]
+        return self._rows
+
+    @property
+    def placements(self) -> list[ReadPlacement]:
+        """Where each read went (read order), with the confidence of each placement."""
+        if self._placements is None:
+            self._placements = [
+                ReadPlacement(
+                    name,
+                    edge,
+                    self._clades[edge] if edge >= 0 else (),
+                    *(conf if edge >= 0 else (None,) * 6),
+                )
+                for name, edge, conf in zip(
+                    self._data.read_names, self._edge.tolist(), self._confidence(), strict=True
+                )
+            ]
+        return self._placements
+
+    def _confidence(self, start: int = 0, stop: int | None = None):
+        """(score, second_edge, second_score, ties, support, fit) per read of a range."""
+        p = self._placed
+        stop = len(p.edge) if stop is None else stop
+        for k in range(start, stop):
+            has_second = int(p.second_edge[k]) >= 0
+            yield (
+                int(p.score[k]),
+                int(p.second_edge[k]) if has_second else None,
+                int(p.second_score[k]) if has_second else None,
+                int(p.ties[k]),
+                float(self._support[k]),
+                float(self._fit[k]),
+            )
+
+    @property
     def alignment(self):
         """The rows as an ``skbio.TabularMSA`` (DNA/Protein; plain ``Sequence`` if a raw
         reference character such as ``?`` is not valid for the grammared type)."""
@@ -99,38 +159,91 @@ class PaparaResult:
             seqs = [skbio.Sequence(row) for _, row in self.rows]
         return skbio.TabularMSA(seqs, index=[name for name, _ in self.rows])
 
+    def _reference_rows(self) -> list[bytes]:
+        data = self._data
+        if self._widths is not None:
+            return [
+                msa_output.reference_row(row, self._widths).encode("ascii") for row in data.ref_rows
+            ]
+        return [data.alphabet.letters(states).encode("ascii") for states in data.ref_states]
+
+    def _blocks(self):
+        """(names, uint8 rows matrix) for the references, then the reads in batches."""
+        data = self._data
+        refs = self._reference_rows()
+        width = len(refs[0]) if refs else 0
+        yield data.ref_names, np.frombuffer(b"".join(refs), dtype=np.uint8).reshape(-1, width)
+        step = config.PAPARA_WRITE_READS
+        n_sites = data.n_columns
+        for start in range(0, len(data.reads), step):
+            stop = min(start + step, len(data.reads))
+            leads, cores = self._ops.batch(start, stop)
+            states = data.reads[start:stop]
+            flat = np.concatenate(states) if states else np.zeros(0, data.alphabet.dtype)
+            letters = np.frombuffer(self._printer.letters(flat).encode("ascii"), np.uint8)
+            block = msa_output.render_reads(leads, cores, letters, n_sites, self._widths)
+            yield data.read_names[start:stop], block
+
+    def write(self, handle, fmt: str = "phylip") -> None:
+        """Stream the alignment to a binary ``handle`` (``phylip`` or ``fasta``)."""
+        names = self._data.ref_names + self._data.read_names
+        blocks = self._blocks()
+        first = next(blocks)
+        n_cols = first[1].shape[1]
+        writer = RowWriter(handle, fmt, names, n_cols)
+        writer.write(*first)
+        for names_block, block in blocks:
+            writer.write(names_block, block)
+
     def to_phylip(self) -> str:
         """PHYLIP text, byte-identical to PaPaRa 2.5's ``papara_alignment.*``."""
-        return format_phylip(self.rows)
+        return self._text("phylip")
 
     def to_fasta(self) -> str:
         """FASTA text, byte-identical to PaPaRa 2.5's ``-g`` output."""
-        return format_fasta(self.rows)
+        return self._text("fasta")
 
-    def placements_tsv(self) -> str:
-        """TSV: read, best edge index, the edge's smaller clade (tip names), score, then the
-        confidence: second-best edge, its score, edges tied at the best score, support."""
-        lines = ["read\tedge\tclade\tscore\tsecond_edge\tsecond_score\tties\tsupport\tfit\n"]
+    def _text(self, fmt: str) -> str:
+        import io
+
+        buffer = io.BytesIO()
+        self.write(buffer, fmt)
+        return buffer.getvalue().decode("ascii")
+
+    def write_placements(self, handle) -> None:
+        """Stream the placements TSV (see :meth:`placements_tsv`) to a text ``handle``."""
+        handle.write("read\tedge\tclade\tscore\tsecond_edge\tsecond_score\tties\tsupport\tfit\n")
+        joined = {edge: ",".join(clade) or "NA" for edge, clade in self._clades.items()}
+        names, edges = self._data.read_names, self._edge.tolist()
 
         def text(value) -> str:
             return "NA" if value is None else str(value)
 
-        for p in self.placements:
-            support = "NA" if p.support is None else f"{p.support:.4f}"
-            fit = "NA" if p.fit is None else f"{p.fit:.4f}"
-            lines.append(
-                f"{p.read}\t{p.edge}\t{','.join(p.clade) or 'NA'}\t{text(p.score)}\t"
-                f"{text(p.second_edge)}\t{text(p.second_score)}\t{text(p.ties)}\t{support}\t"
-                f"{fit}\n"
-            )
-        return "".join(lines)
+        step = 65_536
+        for start in range(0, len(names), step):
+            stop = min(start + step, len(names))
+            rows = []
+            for name, edge, conf in zip(
+                names[start:stop], edges[start:stop], self._confidence(start, stop), strict=True
+            ):
+                if edge < 0:
+                    rows.append(f"{name}\t{edge}\tNA\tNA\tNA\tNA\tNA\tNA\tNA\n")
+                    continue
+                score, second_edge, second_score, ties, support, fit = conf
+                rows.append(
+                    f"{name}\t{edge}\t{joined[edge]}\t{score}\t{text(second_edge)}\t"
+                    f"{text(second_score)}\t{ties}\t{support:.4f}\t{fit:.4f}\n"
+                )
+            handle.write("".join(rows))
 
+    def placements_tsv(self) -> str:
+        """TSV: read, best edge index, the edge's smaller clade (tip names), score, then the
+        confidence: second-best edge, its score, edges tied at the best score, support, fit."""
+        import io
 
-class _ReadPrinter:
-    """Prints reads with their kept ambiguity codes (the accurate mode): N, not a gap."""
-
-    def __init__(self, alphabet) -> None:
-        self.letters = alphabet.read_letters
+        buffer = io.StringIO()
+        self.write_placements(buffer)
+        return buffer.getvalue()
 
 
 def papara(
@@ -197,12 +310,18 @@ def papara(
     scoring = papara_scoring(scoring)
     engine = get_backend(backend, threads=threads) if not isinstance(backend, Backend) else backend
     stats = engine.stats
-    with stats.phase("load"):
-        data = dataset.load(tree, msa, reads, protein=protein, keep_ambiguous=accurate)
-    with stats.phase("profiles"):
-        states, flags = profiles.dataset_profiles(data, gap_model)
+    warm = _WarmUp(engine, scoring, protein)  # kernels load while the inputs are read
+    try:
+        with _phase(stats, "read"):
+            data = dataset.load(tree, msa, reads, protein=protein, keep_ambiguous=accurate)
+        with _phase(stats, "tree_profiles"):
+            states, flags = profiles.dataset_profiles(data, gap_model)
+    finally:
+        with stats.phase("scoring"):  # what kernel loading the reading did not hide
+            warm.join()
     n_edges, n_cols = states.shape
-    cells = n_edges * n_cols * sum(len(r) for r in data.reads)
+    lengths = np.fromiter(map(len, data.reads), dtype=np.int64, count=len(data.reads))
+    cells = n_edges * n_cols * int(lengths.sum())
     log.info(
         "%d reads x %d edges x %d columns, scoring %s, gap model %s, backend %s",
         len(data.reads),
@@ -212,45 +331,42 @@ def papara(
         gap_model,
         engine.describe(),
     )
-    with stats.phase("scoring", cells):
-        tick = (lambda done: progress(done, cells)) if progress is not None else None
-        placed = placement.place(states, flags, data.reads, scoring, engine, tick)
-    with stats.phase("traceback"):
-        ops = traceback.align_reads(
-            states, flags, data.reads, placed.edge, placed.score, scoring, engine
-        )
-    with stats.phase("output"):
-        rows = msa_output.extended_alignment(
-            data.ref_names,
-            data.ref_rows,
-            data.ref_states,
-            data.read_names,
-            data.reads,
-            ops,
-            _ReadPrinter(data.alphabet) if accurate else data.alphabet,
-            ref_gaps,
-        )
-        if accurate and not ref_gaps:  # reference rows print normalised, N as a gap
-            for k, states in enumerate(data.ref_states):
-                rows[k] = (rows[k][0], data.alphabet.letters(states))
-    support = placed.support(scoring)
-    fit = placed.fit(scoring, [len(r) for r in data.reads])
-    placements = [
-        ReadPlacement(
-            name,
-            int(edge),
-            tuple(data.tree.smaller_side(data.tree.edges[edge])) if edge >= 0 else (),
-            int(score) if edge >= 0 else None,
-            int(placed.second_edge[k]) if edge >= 0 and placed.second_edge[k] >= 0 else None,
-            int(placed.second_score[k]) if edge >= 0 and placed.second_edge[k] >= 0 else None,
-            int(placed.ties[k]) if edge >= 0 else None,
-            float(support[k]) if edge >= 0 else None,
-            float(fit[k]) if edge >= 0 else None,
-        )
-        for k, (name, edge, score) in enumerate(
-            zip(data.read_names, placed.edge, placed.score, strict=True)
-        )
-    ]
+    tick = (lambda done: progress(done, cells)) if progress is not None else None
+    edge = np.full(len(data.reads), -1, dtype=np.int64)
+    score = np.zeros(len(data.reads), dtype=np.int64)
+    second_edge = np.full(len(data.reads), -1, dtype=np.int64)
+    second_score = np.zeros(len(data.reads), dtype=np.int64)
+    ties = np.zeros(len(data.reads), dtype=np.int64)
+    ops = msa_output.TrimmedOps(n_cols)
+    step = max(1, config.PAPARA_BATCH_BYTES // (9 * max(n_edges, 1)))
+    for start in range(0, max(len(data.reads), 1), step):
+        stop = min(start + step, len(data.reads))
+        reads_b = data.reads[start:stop]
+        with stats.phase("scoring", n_edges * n_cols * int(lengths[start:stop].sum())):
+            placed = placement.place(states, flags, reads_b, scoring, engine, tick)
+        with stats.phase("traceback"):
+            ops.extend(
+                traceback.align_reads(
+                    states,
+                    flags,
+                    reads_b,
+                    placed.edge,
+                    placed.score,
+                    scoring,
+                    engine,
+                )
+            )
+        edge[start:stop] = placed.edge
+        score[start:stop] = placed.score
+        second_edge[start:stop] = placed.second_edge
+        second_score[start:stop] = placed.second_score
+        ties[start:stop] = placed.ties
+    _log_phase(stats, "scoring")
+    _log_phase(stats, "traceback")
+    clades = data.tree.clades(np.unique(edge[edge >= 0]).tolist())
+    placed = placement.Placements(
+        edge, score, np.zeros(len(edge), np.uint8), cells, second_edge, second_score, ties
+    )
     settings = {
         "scoring": str(scoring),
         "gap_model": gap_model,
@@ -263,4 +379,73 @@ def papara(
         "columns": n_cols,
         "cells": cells,
     }
-    return PaparaResult(rows, placements, stats, settings)
+    printer = _ReadPrinter(data.alphabet) if accurate else None
+    support, fit = placed.support(scoring), placed.fit(scoring, lengths)
+    return PaparaResult(data, ops, placed, support, fit, clades, ref_gaps, stats, settings, printer)
+
+
+class _ReadPrinter:
+    """Prints reads with their kept ambiguity codes (the accurate mode): N, not a gap."""
+
+    def __init__(self, alphabet) -> None:
+        self.letters = alphabet.read_letters
+
+
+class _WarmUp:
+    """Score and trace back one tiny read on a thread of its own, so that the backend loads
+    its kernels (Numba's cached machine code, an OpenCL program) while the inputs are read.
+
+    The warm-up goes through the same backend calls as the run, so it loads exactly what the
+    run needs; its accounting goes to a throw-away ``RunStats``, and any error is left for the
+    real run to raise.
+    """
+
+    def __init__(self, engine: Backend, scoring: PaparaScoring, protein: bool) -> None:
+        import threading
+
+        self.engine = engine
+        self.stats = engine.stats
+        engine.stats = RunStats()
+        alphabet = PROTEIN if protein else DNA
+        self.thread = threading.Thread(
+            target=self._run, args=(scoring, alphabet), name="dpalign-warmup", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self, scoring: PaparaScoring, alphabet) -> None:
+        try:
+            states = np.full((1, 4), alphabet.gap, dtype=alphabet.dtype)
+            flags = np.zeros((1, 4), dtype=np.uint8)
+            read = [np.ones(2, dtype=alphabet.dtype)]
+            placed = placement.place(states, flags, read, scoring, self.engine)
+            traceback.align_reads(
+                states, flags, read, placed.edge, placed.score, scoring, self.engine
+            )
+        except Exception as exc:  # the run itself will meet and report it
+            log.debug("warm-up: %s", exc)
+
+    def join(self) -> None:
+        self.thread.join()
+        self.engine.stats = self.stats
+
+
+#: What the phases are called where a user reads them.
+PHASES = {
+    "read": "read",
+    "tree_profiles": "tree and profiles",
+    "scoring": "scoring",
+    "traceback": "traceback",
+    "write": "write",
+}
+
+
+@contextmanager
+def _phase(stats: RunStats, name: str):
+    """``stats.phase`` that logs the phase's time (``-v``) when it ends."""
+    with stats.phase(name):
+        yield
+    _log_phase(stats, name)
+
+
+def _log_phase(stats: RunStats, name: str) -> None:
+    log.info("%s: %.2f s", PHASES.get(name, name), stats.phases.get(name, 0.0))

@@ -77,6 +77,45 @@ class PaparaTree:
         lower, upper = self.side(edge, edge.v), self.side(edge, edge.u)
         return sorted(lower if len(lower) <= len(upper) else upper)
 
+    def clades(self, edge_ids) -> dict[int, tuple[str, ...]]:
+        """:meth:`smaller_side` of many edges (by index into ``edges``) from one traversal.
+
+        The tree is rooted at node 0 and walked once, so that each node's subtree is a
+        contiguous run of tips; each edge then costs only its smaller side (walking the whole
+        tree per read was most of a 16,000-read placement run).
+        """
+        n = len(self.names)
+        parent = [-1] * n
+        lo, hi = [0] * n, [0] * n
+        tip_order: list[int] = []
+        stack = [(0, False)]
+        seen = [False] * n
+        seen[0] = True
+        while stack:
+            node, done = stack.pop()
+            if done:
+                hi[node] = len(tip_order)
+                continue
+            lo[node] = len(tip_order)
+            if self.is_tip(node):
+                tip_order.append(node)
+            stack.append((node, True))
+            for other, _ in reversed(self.neighbors[node]):
+                if not seen[other]:
+                    seen[other] = True
+                    parent[other] = node
+                    stack.append((other, False))
+        out: dict[int, tuple[str, ...]] = {}
+        for k in edge_ids:
+            edge = self.edges[k]
+            child = edge.v if parent[edge.v] == edge.u else edge.u
+            inside = tip_order[lo[child] : hi[child]]
+            outside = tip_order[: lo[child]] + tip_order[hi[child] :]
+            v_side, u_side = (inside, outside) if child == edge.v else (outside, inside)
+            side = v_side if len(v_side) <= len(u_side) else u_side
+            out[k] = tuple(sorted(self.names[t] for t in side))
+        return out
+
 
 def build_tree(root, path=None) -> PaparaTree:
     """Turn a scikit-bio ``TreeNode`` into a :class:`PaparaTree` with PaPaRa's edge order.

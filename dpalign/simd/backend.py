@@ -179,11 +179,11 @@ class NumbaBackend(Backend):
 
     @classmethod
     def available(cls, **options) -> bool:
-        try:
-            import numba  # noqa: F401
-        except ImportError:  # pragma: no cover - numba is a dependency
-            return False
-        return True
+        # find_spec, not import: importing numba takes half a second, and `dpalign devices`
+        # and `auto` ask every backend whether it is available
+        from importlib.util import find_spec
+
+        return find_spec("numba") is not None
 
     def describe(self) -> str:
         return f"numba ({config.cpu_threads(self.threads)} threads)"
@@ -208,7 +208,7 @@ class NumbaBackend(Backend):
         """``(scores, ops)`` of many reads, each against its own edge (32 pairs a pass)."""
         from .papara_trace import papara_align_many
 
-        return papara_align_many(states, flags, reads, edges, scoring)
+        return papara_align_many(states, flags, reads, edges, scoring, threads=self.threads)
 
     def score_pairs(self, task, a_list, b_list, progress=None):
         """Scores of pair k = (a_list[k], b_list[k]), one pair at a time on every core:

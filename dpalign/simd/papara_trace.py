@@ -7,9 +7,12 @@ for many (read, edge) pairs, 32 pairs per vector.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 from numba import njit
 
+from .. import config
 from ..scoring import PaparaMaxForm, PaparaScoring
 from .papara_score import _DTYPES, LANES, kernel_width
 from .vectors import (
@@ -329,8 +332,12 @@ def papara_align_many(
     reads: list[np.ndarray],
     edges: np.ndarray,
     scoring: PaparaScoring,
+    threads: int | None = None,
 ) -> tuple[np.ndarray, list[str | None]]:
     """Score and trace back many reads, each against its own edge, LANES pairs at a time.
+
+    Groups of LANES pairs run on ``threads`` threads at once (the group kernel releases the
+    GIL).
 
     Parameters
     ----------
@@ -341,6 +348,8 @@ def papara_align_many(
     edges : ndarray (len(reads),)
         The edge of each read; -1 (or an empty read) skips the read.
     scoring : PaparaScoring
+    threads : int, optional
+        Worker threads (default: ``config.cpu_threads()``, one per core).
 
     Returns
     -------
@@ -354,39 +363,40 @@ def papara_align_many(
     n = states.shape[1] if states.ndim == 2 else 0
     scores = np.zeros(len(reads), dtype=np.int64)
     ops: list[str | None] = [None] * len(reads)
-    todo = [k for k in range(len(reads)) if edges[k] >= 0 and len(reads[k]) > 0]
-    if n == 0 or not todo:
+    lengths = np.fromiter((len(r) for r in reads), dtype=np.int64, count=len(reads))
+    todo = np.flatnonzero((edges >= 0) & (lengths > 0))
+    if n == 0 or todo.size == 0:
         return scores, ops
     # (f_open, f_ext, border0, border_step, last_column, negate): the F column and the end
     consts = _consts(scoring.max_form())[5:]
     plan = scoring.max_form()
     wide_states = states.dtype.itemsize > 1  # protein bit sets need 32-bit lanes for the AND
+    if wide_states:
+        bits_of = np.full(todo.size, 32, dtype=np.int64)
+    else:
+        widths = {m: kernel_width(scoring, int(m)) for m in np.unique(lengths[todo])}
+        bits_of = np.fromiter((widths[m] for m in lengths[todo]), np.int64, count=todo.size)
+    order = np.lexsort((lengths[todo], bits_of))
+    todo, bits_of = todo[order], bits_of[order]
+    # groups of up to LANES pairs of one lane width (each width's run cut every LANES pairs)
+    groups: list[tuple[np.ndarray, int]] = []
+    for run in np.split(np.arange(todo.size), np.flatnonzero(np.diff(bits_of)) + 1):
+        for k in range(0, run.size, LANES):
+            groups.append((todo[run[k : k + LANES]], int(bits_of[run[0]])))
 
-    def lane_bits(k: int) -> int:
-        return 32 if wide_states else kernel_width(scoring, len(reads[k]))
-
-    todo.sort(key=lambda k: (lane_bits(k), len(reads[k])))
-    start = 0
-    while start < len(todo):
-        bits = lane_bits(todo[start])
-        group = [todo[start]]
-        while (
-            len(group) < LANES
-            and start + len(group) < len(todo)
-            and lane_bits(todo[start + len(group)]) == bits
-        ):
-            group.append(todo[start + len(group)])
-        m_max = max(len(reads[k]) for k in group)
+    def one(item: tuple[np.ndarray, int]) -> None:
+        group, lane_bits = item
+        m_max = int(lengths[group].max())
         if m_max * n * LANES > GROUP_BITS_LIMIT:
-            group = group[:1]  # one very long pair: the plain single-pair fill
-            k = group[0]
-            scores[k], ops[k] = papara_align(states[edges[k]], flags[edges[k]], reads[k], scoring)
-            start += 1
-            continue
+            for k in group:  # very long pairs: the plain single-pair fill, one at a time
+                scores[k], ops[k] = papara_align(
+                    states[edges[k]], flags[edges[k]], reads[k], scoring
+                )
+            return
         tables = _group_tables(
-            states, flags, edges[group], [reads[k] for k in group], plan, bits, m_max
+            states, flags, edges[group], [reads[k] for k in group], plan, lane_bits, m_max
         )
-        work = np.empty((3 * n + m_max) * LANES, dtype=_DTYPES[bits])
+        work = np.empty((3 * n + m_max) * LANES, dtype=_DTYPES[lane_bits])
         bitmat = np.empty(m_max * n * LANES, dtype=np.uint8)
         out = np.zeros(LANES, dtype=np.int64)
         buf = np.empty((LANES, n + m_max), dtype=np.uint8)
@@ -394,5 +404,12 @@ def papara_align_many(
         for lane, k in enumerate(group):
             scores[k] = out[lane]
             ops[k] = buf[lane, : counts[lane]][::-1].tobytes().translate(_OP_TABLE).decode()
-        start += len(group)
+
+    workers = min(config.cpu_threads(threads), len(groups))
+    if workers <= 1:
+        for item in groups:
+            one(item)
+    else:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(one, groups))
     return scores, ops

@@ -1,0 +1,119 @@
+"""`dpalign papara` end to end at the 1604.PRANK shape: the whole command, a fresh process each run.
+
+Writes ``prank_like(1.0)`` (802 taxa x 3,060 columns, 16,040 reads) and ``prank_like(4)``
+(64,160 reads) to files, then runs the CLI as a user would, once per backend to warm the disk
+and kernel caches and then ``--repeat`` times in cold processes, and records each run's wall
+time (measured outside the process) and its phase split (from ``--report``)::
+
+    OUT=/tmp/out python bench/papara_e2e.py                 # H100: opencl, auto, numba (16 threads)
+    OUT=/tmp/out python bench/papara_e2e.py --quick         # here: a small shape on numba and PoCL
+
+Results: ``$OUT/papara_e2e_<scales>_<backends>.json`` (one entry per run) and a line per run on
+standard output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _write_shape(scale: float, folder: Path) -> dict:
+    from dpalign.benchmarks.workloads import prank_like
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {k: folder / name for k, name in (("tree", "tree.nwk"), ("msa", "ref.fasta"))}
+    paths["reads"] = folder / "reads.fasta"
+    if not all(p.exists() for p in paths.values()):
+        prank_like(scale).write(paths["tree"], paths["msa"], paths["reads"])
+    return paths
+
+
+def _run(paths: dict, backend: str, threads: int | None, folder: Path, tag: str) -> dict:
+    report = folder / f"{tag}.json"
+    out = folder / f"{tag}.phy"
+    argv = [sys.executable, "-m", "dpalign.cli", "papara", "--ref", str(paths["tree"])]
+    argv += ["--msa", str(paths["msa"]), "--reads", str(paths["reads"]), "--out", str(out)]
+    argv += ["--backend", backend, "--report", str(report), "--no-progress"]
+    if threads:
+        argv += ["--threads", str(threads)]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    start = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        return {"backend": backend, "error": done.stderr.strip()[-2000:], "wall_s": wall}
+    data = json.loads(report.read_text())
+    return {
+        "backend": backend,
+        "threads": threads,
+        "wall_s": round(wall, 3),
+        "in_process_s": round(data["seconds"], 3),
+        "phases_s": {k: round(v["seconds"], 3) for k, v in data["phases"].items()},
+        "scoring_gcups": round(data["phases"].get("scoring", {}).get("gcups", 0.0), 1),
+        "settings": data["settings"],
+        "summary": done.stderr.strip().splitlines()[-1],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a small shape, numba and PoCL")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per backend and shape")
+    parser.add_argument("--threads", type=int, default=16, help="threads for --backend numba")
+    parser.add_argument("--scales", default=None, help="comma-separated prank_like scales")
+    parser.add_argument("--backends", default=None, help="comma-separated (default by mode)")
+    parser.add_argument("--data", default=None, help="folder for the inputs (default: temp)")
+    args = parser.parse_args()
+    out = Path(os.environ.get("OUT") or ".")
+    out.mkdir(parents=True, exist_ok=True)
+    scales = [float(s) for s in (args.scales or ("0.05" if args.quick else "1,4")).split(",")]
+    backends = (args.backends or ("numba,opencl" if args.quick else "opencl,auto,numba")).split(",")
+    repeat = 1 if args.quick and args.repeat == 3 else args.repeat
+    # one file per (scales, backends) selection, so that split calls do not overwrite each other
+    target = out / f"papara_e2e_{'-'.join(f'{s:g}' for s in scales)}_{'-'.join(backends)}.json"
+    results = []
+    with tempfile.TemporaryDirectory(prefix="papara_e2e.") as tmp:
+        data_root = Path(args.data) if args.data else Path(tmp)
+        for scale in scales:
+            t0 = time.perf_counter()
+            paths = _write_shape(scale, data_root / f"prank_{scale:g}")
+            print(f"prank_like({scale:g}) written in {time.perf_counter() - t0:.1f} s", flush=True)
+            for backend in backends:
+                threads = args.threads if backend == "numba" else None
+                tag = f"prank{scale:g}_{backend}"
+                warm = _run(paths, backend, threads, Path(tmp), tag)  # disk and kernel caches
+                if "error" in warm:
+                    print(f"  {backend}: failed: {warm['error'][-300:]}", flush=True)
+                    results.append({"scale": scale, "warmup": True, **warm})
+                    continue
+                for k in range(repeat):
+                    run = {
+                        "scale": scale,
+                        "repeat": k,
+                        **_run(paths, backend, threads, Path(tmp), tag),
+                    }
+                    results.append(run)
+                    phases = " ".join(f"{p} {s:.2f}" for p, s in run.get("phases_s", {}).items())
+                    print(
+                        f"  {backend:7s} run {k}: wall {run['wall_s']:.2f} s "
+                        f"(scoring {run.get('scoring_gcups', 0):.0f} GCUPS; {phases})",
+                        flush=True,
+                    )
+                    target.write_text(json.dumps(results, indent=2) + "\n")
+    target.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""The PaPaRa pipeline in batches: the same bytes as one batch, phases reported, files whole."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import golden_cases
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dpalign import config
+from dpalign.cli import main
+from dpalign.io import RowWriter, format_fasta, format_phylip
+from dpalign.papara import papara
+
+_CASES = {c.name: c for c in golden_cases()}
+
+
+@pytest.mark.parametrize("name", ["small_11_messy_ref", "medium_01", "tiny_02"])
+@pytest.mark.parametrize(
+    ("expected", "kwargs", "fmt"),
+    [
+        ("default.phy", {}, "phylip"),
+        ("noref.phy", {"ref_gaps": False}, "phylip"),
+        ("fasta.fasta", {}, "fasta"),
+    ],
+)
+def test_small_batches_give_the_original_bytes(monkeypatch, name, expected, kwargs, fmt):
+    case = _CASES.get(name)
+    if case is None or not (case / expected).exists():
+        pytest.skip(f"{name}/{expected} not in the golden set")
+    edges = 2 * len((case / "tree.nwk").read_text().split(",")) - 2
+    monkeypatch.setattr(config, "PAPARA_BATCH_BYTES", 9 * edges * 3)  # 3 reads a batch
+    monkeypatch.setattr(config, "PAPARA_WRITE_READS", 2)
+    result = papara(
+        case / "tree.nwk", case / "ref.phy", case / "queries.fa", backend="numba", **kwargs
+    )
+    text = result.to_phylip() if fmt == "phylip" else result.to_fasta()
+    assert text == (case / expected).read_text()
+    assert (format_phylip if fmt == "phylip" else format_fasta)(result.rows) == text
+
+
+def _argv(case, tmp_path, *extra):
+    return [
+        "papara",
+        "--ref",
+        str(case / "tree.nwk"),
+        "--msa",
+        str(case / "ref.phy"),
+        "--reads",
+        str(case / "queries.fa"),
+        "--backend",
+        "numba",
+        "--out",
+        str(tmp_path / "out.phy"),
+        *extra,
+    ]
+
+
+def test_phases_in_the_summary_and_the_report(tmp_path, capsys):
+    case = _CASES["tiny_01"]
+    report = tmp_path / "run.json"
+    assert main(_argv(case, tmp_path, "--report", str(report), "-v")) == 0
+    err = capsys.readouterr().err
+    summary = err.strip().splitlines()[-1]
+    phases = ("read", "tree and profiles", "scoring", "traceback", "write")
+    assert "phases: " + ", ".join(f"{p} " for p in phases) not in summary  # times in between
+    for label in phases:
+        assert f"{label} " in summary.split("phases: ")[1]
+        assert f"dpalign: info: {label}: " in err  # -v: each phase as it ends
+    data = json.loads(report.read_text())
+    assert list(data["phases"]) == ["read", "tree_profiles", "scoring", "traceback", "write"]
+    assert all(p["seconds"] >= 0 for p in data["phases"].values())
+    assert data["phase_names"]["tree_profiles"] == "tree and profiles"
+    assert (tmp_path / "out.phy").read_text() == (case / "default.phy").read_text()
+
+
+def test_a_failure_while_streaming_leaves_no_file(tmp_path, monkeypatch):
+    case = _CASES["tiny_01"]
+    real = RowWriter.write
+    calls = []
+
+    def failing(self, names, rows):
+        calls.append(len(names))
+        if len(calls) == 2:  # after the reference rows went out
+            raise OSError(28, "No space left on device")
+        real(self, names, rows)
+
+    monkeypatch.setattr(RowWriter, "write", failing)
+    out = tmp_path / "out.phy"
+    out.write_text("old content\n")
+    with pytest.raises(OSError):
+        main(_argv(case, tmp_path, "--placements", str(tmp_path / "p.tsv")))
+    assert out.read_text() == "old content\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.phy"]
+
+
+@given(
+    seqs=st.lists(st.text("ACGTUacgtNRY-.?*X", max_size=12), max_size=8),
+    protein=st.booleans(),
+)
+def test_reads_encoded_at_once_equal_one_at_a_time(seqs, protein):
+    import numpy as np
+
+    from dpalign.alphabet import DNA, PROTEIN
+    from dpalign.papara.dataset import _encode_reads
+
+    alphabet = PROTEIN if protein else DNA
+    for seq, got in zip(seqs, _encode_reads(alphabet, seqs), strict=True):
+        want, lost = alphabet.encode_read(seq)
+        if got is None:  # left to the one-read encoder: something to drop
+            assert lost or len(want) < len(seq)
+        else:
+            assert got.dtype == want.dtype and np.array_equal(got, want) and not lost
+
+
+def test_the_warm_up_leaves_no_trace_in_the_accounting():
+    case = _CASES["tiny_01"]
+    result = papara(case / "tree.nwk", case / "ref.phy", case / "queries.fa", backend="numba")
+    cells = sum(w.cells for w in result.stats.workers.values())
+    assert cells == result.settings["cells"] == result.stats.phase_cells["scoring"]
+
+
+def test_a_failing_warm_up_leaves_the_run_to_report(monkeypatch):
+    import importlib
+
+    module = importlib.import_module("dpalign.papara")
+    calls = []
+    real = module.placement.place
+
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("warm-up only")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module.placement, "place", flaky)
+    case = _CASES["tiny_01"]
+    result = papara(case / "tree.nwk", case / "ref.phy", case / "queries.fa", backend="numba")
+    assert len(calls) == 2 and result.to_phylip() == (case / "default.phy").read_text()
