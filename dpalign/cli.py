@@ -1011,35 +1011,34 @@ def _add_search(sub) -> None:
 
 def _read_database(path, scoring):
     """A search database as ``(names, codes of every record in one buffer, offsets)``:
-    encoded in one pass; a bad character is reported as :func:`_read_encoded` reports it."""
-    import numpy as np
-
+    parsed into arrays and encoded in one pass, no Python object per record; a bad
+    character is reported as :func:`_read_encoded` reports it."""
     from .errors import InputError
-    from .io import read_fasta_allow_empty
+    from .io import read_fasta_block
 
-    records = read_fasta_allow_empty(path)
-    sizes = np.fromiter((len(r.seq) for r in records), dtype=np.int64, count=len(records))
-    offsets = np.zeros(len(records) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
+    block = read_fasta_block(path, allow_empty=True)
     try:
-        residues = scoring.alphabet.encode("".join(r.seq for r in records))
+        residues = scoring.alphabet.encode(block.residues)
     except InputError:
         _read_encoded(path, scoring)  # raises with the record, line and column
         raise
-    return [r.name for r in records], residues, offsets
+    return block.names, residues, block.offsets
 
 
-def _warm_traceback(scoring, mode: str) -> None:
-    """Load the CPU traceback kernels printed hits take: short pairs, and pairs over
-    ``LONG_PAIR_CELLS`` (anti-diagonal tiles)."""
+def _warm_traceback(scoring, mode: str, backend, largest_pair: int) -> None:
+    """Load the traceback kernels printed hits take on ``backend``: short pairs, and pairs
+    over its long-pair limit (anti-diagonal tiles) when a pair may have ``largest_pair``
+    cells."""
     import numpy as np
 
-    from .config import LONG_PAIR_CELLS
     from .pairwise import align
 
-    codes = np.zeros(int(LONG_PAIR_CELLS**0.5) + 2, dtype=np.uint8)
-    align(codes[:8], codes[:8], mode, scoring=scoring)
-    align(codes, codes, mode, scoring=scoring, threads=1)
+    codes = np.zeros(8, dtype=np.uint8)
+    align(codes, codes, mode, scoring=scoring, backend=backend)
+    limit = backend.long_pair_cells()
+    if limit is not None and largest_pair > limit:
+        codes = np.zeros(int(limit**0.5) + 2, dtype=np.uint8)
+        align(codes, codes, mode, scoring=scoring, threads=1, backend=backend)
 
 
 def _trace_back(hits, threads) -> None:
@@ -1059,7 +1058,14 @@ def _run_search(args) -> int:
     from .engine import backend_for
     from .errors import OptionError
     from .gcups import gcups
-    from .search import Database, blast_coordinates, search_many, tabular_rows, within_evalue
+    from .search import (
+        Database,
+        blast_coordinates,
+        search_many,
+        tabular_rows,
+        traceback_backend,
+        within_evalue,
+    )
 
     _check_outputs(
         {"--out": args.out, "--report": args.report}, {"--query": args.query, "--db": args.db}
@@ -1094,7 +1100,9 @@ def _run_search(args) -> int:
         warm = getattr(backend, "warm_up", None)
         if warm is not None:
             warm(Task("pairwise", scoring, args.mode, free_ends_tuple(args.mode)))
-        _warm_traceback(scoring, args.mode)
+        if args.top:
+            longest = max((len(c) for c in q_codes), default=0) * int(db.lengths.max(initial=0))
+            _warm_traceback(scoring, args.mode, traceback_backend(backend), longest)
     strands = 2 if args.strand == "both" else 1
     cells = strands * sum(len(q) for q in q_codes) * db.residues
     bar = _progress_bar(cells, args.progress, "searching")
