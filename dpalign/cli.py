@@ -1054,10 +1054,21 @@ def _trace_back(hits, threads) -> None:
         list(pool.map(lambda hit: hit.alignment, hits))
 
 
+def _read_search_inputs(query_path, db_path, scoring):
+    """``(query records, query codes, names, residues, offsets, seconds)`` of a search."""
+    start = time.perf_counter()
+    queries, q_codes = _read_encoded(query_path, scoring)
+    names, residues, offsets = _read_database(db_path, scoring)
+    return queries, q_codes, names, residues, offsets, time.perf_counter() - start
+
+
 def _run_search(args) -> int:
-    from .engine import backend_for
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .engine import Task, backend_for
     from .errors import OptionError
     from .gcups import gcups
+    from .scoring import free_ends_tuple
     from .search import (
         Database,
         blast_coordinates,
@@ -1085,21 +1096,22 @@ def _run_search(args) -> int:
         raise OptionError("--evalue goes with --outfmt 6 (E-values)")
     if args.backend == "auto" and scoring.kernel_problem() is not None:
         args.backend = "reference"  # auto: the reference for schemes the kernels cannot run
-    backend = backend_for(_backend_from_args(args), scoring)
-    run = backend.stats
     whole = time.perf_counter()
-    with run.phase("read"):
-        queries, q_codes = _read_encoded(args.query, scoring)
-        names, residues, offsets = _read_database(args.db, scoring)
+    # The files are read on a thread while the backend starts (Numba's import, a device
+    # probe) and loads its kernels: reading is mostly NumPy, which releases the GIL.
+    with ThreadPoolExecutor(1, thread_name_prefix="dpalign-read") as pool:
+        reading = pool.submit(_read_search_inputs, args.query, args.db, scoring)
+        backend = backend_for(_backend_from_args(args), scoring)
+        run = backend.stats
+        with run.phase("jit"):  # kernel loading (JIT) is timed apart from the search
+            warm = getattr(backend, "warm_up", None)
+            if warm is not None:
+                warm(Task("pairwise", scoring, args.mode, free_ends_tuple(args.mode)))
+        queries, q_codes, names, residues, offsets, seconds = reading.result()
+    run.phases = {"read": seconds, **run.phases}  # beside the backend's start and jit
     with run.phase("pack"):
         db = Database.from_codes(residues, offsets, names, sub_score=scoring)
-    with run.phase("jit"):  # kernel loading (JIT) is timed apart from the search
-        from .engine import Task
-        from .scoring import free_ends_tuple
-
-        warm = getattr(backend, "warm_up", None)
-        if warm is not None:
-            warm(Task("pairwise", scoring, args.mode, free_ends_tuple(args.mode)))
+    with run.phase("jit"):
         if args.top:
             longest = max((len(c) for c in q_codes), default=0) * int(db.lengths.max(initial=0))
             _warm_traceback(scoring, args.mode, traceback_backend(backend), longest)
