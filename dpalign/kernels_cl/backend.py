@@ -219,6 +219,13 @@ class OpenCLBackend(Backend):
         scores = np.zeros((len(queries), total), dtype=np.int64)
         widths = np.zeros((len(queries), total), dtype=np.uint8)
         name = f"opencl {runner.dctx.caps.name}"
+        runner.prepare(
+            [queries.codes[q, : int(queries.lengths[q])] for q in range(len(queries))],
+            task.scoring,
+            task.mode,
+            task.free_ends,
+            width=self.width,
+        )
         for q in range(len(queries)):
             m = int(queries.lengths[q])
             result = runner.score(

@@ -586,6 +586,20 @@ class SearchRunner:
         cells = m * int(self.lengths.sum())
         return SearchScores(scores, widths, seconds, launches, cells, recomputed)
 
+    def prepare(self, queries, scoring: Scoring, mode: str, free_ends, width=None) -> None:
+        """Build the thread-group programs that ``queries`` (a list of code arrays) will
+        take, several at a time, before the first is scored."""
+        if width == 32:
+            return
+        task = SearchTask.of(scoring, mode, free_ends)
+        lengths = {}
+        for query in queries:
+            group = self._group_kernel(task, np.asarray(query, dtype=np.uint8))
+            if group is not None:
+                lengths.setdefault(id(group), (group, set()))[1].add(len(query))
+        for group, ms in lengths.values():
+            group.build_for(sorted(ms), not task.local)
+
     def _group_kernel(self, task: SearchTask, query: np.ndarray):
         """The thread-group kernel for this query, or None where the strip kernel runs
         (scorings the packed kernels cannot hold, a pair table too big for local memory, and

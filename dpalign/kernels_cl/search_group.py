@@ -177,17 +177,14 @@ class GroupSearch:
     # -- capacity -----------------------------------------------------------------------------
 
     def geometry(self, query: np.ndarray) -> tuple[int, int, int]:
-        """(TAB_WORDS, QMAX, local bytes per work-group) for this query.
+        """(pair table words, query row offsets, local bytes per work-group) for this query.
 
-        The table's size is a compile-time constant (a local array). On CPU devices it is
-        rounded up to a power of two, since every size is a build and PoCL builds take
-        seconds; on GPUs it is exact (local memory limits residency).
+        Both are local buffers sized at launch, exactly (local memory limits residency on
+        GPUs), not compile-time constants: no build depends on the query.
         """
         rows = len(np.unique(query)) + 1  # + the virtual row
         words = rows * self.L * self.L
-        if self.dctx.caps.is_cpu:
-            words = 1 << max(words - 1, 1023).bit_length()
-        qmax = -(-(len(query) + 2 * max(g for g, _ in (*SHAPES, *MULTI_SHAPES))) // 256) * 256
+        qmax = len(query) + 2 * max(g for g, _ in (*SHAPES, *MULTI_SHAPES))
         exchange = 0 if self.ptx else 8 * WG
         return words, qmax, words * 4 + qmax * 4 + exchange
 
@@ -233,7 +230,6 @@ class GroupSearch:
         # low to matter: H there follows F down the column, -(o + e (i + 1))).
         pad_score = 0 if glob and task.top_zero else PAD_SCORE
         table, qoff, virt_off = self._table(query, sc.matrix, pad_score)
-        tab_words, qmax, _ = self.geometry(query)
         buckets = self._plan(m)
         mf = cl.mem_flags
         queues = self._queue_list()
@@ -246,7 +242,7 @@ class GroupSearch:
             order = sorted(buckets, key=lambda b: (-b.passes * (m + b.G), -len(b.targets)))
             for j, bucket in enumerate(order):
                 cols, pads, out, targets = self._upload(bucket, glob)
-                kernel = self._kernel(bucket, tab_words, qmax, glob)
+                kernel = self._kernel(bucket, glob)
                 wgs = -(-bucket.npairs // (WG // bucket.G))
                 wgs = max(1, min(wgs, caps.compute_units * GROUPS_PER_CU))
                 size = wgs * WG
@@ -267,6 +263,8 @@ class GroupSearch:
                     np.int32(virt_off),
                     np.int32(task.left_zero),  # the kernel's row -1: the strip kernel's column 0
                     np.int32(task.top_zero),  # its column -1: the strip kernel's row 0
+                    cl.LocalMemory(4 * len(table)),
+                    cl.LocalMemory(4 * (m + 2 * bucket.G)),
                 )
                 # Multi-pass launches share the pass-column buffer: one queue for them.
                 queue = queues[j % len(queues)] if bucket.passes == 1 else queues[0]
@@ -361,23 +359,33 @@ class GroupSearch:
         cols = ((lanes[:, 0] * self.L + lanes[:, 1]) * 4).astype(np.uint16)
         return np.ascontiguousarray(cols), np.ascontiguousarray(pads.reshape(-1, 2)), targets
 
-    def _kernel(self, bucket: Bucket, table_words: int, qmax: int, glob: bool):
+    def defines(self, G: int, R: int, multi: bool, glob: bool) -> dict:
+        """The ``-D`` constants of one shape's program (nothing of the query)."""
+        return {
+            "G": G,
+            "R": R,
+            "WG": WG,
+            "USE_PTX": int(self.ptx),
+            "MULTI": int(multi),
+            "GLOBAL_MODE": int(glob),
+        }
+
+    def build_for(self, lengths, glob: bool, threads: int = 8) -> int:
+        """Build, side by side, the programs that queries of ``lengths`` take (the shapes of
+        their bucket plans); return how many programs that is."""
+        from .programs import build_all
+
+        keys = {1 << max(int(m) - 1, 0).bit_length() for m in lengths if m > 0}
+        shapes = {(b.G, b.R, b.passes > 1) for key in keys for b in self._plan(key)}
+        defines = [self.defines(g, r, multi, glob) for g, r, multi in sorted(shapes)]
+        build_all(self.dctx, "search_group.cl", defines, threads)
+        return len(defines)
+
+    def _kernel(self, bucket: Bucket, glob: bool):
         import pyopencl as cl
 
-        program, _ = build(
-            self.dctx,
-            "search_group.cl",
-            {
-                "G": bucket.G,
-                "R": bucket.R,
-                "WG": WG,
-                "USE_PTX": int(self.ptx),
-                "MULTI": int(bucket.passes > 1),
-                "GLOBAL_MODE": int(glob),
-                "TAB_WORDS": table_words,
-                "QMAX": qmax,  # rounded up: queries of similar lengths share a build
-            },
-        )
+        defines = self.defines(bucket.G, bucket.R, bucket.passes > 1, glob)
+        program, _ = build(self.dctx, "search_group.cl", defines)
         with driver_errors(self.dctx.caps, "preparing the group search kernel"):
             return cl.Kernel(program, "group_search")
 
