@@ -471,3 +471,27 @@ def test_build_all_builds_each_program_once(cl_device, small_group_shapes):
     one, _ = programs.build(dctx, "search_group.cl", first)
     assert one is programs.build(dctx, "search_group.cl", dict(first))[0]
     assert one is not programs.build(dctx, "search_group.cl", second)[0]
+
+
+@pytest.mark.parametrize("kernel", ["group", "strip"])
+def test_queries_in_flight_score_as_one_at_a_time(cl_device, small_group_shapes, kernel):
+    """score_many (two queries in flight on the group kernel, result buffers per slot)
+    gives every query the oracle's scores: empty and length-1 queries, one whose best
+    score passes 16 bits (recomputed in int32) between others, more queries than slots."""
+    rng = np.random.default_rng(21)
+    scoring = Scoring((100, -50), (20, 5))
+    ends = free_ends_tuple("local")
+    hot = rng.integers(0, 4, 400).astype(np.uint8)
+    targets = [rng.integers(0, 4, size).astype(np.uint8) for size in (1, 9, 17, 33, 0, 50)]
+    targets.append(hot.copy())
+    queries = [rng.integers(0, 4, m).astype(np.uint8) for m in (12, 1, 0, 45, 30)]
+    queries.insert(2, hot)
+    runner = SearchRunner(device_context(cl_device), targets, local_kernel=kernel)
+    many = runner.score_many(queries, scoring, "local", ends)
+    for query, got in zip(queries, many, strict=True):
+        expected = _oracle(query, targets, scoring, "local", ends)
+        np.testing.assert_array_equal(got.scores, expected)
+        one = runner.score(query, scoring, "local", ends)
+        np.testing.assert_array_equal(got.scores, one.scores)
+        np.testing.assert_array_equal(got.width, one.width)
+    assert many[2].scores[-1] > 2**15 and many[2].width[-1] == 32

@@ -170,6 +170,7 @@ class GroupSearch:
         self.ptx = dctx.caps.ptx_s16x2 if ptx is None else bool(ptx) and dctx.caps.ptx_s16x2
         self.n_queues = max(1, queues or QUEUES)
         self._packed: dict = {}
+        self._outs: dict = {}
         self._plans: dict = {}
         self._queues: list = []
         self._carry = None
@@ -215,6 +216,12 @@ class GroupSearch:
             Kernel time, first start to last end.
         launches : int
         """
+        return self.collect(self.submit(query, task))
+
+    def submit(self, query: np.ndarray, task, slot: int = 0) -> dict:
+        """Enqueue every launch of ``query`` and return at once; :meth:`collect` gives the
+        results. Queries in different ``slot``s (result buffers of their own) may be in
+        flight together: the next query's kernels run while this one's results come back."""
         import pyopencl as cl
 
         if not self.fits(query):
@@ -233,7 +240,6 @@ class GroupSearch:
         buckets = self._plan(m)
         mf = cl.mem_flags
         queues = self._queue_list()
-        words = 8 if glob else 4
         events, outs = [], []
         with driver_errors(caps, "running the group search kernel"):
             table_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=table)
@@ -241,7 +247,8 @@ class GroupSearch:
             # Latency-bound buckets first (most steps per pair), then the biggest.
             order = sorted(buckets, key=lambda b: (-b.passes * (m + b.G), -len(b.targets)))
             for j, bucket in enumerate(order):
-                cols, pads, out, targets = self._upload(bucket, glob)
+                cols, pads, targets = self._upload(bucket, glob)
+                out = self._out_buffer(bucket, glob, slot)
                 kernel = self._kernel(bucket, glob)
                 wgs = -(-bucket.npairs // (WG // bucket.G))
                 wgs = max(1, min(wgs, caps.compute_units * GROUPS_PER_CU))
@@ -266,14 +273,32 @@ class GroupSearch:
                     cl.LocalMemory(4 * len(table)),
                     cl.LocalMemory(4 * (m + 2 * bucket.G)),
                 )
-                # Multi-pass launches share the pass-column buffer: one queue for them.
+                # Multi-pass launches share the pass-column buffer: one queue for them (in
+                # order, also across queries in flight).
                 queue = queues[j % len(queues)] if bucket.passes == 1 else queues[0]
                 events.append(cl.enqueue_nd_range_kernel(queue, kernel, (size,), (WG,)))
                 outs.append((out, targets, bucket.npairs))
             for queue in queues:
                 queue.flush()
+        # the inputs stay referenced until the launches are collected
+        return {
+            "task": task,
+            "m": m,
+            "events": events,
+            "outs": outs,
+            "inputs": (table_buf, qoff_buf),
+        }
+
+    def collect(self, pending: dict):
+        """The results of a :meth:`submit` (see :meth:`score`), once its launches finish."""
+        import pyopencl as cl
+
+        task, m, events = pending["task"], pending["m"], pending["events"]
+        glob = not task.local
+        words = 8 if glob else 4
+        with driver_errors(self.dctx.caps, "running the group search kernel"):
             results = np.zeros((len(self.codes), 4), np.int64)
-            for event, (out, targets, npairs) in zip(events, outs, strict=True):
+            for event, (out, targets, npairs) in zip(events, pending["outs"], strict=True):
                 wait(event)
                 raw = np.empty((npairs, words), np.uint32)
                 cl.enqueue_copy(self.dctx.copy_queue, raw, out, is_blocking=True)
@@ -287,7 +312,7 @@ class GroupSearch:
                 results[targets[real]] = per_lane[: len(targets)][real]
         start = min(e.profile.start for e in events)
         end = max(e.profile.end for e in events)
-        flagged = results[:, 3] >= flag_limit(sc.matrix)
+        flagged = results[:, 3] >= flag_limit(task.scoring.matrix)
         if glob:  # values that may fall below the 16-bit range, the virtual columns' included
             flagged |= ~task.low_ok(m, self.lengths, -30_720 + 1024)
         return results, flagged, (end - start) * 1e-9, len(events)
@@ -316,13 +341,12 @@ class GroupSearch:
         return self._plans[key]
 
     def _upload(self, bucket: Bucket, right: bool):
-        """The bucket's column pair offsets, per-pair virtual columns and result buffer on
-        the device (cached); ``right``: each target ends on the last column (global modes),
-        else it starts on the first (local mode)."""
+        """The bucket's column pair offsets and per-pair virtual columns on the device
+        (cached); ``right``: each target ends on the last column (global modes), else it
+        starts on the first (local mode)."""
         import pyopencl as cl
 
-        first = int(bucket.targets[0])
-        key = (bucket.G, bucket.R, bucket.passes, first, len(bucket.targets), right)
+        key = self._bucket_key(bucket, right)
         if key not in self._packed:
             cols, pads, targets = self._pack(bucket, right)
             mf = cl.mem_flags
@@ -331,10 +355,28 @@ class GroupSearch:
                 self._packed[key] = (
                     cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=cols),
                     cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=pads),
-                    cl.Buffer(ctx, mf.READ_WRITE, bucket.npairs * (32 if right else 16)),
                     targets,
                 )
         return self._packed[key]
+
+    def _out_buffer(self, bucket: Bucket, right: bool, slot: int):
+        """The bucket's result buffer for queries in ``slot`` (cached)."""
+        import pyopencl as cl
+
+        key = (*self._bucket_key(bucket, right), slot)
+        if key not in self._outs:
+            with driver_errors(self.dctx.caps, "allocating the search results"):
+                self._outs[key] = cl.Buffer(
+                    self.dctx.context,
+                    cl.mem_flags.READ_WRITE,
+                    bucket.npairs * (32 if right else 16),
+                )
+        return self._outs[key]
+
+    @staticmethod
+    def _bucket_key(bucket: Bucket, right: bool) -> tuple:
+        first = int(bucket.targets[0])
+        return (bucket.G, bucket.R, bucket.passes, first, len(bucket.targets), right)
 
     def _pack(self, bucket: Bucket, right: bool = False):
         """uint16 pair offsets ``[pairs, passes * W]``, the virtual columns before each
