@@ -297,11 +297,19 @@ class GroupSearch:
         glob = not task.local
         words = 8 if glob else 4
         with driver_errors(self.dctx.caps, "running the group search kernel"):
+            # Every bucket's copy queued behind its launch, one wait for the last copy (the
+            # copy queue is in order): one host sync per query, not two per bucket.
+            raws, copy = [], None
+            for event, (out, _, npairs) in zip(events, pending["outs"], strict=True):
+                raws.append(np.empty((npairs, words), np.uint32))
+                copy = cl.enqueue_copy(
+                    self.dctx.copy_queue, raws[-1], out, wait_for=[event], is_blocking=False
+                )
+            self.dctx.copy_queue.flush()
+            if copy is not None:
+                wait(copy)
             results = np.zeros((len(self.codes), 4), np.int64)
-            for event, (out, targets, npairs) in zip(events, pending["outs"], strict=True):
-                wait(event)
-                raw = np.empty((npairs, words), np.uint32)
-                cl.enqueue_copy(self.dctx.copy_queue, raw, out, is_blocking=True)
+            for raw, (_, targets, npairs) in zip(raws, pending["outs"], strict=True):
                 values = raw.astype(np.uint16).view(np.int16).astype(np.int64)
                 if glob:  # [pair][half][4]
                     per_lane = values.reshape(-1, 4)
