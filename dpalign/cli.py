@@ -1060,35 +1060,34 @@ def _add_search(sub) -> None:
 
 def _read_database(path, scoring):
     """A search database as ``(names, codes of every record in one buffer, offsets)``:
-    encoded in one pass; a bad character is reported as :func:`_read_encoded` reports it."""
-    import numpy as np
-
+    parsed into arrays and encoded in one pass, no Python object per record; a bad
+    character is reported as :func:`_read_encoded` reports it."""
     from .errors import InputError
-    from .io import read_fasta_allow_empty
+    from .io import read_fasta_block
 
-    records = read_fasta_allow_empty(path)
-    sizes = np.fromiter((len(r.seq) for r in records), dtype=np.int64, count=len(records))
-    offsets = np.zeros(len(records) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
+    block = read_fasta_block(path, allow_empty=True)
     try:
-        residues = scoring.alphabet.encode("".join(r.seq for r in records))
+        residues = scoring.alphabet.encode(block.residues)
     except InputError:
         _read_encoded(path, scoring)  # raises with the record, line and column
         raise
-    return [r.name for r in records], residues, offsets
+    return block.names, residues, block.offsets
 
 
-def _warm_traceback(scoring, mode: str) -> None:
-    """Load the CPU traceback kernels printed hits take: short pairs, and pairs over
-    ``LONG_PAIR_CELLS`` (anti-diagonal tiles)."""
+def _warm_traceback(scoring, mode: str, backend, largest_pair: int) -> None:
+    """Load the traceback kernels printed hits take on ``backend``: short pairs, and pairs
+    over its long-pair limit (anti-diagonal tiles) when a pair may have ``largest_pair``
+    cells."""
     import numpy as np
 
-    from .config import LONG_PAIR_CELLS
     from .pairwise import align
 
-    codes = np.zeros(int(LONG_PAIR_CELLS**0.5) + 2, dtype=np.uint8)
-    align(codes[:8], codes[:8], mode, scoring=scoring)
-    align(codes, codes, mode, scoring=scoring, threads=1)
+    codes = np.zeros(8, dtype=np.uint8)
+    align(codes, codes, mode, scoring=scoring, backend=backend)
+    limit = backend.long_pair_cells()
+    if limit is not None and largest_pair > limit:
+        codes = np.zeros(int(limit**0.5) + 2, dtype=np.uint8)
+        align(codes, codes, mode, scoring=scoring, threads=1, backend=backend)
 
 
 def _trace_back(hits, threads) -> None:
@@ -1104,11 +1103,29 @@ def _trace_back(hits, threads) -> None:
         list(pool.map(lambda hit: hit.alignment, hits))
 
 
+def _read_search_inputs(query_path, db_path, scoring):
+    """``(query records, query codes, names, residues, offsets, seconds)`` of a search."""
+    start = time.perf_counter()
+    queries, q_codes = _read_encoded(query_path, scoring)
+    names, residues, offsets = _read_database(db_path, scoring)
+    return queries, q_codes, names, residues, offsets, time.perf_counter() - start
+
+
 def _run_search(args) -> int:
-    from .engine import backend_for
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .engine import Task, backend_for
     from .errors import OptionError
     from .gcups import gcups
-    from .search import Database, blast_coordinates, search_many, tabular_rows, within_evalue
+    from .scoring import free_ends_tuple
+    from .search import (
+        Database,
+        blast_coordinates,
+        search_many,
+        tabular_rows,
+        traceback_backend,
+        within_evalue,
+    )
 
     _check_outputs(
         {"--out": args.out, "--report": args.report}, {"--query": args.query, "--db": args.db}
@@ -1128,22 +1145,25 @@ def _run_search(args) -> int:
         raise OptionError("--evalue goes with --outfmt 6 (E-values)")
     if args.backend == "auto" and scoring.kernel_problem() is not None:
         args.backend = "reference"  # auto: the reference for schemes the kernels cannot run
-    backend = backend_for(_backend_from_args(args), scoring)
-    run = backend.stats
     whole = time.perf_counter()
-    with run.phase("read"):
-        queries, q_codes = _read_encoded(args.query, scoring)
-        names, residues, offsets = _read_database(args.db, scoring)
+    # The files are read on a thread while the backend starts (Numba's import, a device
+    # probe) and loads its kernels: reading is mostly NumPy, which releases the GIL.
+    with ThreadPoolExecutor(1, thread_name_prefix="dpalign-read") as pool:
+        reading = pool.submit(_read_search_inputs, args.query, args.db, scoring)
+        backend = backend_for(_backend_from_args(args), scoring)
+        run = backend.stats
+        with run.phase("jit"):  # kernel loading (JIT) is timed apart from the search
+            warm = getattr(backend, "warm_up", None)
+            if warm is not None:
+                warm(Task("pairwise", scoring, args.mode, free_ends_tuple(args.mode)))
+        queries, q_codes, names, residues, offsets, seconds = reading.result()
+    run.phases = {"read": seconds, **run.phases}  # beside the backend's start and jit
     with run.phase("pack"):
         db = Database.from_codes(residues, offsets, names, sub_score=scoring)
-    with run.phase("jit"):  # kernel loading (JIT) is timed apart from the search
-        from .engine import Task
-        from .scoring import free_ends_tuple
-
-        warm = getattr(backend, "warm_up", None)
-        if warm is not None:
-            warm(Task("pairwise", scoring, args.mode, free_ends_tuple(args.mode)))
-        _warm_traceback(scoring, args.mode)
+    with run.phase("jit"):
+        if args.top:
+            longest = max((len(c) for c in q_codes), default=0) * int(db.lengths.max(initial=0))
+            _warm_traceback(scoring, args.mode, traceback_backend(backend), longest)
     strands = 2 if args.strand == "both" else 1
     cells = strands * sum(len(q) for q in q_codes) * db.residues
     bar = _progress_bar(cells, args.progress, "searching")

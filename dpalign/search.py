@@ -26,6 +26,7 @@ from .engine import (
     backend_for,
     cpu_backend,
     query_batch,
+    tracer,
 )
 from .errors import InputError, OptionError
 from .pairwise import Alignment, _is_single, align, encode_many
@@ -58,8 +59,9 @@ class Hit:
         query_end: int = -1,
         target_end: int = -1,
     ):
-        # ``context``: (query strands' codes, every target's codes, mode, free ends, scoring),
-        # shared by a query's hits; ends of -1 are not known until the traceback.
+        # ``context``: (query strands' codes, every target's codes, mode, free ends, scoring,
+        # the backend tracing back), shared by a query's hits; ends of -1 are not known until
+        # the traceback.
         self.target = target
         self.index = index
         self.score = score
@@ -78,7 +80,7 @@ class Hit:
     def alignment(self) -> Alignment:
         """The traced-back alignment (computed once, on first use)."""
         if self._alignment is None:
-            strands, t_codes, mode, ends, scoring = self._context
+            strands, t_codes, mode, ends, scoring, tracer = self._context
             q_codes = strands[self.strand == "-"]
             t_codes = t_codes[self.index]
             aln = align(
@@ -87,6 +89,7 @@ class Hit:
                 mode,
                 free_ends=ends if mode == "global" else None,
                 scoring=scoring,
+                backend=tracer,
             )
             known = (self._qend, self._tend) if self._qend >= 0 else (aln.a_end, aln.b_end)
             if (aln.score, aln.a_end, aln.b_end) != (self.score, *known):  # pragma: no cover
@@ -468,6 +471,8 @@ def search_many(
     step = QUERY_CHUNK * (2 if both else 1)
     chunks = [q_codes[start : start + step] for start in range(0, len(q_codes), step)]
 
+    trace_on = traceback_backend(engine_backend)
+
     def run(chunk):
         return _score_view(
             chunk, database, scoring, mode, ends, engine_backend, progress, with_ends=top > 0
@@ -488,10 +493,23 @@ def search_many(
                 end_cells = None if cells is None else (cells[0][here], cells[1][here])
                 results.append(
                     _top_hits(
-                        strands, scores[here], ids, database, top, scoring, mode, ends, end_cells
+                        strands,
+                        scores[here],
+                        ids,
+                        database,
+                        top,
+                        (scoring, mode, ends, trace_on),
+                        end_cells,
                     )
                 )
     return results
+
+
+def traceback_backend(backend: Backend) -> Backend:
+    """The backend that traces a search's hits back: the CPU's (the search's own backend
+    where it traces itself, the reference included), never a device, and no second look for
+    the fastest backend per hit."""
+    return cpu_backend(backend.threads) if backend.kind == "device" else tracer(backend)
 
 
 def _nucleotide_scoring(scoring: Scoring) -> bool:
@@ -510,13 +528,15 @@ def minus_strand(codes: np.ndarray, scoring: Scoring) -> np.ndarray:
     return np.ascontiguousarray(rc, dtype=np.uint8)
 
 
-def _top_hits(strands, scores, ids, database, top, scoring, mode, ends, end_cells) -> list[Hit]:
+def _top_hits(strands, scores, ids, database, top, settings, end_cells) -> list[Hit]:
     """Rank one query's scores (ties by database index, then plus strand first).
 
     ``strands`` holds the query's codes (and its reverse complement's); ``scores`` one row of
-    scores per strand, ``end_cells`` (a_end, b_end) rows alike or None. No traceback here:
-    each hit traces itself back when asked.
+    scores per strand, ``end_cells`` (a_end, b_end) rows alike or None; ``settings`` is
+    ``(scoring, mode, free ends, traceback backend)``. No traceback here: each hit traces
+    itself back when asked.
     """
+    scoring, mode, ends, trace_on = settings
     if top == 0 or not len(ids):
         return []
     if len(strands) == 1:
@@ -533,7 +553,7 @@ def _top_hits(strands, scores, ids, database, top, scoring, mode, ends, end_cell
         keep = np.arange(len(best))
     ranked = keep[np.lexsort((ids[keep], -best[keep]))][:top]
     chosen = best_strand[ranked]
-    context = (strands, database.codes(scoring.alphabet), mode, ends, scoring)
+    context = (strands, database.codes(scoring.alphabet), mode, ends, scoring, trace_on)
     names = database.names
     index = ids[ranked].tolist()
     score = [scoring.user(int(v)) for v in best[ranked].tolist()]

@@ -428,3 +428,70 @@ def test_group_kernel_sends_pairs_too_low_for_16_bits_to_int32(cl_device, small_
     got = runner.score(query, scoring, "global", ends)
     np.testing.assert_array_equal(got.scores, _oracle(query, targets, scoring, "global", ends))
     assert got.width[0] == 32 and got.width[1] == 16
+
+
+def _group_programs(dctx) -> set:
+    return {key for key in dctx.programs if key[0] == "search_group.cl"}
+
+
+@pytest.mark.parametrize("mode", ["local", "global"])
+def test_group_builds_do_not_depend_on_the_query(cl_device, small_group_shapes, mode):
+    """Queries of other lengths and letter sets (pair tables of other sizes) run on the
+    programs already built: one per shape, nothing of the query in the build options; and
+    prepare() builds them all before the first query."""
+    rng = np.random.default_rng(11)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    ends = free_ends_tuple(mode)
+    targets = [rng.integers(0, 20, size).astype(np.uint8) for size in (1, 7, 16, 30, 40, 3)]
+    queries = [
+        rng.integers(0, 3, 5).astype(np.uint8),  # 3 letters: a small pair table
+        rng.integers(0, 24, 300).astype(np.uint8),  # every letter, another length class
+        rng.integers(0, 20, 40).astype(np.uint8),
+    ]
+    dctx = device_context(cl_device)
+    runner = SearchRunner(dctx, targets, local_kernel="group")
+    runner.prepare(queries, scoring, mode, ends)
+    built = _group_programs(dctx)
+    assert built and not any("TAB" in opt or "QMAX" in opt for _, opts in built for opt in opts)
+    for query in queries:
+        got = runner.score(query, scoring, mode, ends)
+        np.testing.assert_array_equal(got.scores, _oracle(query, targets, scoring, mode, ends))
+        assert set(got.width.tolist()) == {16}
+    assert _group_programs(dctx) == built  # nothing built per query
+
+
+def test_build_all_builds_each_program_once(cl_device, small_group_shapes):
+    from dpalign.kernels_cl import programs
+
+    dctx = device_context(cl_device)
+    first = dict(G=4, R=4, WG=128, USE_PTX=0, MULTI=0, GLOBAL_MODE=0)
+    second = dict(first, R=8)
+    infos = programs.build_all(dctx, "search_group.cl", [first, second, first], threads=3)
+    assert len(infos) == 3
+    one, _ = programs.build(dctx, "search_group.cl", first)
+    assert one is programs.build(dctx, "search_group.cl", dict(first))[0]
+    assert one is not programs.build(dctx, "search_group.cl", second)[0]
+
+
+@pytest.mark.parametrize("kernel", ["group", "strip"])
+def test_queries_in_flight_score_as_one_at_a_time(cl_device, small_group_shapes, kernel):
+    """score_many (two queries in flight on the group kernel, result buffers per slot)
+    gives every query the oracle's scores: empty and length-1 queries, one whose best
+    score passes 16 bits (recomputed in int32) between others, more queries than slots."""
+    rng = np.random.default_rng(21)
+    scoring = Scoring((100, -50), (20, 5))
+    ends = free_ends_tuple("local")
+    hot = rng.integers(0, 4, 400).astype(np.uint8)
+    targets = [rng.integers(0, 4, size).astype(np.uint8) for size in (1, 9, 17, 33, 0, 50)]
+    targets.append(hot.copy())
+    queries = [rng.integers(0, 4, m).astype(np.uint8) for m in (12, 1, 0, 45, 30)]
+    queries.insert(2, hot)
+    runner = SearchRunner(device_context(cl_device), targets, local_kernel=kernel)
+    many = runner.score_many(queries, scoring, "local", ends)
+    for query, got in zip(queries, many, strict=True):
+        expected = _oracle(query, targets, scoring, "local", ends)
+        np.testing.assert_array_equal(got.scores, expected)
+        one = runner.score(query, scoring, "local", ends)
+        np.testing.assert_array_equal(got.scores, one.scores)
+        np.testing.assert_array_equal(got.width, one.width)
+    assert many[2].scores[-1] > 2**15 and many[2].width[-1] == 32

@@ -362,3 +362,46 @@ def test_a_bad_database_character_names_its_line(files, capsys):
     db = files("db.fa", ">a\nACGT\n>b\nAC\nG!T\n")
     code, _, err = _run(["search", "--query", q, "--db", db], capsys)
     assert code == 1 and "db.fa:5, record 'b', position 4" in err and "'!'" in err
+
+
+def test_search_kernels_load_without_scipy_linalg_and_numba_blas_still_works():
+    """Numba's BLAS probe (``import scipy.linalg``, 0.13-0.28 s) is refused while dpalign
+    loads Numba's CPU target; BLAS in Numba code still works later."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from dpalign.search import Database, search\n"
+        "db = Database(['ACGTAC', 'TTGA'], sub_score=(2, -3))\n"
+        "hits = search('ACG', db, 2, sub_score=(2, -3), gap_cost=(5, 2), backend='numba')\n"
+        "print(hits[0].score, hits[0].cigar, 'scipy.linalg' in sys.modules)\n"
+        "import numba, numpy as np\n"
+        "print(numba.njit(lambda a: np.dot(a, a))(np.ones(3)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["6 3= False", "3.0"]
+
+
+@pytest.mark.parametrize("backend", ["numba", "reference"])
+def test_hits_trace_back_on_the_searchs_backend(backend):
+    from dpalign.search import traceback_backend
+
+    hits = search("ACGTAC", ["TTACGTACTT", "ACG"], 2, sub_score=(2, -3), backend=backend)
+    assert [h.alignment.backend for h in hits] == [backend, backend]
+    assert [(h.score, h.cigar) for h in hits] == [(12, "6="), (6, "3=")]
+
+    class Device:
+        kind, threads = "device", 1
+
+    assert traceback_backend(Device()).name == "numba"
+
+
+def test_the_database_reader_gives_the_records_codes(files):
+    from dpalign.cli import _read_database
+
+    scoring = Scoring("BLOSUM62", (11, 1))
+    path = files("db.fa", ">a x\nAR\nND\n\n>b\n>c\r\nW Y\n")
+    names, residues, offsets = _read_database(path, scoring)
+    assert names == ["a", "b", "c"] and offsets.tolist() == [0, 4, 4, 6]
+    assert np.array_equal(residues, scoring.encode("ARNDWY"))

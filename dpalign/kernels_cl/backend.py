@@ -219,16 +219,12 @@ class OpenCLBackend(Backend):
         scores = np.zeros((len(queries), total), dtype=np.int64)
         widths = np.zeros((len(queries), total), dtype=np.uint8)
         name = f"opencl {runner.dctx.caps.name}"
-        for q in range(len(queries)):
-            m = int(queries.lengths[q])
-            result = runner.score(
-                queries.codes[q, :m],
-                task.scoring,
-                task.mode,
-                task.free_ends,
-                width=self.width,
-                progress=progress,
-            )
+        codes = [queries.codes[q, : int(queries.lengths[q])] for q in range(len(queries))]
+        runner.prepare(codes, task.scoring, task.mode, task.free_ends, width=self.width)
+        results = runner.score_many(
+            codes, task.scoring, task.mode, task.free_ends, width=self.width, progress=progress
+        )
+        for q, result in enumerate(results):
             scores[q], widths[q] = result.scores, result.width
             self.stats.record(name, result.cells, result.kernel_seconds, blocks=len(blocks))
         out, lane = [], 0

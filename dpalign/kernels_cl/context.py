@@ -91,7 +91,8 @@ class DeviceContext:
 
     Kernels run on ``queue`` (profiling enabled, for kernel times); host-device copies go on
     ``copy_queue`` so that they overlap with the kernel of the previous batch. ``programs``
-    memoises built programs (see :mod:`dpalign.kernels_cl.programs`).
+    memoises built programs (see :mod:`dpalign.kernels_cl.programs`); ``building`` holds a
+    lock per program being built (different programs build at the same time).
     """
 
     ident: str
@@ -102,6 +103,7 @@ class DeviceContext:
     copy_queue: object
     programs: dict = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    building: dict = field(default_factory=dict)
 
     def describe(self) -> str:
         return f"OpenCL {self.ident}: {self.caps.describe()}"
@@ -136,7 +138,15 @@ def device_context(spec: str | None = None, stream: int = 0) -> DeviceContext:
             with driver_errors(ctx.caps, "creating queues"):
                 queue, copy_queue = _queues(cl, ctx.context, device)
             other = _CONTEXTS[key] = DeviceContext(
-                ident, device, ctx.caps, ctx.context, queue, copy_queue, ctx.programs, ctx.lock
+                ident,
+                device,
+                ctx.caps,
+                ctx.context,
+                queue,
+                copy_queue,
+                ctx.programs,
+                ctx.lock,
+                ctx.building,
             )
         return other
 

@@ -23,6 +23,7 @@ import logging
 import os
 import re
 import tempfile
+import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -77,15 +78,74 @@ def cache_dir() -> Path | None:
 def build(dctx: DeviceContext, name: str, defines: dict[str, int | str]):
     """Return the built program ``name`` (a ``.cl`` file here) with ``-D`` ``defines``.
 
+    Threads may build different programs at the same time; one program is built once.
+
     Returns
     -------
     (pyopencl.Program, BuildInfo)
     """
+    return _build(dctx, name, defines, capture=True)
+
+
+def build_all(dctx: DeviceContext, name: str, defines: list[dict], threads: int = 8) -> list:
+    """:func:`build` every set of ``defines`` of program ``name``, up to ``threads`` at a
+    time (the driver's compiler runs without the GIL): a cold run pays for its builds side
+    by side rather than one after another.
+
+    Returns the :class:`BuildInfo` of each, in order.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyopencl as cl
+
+    if len(defines) <= 1 or threads <= 1:
+        return [build(dctx, name, d)[1] for d in defines]
+    # One capture of the build logs for the whole batch: warnings.catch_warnings swaps
+    # process-wide state, so nested captures on several threads would not restore it.
+    with _WARNINGS, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", cl.CompilerWarning)
+        workers = min(threads, len(defines))
+        with ThreadPoolExecutor(workers, thread_name_prefix="dpalign-cl") as pool:
+            infos = [i for _, i in pool.map(lambda d: _build(dctx, name, d, False), defines)]
+    for warning in caught:
+        log.debug("building %s: %s", name, warning.message)
+    return infos
+
+
+#: Held while the build logs are captured (``warnings.catch_warnings`` is process-wide).
+_WARNINGS = threading.RLock()
+
+
+def _build(dctx: DeviceContext, name: str, defines: dict, capture: bool):
+    """:func:`build`; ``capture``: catch the build logs here, else the caller (holding
+    ``_WARNINGS``) does. Locks are taken in one order: ``_WARNINGS``, the program's own,
+    ``dctx.lock``."""
     options = render_options(defines)
     key = (name, tuple(options))
     with dctx.lock:
         hit = dctx.programs.get(key)
-        if hit is not None:
+    if hit is not None:
+        return hit[0], BuildInfo("memory", 0.0)
+    if not capture:
+        return _build_once(dctx, name, key, options)
+    import pyopencl as cl
+
+    # A successful build's log (register use, unrolling remarks) is for -vv, not a warning.
+    with _WARNINGS, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", cl.CompilerWarning)
+        found = _build_once(dctx, name, key, options)
+    for warning in caught:
+        log.debug("building %s %s: %s", name, " ".join(options), warning.message)
+    return found
+
+
+def _build_once(dctx: DeviceContext, name: str, key, options: list[str]):
+    with dctx.lock:
+        building = dctx.building.setdefault(key, threading.Lock())
+    with building:
+        with dctx.lock:
+            hit = dctx.programs.get(key)
+        if hit is not None:  # another thread built it meanwhile
             return hit[0], BuildInfo("memory", 0.0)
         start = time.perf_counter()
         text = source(name)
@@ -96,7 +156,8 @@ def build(dctx: DeviceContext, name: str, defines: dict[str, int | str]):
         if program is None:
             program, origin = _compile(dctx, name, text, options, digest), "compiled"
         info = BuildInfo(origin, time.perf_counter() - start)
-        dctx.programs[key] = (program, info)
+        with dctx.lock:
+            dctx.programs[key] = (program, info)
         return program, info
 
 
@@ -122,12 +183,7 @@ def _compile(dctx: DeviceContext, name: str, text: str, options: list[str], dige
     import pyopencl as cl
 
     try:
-        # A successful build's log (register use, unrolling remarks) is for -vv, not a warning.
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", cl.CompilerWarning)
-            program = cl.Program(dctx.context, text).build(options=options)
-        for warning in caught:
-            log.debug("building %s %s: %s", name, " ".join(options), warning.message)
+        program = cl.Program(dctx.context, text).build(options=options)
     except cl.Error as exc:
         rendered = (
             "".join("#define {} {}\n".format(*opt[2:].split("=", 1)) for opt in options) + text

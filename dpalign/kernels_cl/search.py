@@ -514,6 +514,7 @@ class SearchRunner:
         free_ends=(True, True, True, True),
         width: int | None = None,
         progress=None,
+        _group_result=None,
     ) -> SearchScores:
         """Score one query (residue codes) against every target.
 
@@ -529,18 +530,12 @@ class SearchRunner:
         progress : callable, optional
             Called with the cells of each finished launch.
         """
-        if width not in (None, 16, 32):
-            raise OptionError(f"the OpenCL search kernels compute in 16 or 32 bits, not {width}")
-        query = np.ascontiguousarray(query, dtype=np.uint8)
+        query = self._checked(query, scoring, width)
         task = SearchTask.of(scoring, mode, free_ends)
         m = len(query)
         n_targets = len(self.codes)
         scores = np.zeros(n_targets, dtype=np.int64)
         widths = np.full(n_targets, 64, dtype=np.uint8)
-        if m and len(query) and int(query.max()) >= scoring.matrix.shape[0]:
-            raise OptionError("the query has codes outside the scoring matrix")
-        if self.virtual - 1 >= scoring.matrix.shape[1] and len(self.real):
-            raise OptionError("the targets have codes outside the scoring matrix")
         self._empty_pairs(task, query, scores)
         if m == 0 or not len(self.real):
             return SearchScores(scores, widths, 0.0, 0, 0, 0)
@@ -549,7 +544,7 @@ class SearchRunner:
         recomputed = 0
         group = self._group_kernel(task, query) if width != 32 else None
         if group is not None:
-            found, flagged, s, k = group.score(query, task)
+            found, flagged, s, k = _group_result or group.score(query, task)
             seconds, launches = seconds + s, launches + k
             good = ~flagged[todo]
             picked = todo[good]
@@ -585,6 +580,61 @@ class SearchRunner:
             widths[todo] = 32
         cells = m * int(self.lengths.sum())
         return SearchScores(scores, widths, seconds, launches, cells, recomputed)
+
+    def score_many(
+        self,
+        queries,
+        scoring: Scoring,
+        mode: str = "local",
+        free_ends=(True, True, True, True),
+        width: int | None = None,
+        progress=None,
+    ) -> list[SearchScores]:
+        """:meth:`score` of each query (a list of code arrays), two queries in flight on
+        the thread-group kernel: the next query's launches are queued before this one's
+        results are read back and finished, so the device does not wait for the host."""
+        queries = [self._checked(q, scoring, width) for q in queries]
+        task = SearchTask.of(scoring, mode, free_ends)
+        groups = [self._group_kernel(task, q) if width != 32 else None for q in queries]
+        pending = {}
+
+        def launch(k: int) -> None:
+            if k < len(queries) and groups[k] is not None:
+                pending[k] = groups[k].submit(queries[k], task, slot=k % 2)
+
+        launch(0)
+        out = []
+        for k, query in enumerate(queries):
+            launch(k + 1)  # slot (k + 1) % 2: query k - 1's, collected already
+            found = groups[k].collect(pending.pop(k)) if k in pending else None
+            out.append(self.score(query, scoring, mode, free_ends, width, progress, found))
+        return out
+
+    def _checked(self, query, scoring: Scoring, width) -> np.ndarray:
+        if width not in (None, 16, 32):
+            raise OptionError(f"the OpenCL search kernels compute in 16 or 32 bits, not {width}")
+        query = np.ascontiguousarray(query, dtype=np.uint8)
+        if len(query) and int(query.max()) >= scoring.matrix.shape[0]:
+            raise OptionError("the query has codes outside the scoring matrix")
+        if self.virtual - 1 >= scoring.matrix.shape[1] and len(self.real):
+            raise OptionError("the targets have codes outside the scoring matrix")
+        return query
+
+    def prepare(
+        self, queries, scoring: Scoring, mode: str, free_ends, width=None, threads: int = 8
+    ) -> None:
+        """Build the thread-group programs that ``queries`` (a list of code arrays) will
+        take, up to ``threads`` at a time, before the first is scored."""
+        if width == 32:
+            return
+        task = SearchTask.of(scoring, mode, free_ends)
+        lengths = {}
+        for query in queries:
+            group = self._group_kernel(task, np.asarray(query, dtype=np.uint8))
+            if group is not None:
+                lengths.setdefault(id(group), (group, set()))[1].add(len(query))
+        for group, ms in lengths.values():
+            group.build_for(sorted(ms), not task.local, threads)
 
     def _group_kernel(self, task: SearchTask, query: np.ndarray):
         """The thread-group kernel for this query, or None where the strip kernel runs

@@ -47,8 +47,9 @@
  * half, in the strip kernel's order (search.cl).
  *
  * Compile-time constants (-D): G, R (even), WG (work-items per work-group, a multiple of G),
- * USE_PTX, MULTI (multi-pass), GLOBAL_MODE, TAB_WORDS (the pair table and its virtual row, in words), QMAX
- * (m + 2 G: the query row offsets with G - 1 virtual rows at each end).
+ * USE_PTX, MULTI (multi-pass), GLOBAL_MODE. Nothing of the query is: the pair table (its
+ * letters and the virtual row) and the query row offsets (m + 2 G, with G - 1 virtual rows at
+ * each end) are local buffers sized at launch, so every query shares one build per shape.
  */
 
 #ifndef G
@@ -68,12 +69,6 @@
 #endif
 #ifndef GLOBAL_MODE
 #define GLOBAL_MODE 0
-#endif
-#ifndef TAB_WORDS
-#define TAB_WORDS 9000
-#endif
-#ifndef QMAX
-#define QMAX 1024
 #endif
 #define W (G * R)
 #if (R % 2) != 0
@@ -240,9 +235,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void group_search(
     const int npairs, const int m, const int passes, const int ntab, const int o, const int e,
     const int virt_off,          /* byte offset of the virtual table row */
     const int topz,              /* global modes: row -1 is all zeros */
-    const int leftz) {           /* global modes: column -1 is all zeros */
-    __local uint ltab[TAB_WORDS];
-    __local int lq[QMAX];
+    const int leftz,             /* global modes: column -1 is all zeros */
+    __local uint *ltab,          /* [ntab]: the pair table, copied in */
+    __local int *lq) {           /* [m + 2 G]: each query row's table offset, copied in */
 #if !USE_PTX
     __local uint xh[WG], xe[WG];
 #endif

@@ -170,6 +170,7 @@ class GroupSearch:
         self.ptx = dctx.caps.ptx_s16x2 if ptx is None else bool(ptx) and dctx.caps.ptx_s16x2
         self.n_queues = max(1, queues or QUEUES)
         self._packed: dict = {}
+        self._outs: dict = {}
         self._plans: dict = {}
         self._queues: list = []
         self._carry = None
@@ -177,17 +178,14 @@ class GroupSearch:
     # -- capacity -----------------------------------------------------------------------------
 
     def geometry(self, query: np.ndarray) -> tuple[int, int, int]:
-        """(TAB_WORDS, QMAX, local bytes per work-group) for this query.
+        """(pair table words, query row offsets, local bytes per work-group) for this query.
 
-        The table's size is a compile-time constant (a local array). On CPU devices it is
-        rounded up to a power of two, since every size is a build and PoCL builds take
-        seconds; on GPUs it is exact (local memory limits residency).
+        Both are local buffers sized at launch, exactly (local memory limits residency on
+        GPUs), not compile-time constants: no build depends on the query.
         """
         rows = len(np.unique(query)) + 1  # + the virtual row
         words = rows * self.L * self.L
-        if self.dctx.caps.is_cpu:
-            words = 1 << max(words - 1, 1023).bit_length()
-        qmax = -(-(len(query) + 2 * max(g for g, _ in (*SHAPES, *MULTI_SHAPES))) // 256) * 256
+        qmax = len(query) + 2 * max(g for g, _ in (*SHAPES, *MULTI_SHAPES))
         exchange = 0 if self.ptx else 8 * WG
         return words, qmax, words * 4 + qmax * 4 + exchange
 
@@ -218,6 +216,12 @@ class GroupSearch:
             Kernel time, first start to last end.
         launches : int
         """
+        return self.collect(self.submit(query, task))
+
+    def submit(self, query: np.ndarray, task, slot: int = 0) -> dict:
+        """Enqueue every launch of ``query`` and return at once; :meth:`collect` gives the
+        results. Queries in different ``slot``s (result buffers of their own) may be in
+        flight together: the next query's kernels run while this one's results come back."""
         import pyopencl as cl
 
         if not self.fits(query):
@@ -233,11 +237,9 @@ class GroupSearch:
         # low to matter: H there follows F down the column, -(o + e (i + 1))).
         pad_score = 0 if glob and task.top_zero else PAD_SCORE
         table, qoff, virt_off = self._table(query, sc.matrix, pad_score)
-        tab_words, qmax, _ = self.geometry(query)
         buckets = self._plan(m)
         mf = cl.mem_flags
         queues = self._queue_list()
-        words = 8 if glob else 4
         events, outs = [], []
         with driver_errors(caps, "running the group search kernel"):
             table_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=table)
@@ -245,8 +247,9 @@ class GroupSearch:
             # Latency-bound buckets first (most steps per pair), then the biggest.
             order = sorted(buckets, key=lambda b: (-b.passes * (m + b.G), -len(b.targets)))
             for j, bucket in enumerate(order):
-                cols, pads, out, targets = self._upload(bucket, glob)
-                kernel = self._kernel(bucket, tab_words, qmax, glob)
+                cols, pads, targets = self._upload(bucket, glob)
+                out = self._out_buffer(bucket, glob, slot)
+                kernel = self._kernel(bucket, glob)
                 wgs = -(-bucket.npairs // (WG // bucket.G))
                 wgs = max(1, min(wgs, caps.compute_units * GROUPS_PER_CU))
                 size = wgs * WG
@@ -267,18 +270,46 @@ class GroupSearch:
                     np.int32(virt_off),
                     np.int32(task.left_zero),  # the kernel's row -1: the strip kernel's column 0
                     np.int32(task.top_zero),  # its column -1: the strip kernel's row 0
+                    cl.LocalMemory(4 * len(table)),
+                    cl.LocalMemory(4 * (m + 2 * bucket.G)),
                 )
-                # Multi-pass launches share the pass-column buffer: one queue for them.
+                # Multi-pass launches share the pass-column buffer: one queue for them (in
+                # order, also across queries in flight).
                 queue = queues[j % len(queues)] if bucket.passes == 1 else queues[0]
                 events.append(cl.enqueue_nd_range_kernel(queue, kernel, (size,), (WG,)))
                 outs.append((out, targets, bucket.npairs))
             for queue in queues:
                 queue.flush()
+        # the inputs stay referenced until the launches are collected
+        return {
+            "task": task,
+            "m": m,
+            "events": events,
+            "outs": outs,
+            "inputs": (table_buf, qoff_buf),
+        }
+
+    def collect(self, pending: dict):
+        """The results of a :meth:`submit` (see :meth:`score`), once its launches finish."""
+        import pyopencl as cl
+
+        task, m, events = pending["task"], pending["m"], pending["events"]
+        glob = not task.local
+        words = 8 if glob else 4
+        with driver_errors(self.dctx.caps, "running the group search kernel"):
+            # Every bucket's copy queued behind its launch, one wait for the last copy (the
+            # copy queue is in order): one host sync per query, not two per bucket.
+            raws, copy = [], None
+            for event, (out, _, npairs) in zip(events, pending["outs"], strict=True):
+                raws.append(np.empty((npairs, words), np.uint32))
+                copy = cl.enqueue_copy(
+                    self.dctx.copy_queue, raws[-1], out, wait_for=[event], is_blocking=False
+                )
+            self.dctx.copy_queue.flush()
+            if copy is not None:
+                wait(copy)
             results = np.zeros((len(self.codes), 4), np.int64)
-            for event, (out, targets, npairs) in zip(events, outs, strict=True):
-                wait(event)
-                raw = np.empty((npairs, words), np.uint32)
-                cl.enqueue_copy(self.dctx.copy_queue, raw, out, is_blocking=True)
+            for raw, (_, targets, npairs) in zip(raws, pending["outs"], strict=True):
                 values = raw.astype(np.uint16).view(np.int16).astype(np.int64)
                 if glob:  # [pair][half][4]
                     per_lane = values.reshape(-1, 4)
@@ -289,7 +320,7 @@ class GroupSearch:
                 results[targets[real]] = per_lane[: len(targets)][real]
         start = min(e.profile.start for e in events)
         end = max(e.profile.end for e in events)
-        flagged = results[:, 3] >= flag_limit(sc.matrix)
+        flagged = results[:, 3] >= flag_limit(task.scoring.matrix)
         if glob:  # values that may fall below the 16-bit range, the virtual columns' included
             flagged |= ~task.low_ok(m, self.lengths, -30_720 + 1024)
         return results, flagged, (end - start) * 1e-9, len(events)
@@ -318,13 +349,12 @@ class GroupSearch:
         return self._plans[key]
 
     def _upload(self, bucket: Bucket, right: bool):
-        """The bucket's column pair offsets, per-pair virtual columns and result buffer on
-        the device (cached); ``right``: each target ends on the last column (global modes),
-        else it starts on the first (local mode)."""
+        """The bucket's column pair offsets and per-pair virtual columns on the device
+        (cached); ``right``: each target ends on the last column (global modes), else it
+        starts on the first (local mode)."""
         import pyopencl as cl
 
-        first = int(bucket.targets[0])
-        key = (bucket.G, bucket.R, bucket.passes, first, len(bucket.targets), right)
+        key = self._bucket_key(bucket, right)
         if key not in self._packed:
             cols, pads, targets = self._pack(bucket, right)
             mf = cl.mem_flags
@@ -333,10 +363,28 @@ class GroupSearch:
                 self._packed[key] = (
                     cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=cols),
                     cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=pads),
-                    cl.Buffer(ctx, mf.READ_WRITE, bucket.npairs * (32 if right else 16)),
                     targets,
                 )
         return self._packed[key]
+
+    def _out_buffer(self, bucket: Bucket, right: bool, slot: int):
+        """The bucket's result buffer for queries in ``slot`` (cached)."""
+        import pyopencl as cl
+
+        key = (*self._bucket_key(bucket, right), slot)
+        if key not in self._outs:
+            with driver_errors(self.dctx.caps, "allocating the search results"):
+                self._outs[key] = cl.Buffer(
+                    self.dctx.context,
+                    cl.mem_flags.READ_WRITE,
+                    bucket.npairs * (32 if right else 16),
+                )
+        return self._outs[key]
+
+    @staticmethod
+    def _bucket_key(bucket: Bucket, right: bool) -> tuple:
+        first = int(bucket.targets[0])
+        return (bucket.G, bucket.R, bucket.passes, first, len(bucket.targets), right)
 
     def _pack(self, bucket: Bucket, right: bool = False):
         """uint16 pair offsets ``[pairs, passes * W]``, the virtual columns before each
@@ -361,23 +409,33 @@ class GroupSearch:
         cols = ((lanes[:, 0] * self.L + lanes[:, 1]) * 4).astype(np.uint16)
         return np.ascontiguousarray(cols), np.ascontiguousarray(pads.reshape(-1, 2)), targets
 
-    def _kernel(self, bucket: Bucket, table_words: int, qmax: int, glob: bool):
+    def defines(self, G: int, R: int, multi: bool, glob: bool) -> dict:
+        """The ``-D`` constants of one shape's program (nothing of the query)."""
+        return {
+            "G": G,
+            "R": R,
+            "WG": WG,
+            "USE_PTX": int(self.ptx),
+            "MULTI": int(multi),
+            "GLOBAL_MODE": int(glob),
+        }
+
+    def build_for(self, lengths, glob: bool, threads: int = 8) -> int:
+        """Build, side by side, the programs that queries of ``lengths`` take (the shapes of
+        their bucket plans); return how many programs that is."""
+        from .programs import build_all
+
+        keys = {1 << max(int(m) - 1, 0).bit_length() for m in lengths if m > 0}
+        shapes = {(b.G, b.R, b.passes > 1) for key in keys for b in self._plan(key)}
+        defines = [self.defines(g, r, multi, glob) for g, r, multi in sorted(shapes)]
+        build_all(self.dctx, "search_group.cl", defines, threads)
+        return len(defines)
+
+    def _kernel(self, bucket: Bucket, glob: bool):
         import pyopencl as cl
 
-        program, _ = build(
-            self.dctx,
-            "search_group.cl",
-            {
-                "G": bucket.G,
-                "R": bucket.R,
-                "WG": WG,
-                "USE_PTX": int(self.ptx),
-                "MULTI": int(bucket.passes > 1),
-                "GLOBAL_MODE": int(glob),
-                "TAB_WORDS": table_words,
-                "QMAX": qmax,  # rounded up: queries of similar lengths share a build
-            },
-        )
+        defines = self.defines(bucket.G, bucket.R, bucket.passes > 1, glob)
+        program, _ = build(self.dctx, "search_group.cl", defines)
         with driver_errors(self.dctx.caps, "preparing the group search kernel"):
             return cl.Kernel(program, "group_search")
 
