@@ -133,7 +133,7 @@ edit (``tests/test_generated.py`` checks that this file is what the generator wr
 
 from numba import njit
 
-from .vectors import vadds, vload, vmax, vsplat, vstore, vsub
+from .vectors import vadds, vand, vany, veq, vload, vmax, vne, vsplat, vstore, vsub
 
 #: Target columns per strip (8 keeps 16 state vectors in registers).
 STRIP = {PAIRWISE_STRIP}
@@ -158,34 +158,60 @@ def _global_cell(diag, s, x, y, vo, ve):
 '''
 
 
-def pairwise_strip(local: bool) -> str:
-    """The source of ``strip_local`` or ``strip_global``: one strip of target columns.
+def _vec(base: str, k: int) -> str:
+    """Flat index of vector k of a row whose vector 0 is at ``base`` (V lanes a vector)."""
+    if k == 0:
+        return base
+    return f"{base} + V" if k == 1 else f"{base} + {k} * V"
+
+
+def _max_tree(names: list[str]) -> str:
+    """``vmax`` of ``names`` as a balanced tree (independent maxima first)."""
+    if len(names) == 1:
+        return names[0]
+    half = len(names) // 2
+    return f"vmax({_max_tree(names[:half])}, {_max_tree(names[half:])})"
+
+
+def pairwise_strip(kind: str) -> str:
+    """The source of ``strip_local``, ``strip_global`` or ``strip_ends``: one strip of columns.
 
     Columns j0 .. j0+STRIP-1 (one vector each, H and the gap state X in registers) sweep the
     query's rows 1..m; ``Hc``/``Yc`` carry H and the other gap state of the strip's right
     edge from strip to strip; ``prof`` holds the strip's substitution scores per query
     symbol, ``borders[k]`` H on row 0 of column j0 + k. Local strips return the best H so
-    far; global strips leave H of row m of each column in ``last``.
+    far; global strips leave H of row m of each column in ``last``. Ends strips
+    (:mod:`.ends`, local, row 0 all zero) store each row's running maximum in ``runmax``
+    and, in rows where some lane reaches ``best``, the row's H vectors in ``hbuf``; they
+    return the strip's maximum.
     """
     rows = PAIRWISE_STRIP
-    if local:
-        name, tail = "strip_local", "best, vo, ve, zero"
+    hs = [f"h{k}" for k in range(rows)]
+    if kind == "local":
+        tail = "borders, best, vo, ve, zero"
         summary = "A local strip (:func:`~dpalign.simd._generate.pairwise_strip`); returns best H"
-    else:
-        name, tail = "strip_global", "vo, ve, last"
+    elif kind == "global":
+        tail = "borders, vo, ve, last"
         summary = "A global strip (:func:`~dpalign.simd._generate.pairwise_strip`)"
+    else:
+        tail = "best, runmax, hbuf, vo, ve, zero"
+        summary = "A local strip that keeps where its maxima are (:mod:`.ends`); returns them"
     out = [
         "",
         "",
         '@njit(nogil=True, cache=True, inline="always")',
-        f"def {name}(prof, Hc, Yc, qidx, m, V, borders, {tail}):",
+        f"def strip_{kind}(prof, Hc, Yc, qidx, m, V, {tail}):",
         f'    """{summary}."""',
         "    KV = STRIP * V",
     ]
-    out += [f"    h{k} = vsplat(Hc, borders[{k + 1}])" for k in range(rows)]
+    if kind == "ends":
+        out += [f"    {' = '.join(hs)} = zero", "    hprev = zero", "    sb = zero"]
+    else:
+        out += [f"    h{k} = vsplat(Hc, borders[{k + 1}])" for k in range(rows)]
     out += [f"    x{k} = vsub(h{k}, vo)" for k in range(rows)]
+    if kind != "ends":
+        out.append("    hprev = vsplat(Hc, borders[0])")
     out += [
-        "    hprev = vsplat(Hc, borders[0])",
         "    for i in range(1, m + 1):",
         "        pb = qidx[i - 1] * KV",
         "        y = vload(Yc, i * V)",
@@ -195,29 +221,46 @@ def pairwise_strip(local: bool) -> str:
     for k in range(rows):
         if k < rows - 1:
             out.append(f"        nd = h{k}")
-        s = "pb" if k == 0 else ("pb + V" if k == 1 else f"pb + {k} * V")
-        if local:
+        s = _vec("pb", k)
+        if kind == "local":
             out.append(
                 f"        h{k}, x{k}, y, best = _local_cell(dg, vload(prof, {s}), x{k}, y, best, "
                 "vo, ve, zero)"
             )
-        else:
+        elif kind == "global":
             out.append(
                 f"        h{k}, x{k}, y = _global_cell(dg, vload(prof, {s}), x{k}, y, vo, ve)"
             )
+        else:  # the running best is the row maximum's job here (its vmax is dead code)
+            out.append(
+                f"        h{k}, x{k}, y, _ = _local_cell(dg, vload(prof, {s}), x{k}, y, zero, "
+                "vo, ve, zero)"
+            )
         if k < rows - 1:
             out.append("        dg = nd")
+    if kind == "ends":
+        out += [
+            f"        rm = {_max_tree(hs)}",
+            "        sb = vmax(sb, rm)",
+            "        vstore(runmax, i * V, sb)",
+            "        # Only rows where some lane reaches its best so far can hold an end cell.",
+            "        if vany(vand(veq(vmax(rm, best), rm), vne(rm, zero))):",
+            "            base = i * KV",
+        ]
+        out += [f"            vstore(hbuf, {_vec('base', k)}, h{k})" for k in range(rows)]
     out += [f"        vstore(Hc, i * V, h{rows - 1})", "        vstore(Yc, i * V, y)"]
-    if local:
+    if kind == "local":
         out.append("    return best")
-    else:
+    elif kind == "global":
         out += [f"    vstore(last, {k} * V, h{k})" for k in range(rows)]
+    else:
+        out.append("    return sb")
     return "\n".join(out) + "\n"
 
 
 def pairwise_strips() -> str:
     """The whole of ``pairwise_strips.py``."""
-    return _PAIRWISE_HEADER + pairwise_strip(True) + pairwise_strip(False)
+    return _PAIRWISE_HEADER + "".join(pairwise_strip(k) for k in ("local", "global", "ends"))
 
 
 #: Rows per group of the long-pair traceback fill (4 independent dependency chains), then 1.

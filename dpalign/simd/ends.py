@@ -27,7 +27,6 @@ from ..contract import BlockScores, QueryBatch, ReferenceBlock, Task
 from .pairwise import (
     _RANGE,
     DTYPES,
-    STRIP,
     _group_saturated,
     _local_widths,
     _prepare_query,
@@ -35,30 +34,10 @@ from .pairwise import (
     _striped_pairs,
     lane_groups,
     padded_matrix,
+    strip_profile,
 )
-from .vectors import (
-    vadds,
-    vand,
-    vany,
-    veq,
-    vload,
-    vlookup,
-    vmax,
-    vne,
-    vselect,
-    vsplat,
-    vstore,
-    vsub,
-)
-
-
-@njit(nogil=True, cache=True, inline="always")
-def _cell(diag, s, x, y, vo, ve, zero):
-    d = vsub(x, ve)
-    ih = vsub(y, ve)
-    h = vmax(vmax(vmax(vadds(diag, s), d), ih), zero)
-    u = vsub(h, vo)
-    return h, vmax(d, u), vmax(ih, u)
+from .pairwise_strips import STRIP, _local_cell, strip_ends
+from .vectors import vand, vany, veq, vload, vlookup, vmax, vne, vselect, vsplat, vstore, vsub
 
 
 @njit(nogil=True, cache=True)
@@ -117,57 +96,8 @@ def _one_query(
     n_strips = n // STRIP
     for strip in range(n_strips):
         j0 = strip * STRIP
-        for u in range(n_used):
-            for k in range(STRIP):
-                cv = vload(codes, (j0 + k) * V)
-                vstore(prof, (u * STRIP + k) * V, vlookup(tab, u * entries, cv))
-        h0, h1, h2, h3, h4, h5, h6, h7 = zero, zero, zero, zero, zero, zero, zero, zero
-        x0 = x1 = x2 = x3 = x4 = x5 = x6 = x7 = vsub(zero, vo)
-        hprev = zero
-        sb = zero
-        for i in range(1, m + 1):
-            pb = qidx[i - 1] * KV
-            y = vload(Yc, i * V)
-            dg = hprev
-            hprev = vload(Hc, i * V)
-            nd = h0
-            h0, x0, y = _cell(dg, vload(prof, pb), x0, y, vo, ve, zero)
-            dg = nd
-            nd = h1
-            h1, x1, y = _cell(dg, vload(prof, pb + V), x1, y, vo, ve, zero)
-            dg = nd
-            nd = h2
-            h2, x2, y = _cell(dg, vload(prof, pb + 2 * V), x2, y, vo, ve, zero)
-            dg = nd
-            nd = h3
-            h3, x3, y = _cell(dg, vload(prof, pb + 3 * V), x3, y, vo, ve, zero)
-            dg = nd
-            nd = h4
-            h4, x4, y = _cell(dg, vload(prof, pb + 4 * V), x4, y, vo, ve, zero)
-            dg = nd
-            nd = h5
-            h5, x5, y = _cell(dg, vload(prof, pb + 5 * V), x5, y, vo, ve, zero)
-            dg = nd
-            nd = h6
-            h6, x6, y = _cell(dg, vload(prof, pb + 6 * V), x6, y, vo, ve, zero)
-            dg = nd
-            h7, x7, y = _cell(dg, vload(prof, pb + 7 * V), x7, y, vo, ve, zero)
-            rm = vmax(vmax(vmax(h0, h1), vmax(h2, h3)), vmax(vmax(h4, h5), vmax(h6, h7)))
-            sb = vmax(sb, rm)
-            vstore(runmax, i * V, sb)
-            # Only rows where some lane reaches its best so far can hold an end cell.
-            if vany(vand(veq(vmax(rm, best), rm), vne(rm, zero))):
-                base = i * KV
-                vstore(hbuf, base, h0)
-                vstore(hbuf, base + V, h1)
-                vstore(hbuf, base + 2 * V, h2)
-                vstore(hbuf, base + 3 * V, h3)
-                vstore(hbuf, base + 4 * V, h4)
-                vstore(hbuf, base + 5 * V, h5)
-                vstore(hbuf, base + 6 * V, h6)
-                vstore(hbuf, base + 7 * V, h7)
-            vstore(Hc, i * V, h7)
-            vstore(Yc, i * V, y)
+        strip_profile(codes, j0, n_used, tab, entries, prof)
+        sb = strip_ends(prof, Hc, Yc, qidx, m, V, best, runmax, hbuf, vo, ve, zero)
         best = _locate(sb, best, runmax, hbuf, lane_buf, m, j0, STRIP, end_i, end_j, zero, one)
     for j in range(n_strips * STRIP, n):  # the last columns, one at a time
         cv = vload(codes, j * V)
@@ -178,7 +108,7 @@ def _one_query(
         for i in range(1, m + 1):
             y = vload(Yc, i * V)
             s = vlookup(tab, qidx[i - 1] * entries, cv)
-            h, x, y = _cell(hprev, s, x, y, vo, ve, zero)
+            h, x, y, _ = _local_cell(hprev, s, x, y, zero, vo, ve, zero)
             hprev = vload(Hc, i * V)
             sb = vmax(sb, h)
             vstore(runmax, i * V, sb)

@@ -120,6 +120,16 @@ def _prepare_query(qcodes, q, m, matrix, pad, tab, qidx, symbol_slot, entries):
     return used
 
 
+@njit(nogil=True, cache=True, inline="always")
+def strip_profile(codes, j0, n_used, tab, entries, prof):
+    """Substitution scores of columns j0 .. j0+STRIP-1 against each used query symbol."""
+    V = codes.shape[1]
+    for u in range(n_used):
+        for k in range(STRIP):
+            cv = vload(codes, (j0 + k) * V)
+            vstore(prof, (u * STRIP + k) * V, vlookup(tab, u * entries, cv))
+
+
 @njit(nogil=True, cache=True)
 def sweep(codes, group_n, lane_len, qcodes, qlens, qsel, matrix, o, e, local, ends, pad, out):
     """Score queries against G lane groups (one call per block keeps Python out of the loop).
@@ -241,10 +251,7 @@ def _sweep_group(
                 best = _column(codes, j0, Hc, Yc, tab, qidx, m, entries, o, e, flags, best, vecs)
                 j0 += 1
                 continue
-            for u in range(n_used):
-                for k in range(STRIP):
-                    cv = vload(codes, (j0 + k) * V)
-                    vstore(prof, (u * STRIP + k) * V, vlookup(tab, u * entries, cv))
+            strip_profile(codes, j0, n_used, tab, entries, prof)
             for k in range(STRIP + 1):
                 borders[k] = _border(j0 + k, o, e, row_free)
             if local:

@@ -6,7 +6,7 @@ edit (``tests/test_generated.py`` checks that this file is what the generator wr
 
 from numba import njit
 
-from .vectors import vadds, vload, vmax, vsplat, vstore, vsub
+from .vectors import vadds, vand, vany, veq, vload, vmax, vne, vsplat, vstore, vsub
 
 #: Target columns per strip (8 keeps 16 state vectors in registers).
 STRIP = 8
@@ -141,3 +141,64 @@ def strip_global(prof, Hc, Yc, qidx, m, V, borders, vo, ve, last):
     vstore(last, 5 * V, h5)
     vstore(last, 6 * V, h6)
     vstore(last, 7 * V, h7)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def strip_ends(prof, Hc, Yc, qidx, m, V, best, runmax, hbuf, vo, ve, zero):
+    """A local strip that keeps where its maxima are (:mod:`.ends`); returns them."""
+    KV = STRIP * V
+    h0 = h1 = h2 = h3 = h4 = h5 = h6 = h7 = zero
+    hprev = zero
+    sb = zero
+    x0 = vsub(h0, vo)
+    x1 = vsub(h1, vo)
+    x2 = vsub(h2, vo)
+    x3 = vsub(h3, vo)
+    x4 = vsub(h4, vo)
+    x5 = vsub(h5, vo)
+    x6 = vsub(h6, vo)
+    x7 = vsub(h7, vo)
+    for i in range(1, m + 1):
+        pb = qidx[i - 1] * KV
+        y = vload(Yc, i * V)
+        dg = hprev
+        hprev = vload(Hc, i * V)
+        nd = h0
+        h0, x0, y, _ = _local_cell(dg, vload(prof, pb), x0, y, zero, vo, ve, zero)
+        dg = nd
+        nd = h1
+        h1, x1, y, _ = _local_cell(dg, vload(prof, pb + V), x1, y, zero, vo, ve, zero)
+        dg = nd
+        nd = h2
+        h2, x2, y, _ = _local_cell(dg, vload(prof, pb + 2 * V), x2, y, zero, vo, ve, zero)
+        dg = nd
+        nd = h3
+        h3, x3, y, _ = _local_cell(dg, vload(prof, pb + 3 * V), x3, y, zero, vo, ve, zero)
+        dg = nd
+        nd = h4
+        h4, x4, y, _ = _local_cell(dg, vload(prof, pb + 4 * V), x4, y, zero, vo, ve, zero)
+        dg = nd
+        nd = h5
+        h5, x5, y, _ = _local_cell(dg, vload(prof, pb + 5 * V), x5, y, zero, vo, ve, zero)
+        dg = nd
+        nd = h6
+        h6, x6, y, _ = _local_cell(dg, vload(prof, pb + 6 * V), x6, y, zero, vo, ve, zero)
+        dg = nd
+        h7, x7, y, _ = _local_cell(dg, vload(prof, pb + 7 * V), x7, y, zero, vo, ve, zero)
+        rm = vmax(vmax(vmax(h0, h1), vmax(h2, h3)), vmax(vmax(h4, h5), vmax(h6, h7)))
+        sb = vmax(sb, rm)
+        vstore(runmax, i * V, sb)
+        # Only rows where some lane reaches its best so far can hold an end cell.
+        if vany(vand(veq(vmax(rm, best), rm), vne(rm, zero))):
+            base = i * KV
+            vstore(hbuf, base, h0)
+            vstore(hbuf, base + V, h1)
+            vstore(hbuf, base + 2 * V, h2)
+            vstore(hbuf, base + 3 * V, h3)
+            vstore(hbuf, base + 4 * V, h4)
+            vstore(hbuf, base + 5 * V, h5)
+            vstore(hbuf, base + 6 * V, h6)
+            vstore(hbuf, base + 7 * V, h7)
+        vstore(Hc, i * V, h7)
+        vstore(Yc, i * V, y)
+    return sb
