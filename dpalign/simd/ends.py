@@ -103,6 +103,7 @@ def _one_query(
         for i in range(1, m + 1):
             y = vload(Yc, i * V)
             s = vlookup(tab, qidx[i - 1] * entries, cv)
+            # the cell's running best goes unused (sb and hbuf locate the maxima): compiled out
             h, x, y, _ = _local_cell(hprev, s, x, y, zero, vo, ve, zero)
             hprev = vload(Hc, i * V)
             sb = vmax(sb, h)
