@@ -21,3 +21,11 @@ def test_each_strip_height_loads_and_stores_every_row():
         assert source.count("_cell(") == rows
         assert source.count("vload32(bh,") == source.count("vstore32(bh,") == rows
         assert source.count("vload32(be,") == source.count("vstore32(be,") == rows
+
+
+@pytest.mark.parametrize("kind", ["local", "global", "ends"])
+def test_each_pairwise_strip_computes_every_column(kind):
+    source = _generate.pairwise_strip(kind)
+    columns = _generate.PAIRWISE_STRIP
+    assert source.count("_cell(dg, vload(prof,") == columns
+    assert source.count("vstore(hbuf,") == (columns if kind == "ends" else 0)

@@ -5,7 +5,8 @@ query streamed row by row through strips of :data:`~dpalign.simd.pairwise.STRIP`
 columns), local mode only, plus what it takes to say *where* each lane's best cell is:
 
 * every row of a strip stores its eight H vectors and their maximum (stores, no extra
-  arithmetic: the maximum replaces the eight running-best updates of the score-only kernel);
+  arithmetic: the maximum replaces the eight running-best updates of the score-only kernel;
+  the strip is :func:`~dpalign.simd.pairwise_strips.strip_ends`, generated with the others);
 * after a strip, lanes whose strip maximum reached their best so far (ties included) look up
   the first row holding that maximum (one vector compare per row, stopping when every such
   lane is found), then the first of the eight columns in that row.
@@ -27,38 +28,17 @@ from ..contract import BlockScores, QueryBatch, ReferenceBlock, Task
 from .pairwise import (
     _RANGE,
     DTYPES,
-    STRIP,
-    _group_saturated,
     _local_widths,
     _prepare_query,
-    _split_few,
-    _striped_pairs,
     lane_groups,
+    live_sides,
+    local_passes,
     padded_matrix,
+    query_scratch,
+    strip_profile,
 )
-from .vectors import (
-    vadds,
-    vand,
-    vany,
-    veq,
-    vload,
-    vlookup,
-    vmax,
-    vne,
-    vselect,
-    vsplat,
-    vstore,
-    vsub,
-)
-
-
-@njit(nogil=True, cache=True, inline="always")
-def _cell(diag, s, x, y, vo, ve, zero):
-    d = vsub(x, ve)
-    ih = vsub(y, ve)
-    h = vmax(vmax(vmax(vadds(diag, s), d), ih), zero)
-    u = vsub(h, vo)
-    return h, vmax(d, u), vmax(ih, u)
+from .pairwise_strips import STRIP, _local_cell, strip_ends
+from .vectors import vand, vany, veq, vload, vlookup, vmax, vne, vselect, vsplat, vstore, vsub
 
 
 @njit(nogil=True, cache=True)
@@ -70,18 +50,12 @@ def sweep_ends(codes, group_n, qcodes, qlens, qsel, matrix, o, e, pad, out, end_
     half-open ends) of each lane's first best cell in row-major order, (0, 0) for score 0.
     """
     V = codes.shape[2]
-    n_sym = matrix.shape[0]
     entries = 64 if V == 64 else 32
-    m_max = qcodes.shape[1]
-    Hc = np.empty((m_max + 1) * V, dtype=codes.dtype)
-    Yc = np.empty((m_max + 1) * V, dtype=codes.dtype)
-    tab = np.empty(n_sym * entries, dtype=codes.dtype)
-    prof = np.empty(n_sym * STRIP * V, dtype=codes.dtype)
-    runmax = np.empty((m_max + 1) * V, dtype=codes.dtype)
-    hbuf = np.empty((m_max + 1) * STRIP * V, dtype=codes.dtype)
+    rows = qcodes.shape[1] + 1
+    Hc, Yc, tab, prof, qidx, symbol_slot = query_scratch(codes, qcodes, matrix)
+    runmax = np.empty(rows * V, dtype=codes.dtype)
+    hbuf = np.empty(rows * STRIP * V, dtype=codes.dtype)
     lane_buf = np.empty(3 * V, dtype=codes.dtype)
-    qidx = np.empty(m_max, dtype=np.int64)
-    symbol_slot = np.empty(n_sym, dtype=np.int64)
     for g in range(codes.shape[0]):
         grp = codes[g, : group_n[g] + 1]
         for s_idx in range(qsel.shape[0]):
@@ -117,57 +91,8 @@ def _one_query(
     n_strips = n // STRIP
     for strip in range(n_strips):
         j0 = strip * STRIP
-        for u in range(n_used):
-            for k in range(STRIP):
-                cv = vload(codes, (j0 + k) * V)
-                vstore(prof, (u * STRIP + k) * V, vlookup(tab, u * entries, cv))
-        h0, h1, h2, h3, h4, h5, h6, h7 = zero, zero, zero, zero, zero, zero, zero, zero
-        x0 = x1 = x2 = x3 = x4 = x5 = x6 = x7 = vsub(zero, vo)
-        hprev = zero
-        sb = zero
-        for i in range(1, m + 1):
-            pb = qidx[i - 1] * KV
-            y = vload(Yc, i * V)
-            dg = hprev
-            hprev = vload(Hc, i * V)
-            nd = h0
-            h0, x0, y = _cell(dg, vload(prof, pb), x0, y, vo, ve, zero)
-            dg = nd
-            nd = h1
-            h1, x1, y = _cell(dg, vload(prof, pb + V), x1, y, vo, ve, zero)
-            dg = nd
-            nd = h2
-            h2, x2, y = _cell(dg, vload(prof, pb + 2 * V), x2, y, vo, ve, zero)
-            dg = nd
-            nd = h3
-            h3, x3, y = _cell(dg, vload(prof, pb + 3 * V), x3, y, vo, ve, zero)
-            dg = nd
-            nd = h4
-            h4, x4, y = _cell(dg, vload(prof, pb + 4 * V), x4, y, vo, ve, zero)
-            dg = nd
-            nd = h5
-            h5, x5, y = _cell(dg, vload(prof, pb + 5 * V), x5, y, vo, ve, zero)
-            dg = nd
-            nd = h6
-            h6, x6, y = _cell(dg, vload(prof, pb + 6 * V), x6, y, vo, ve, zero)
-            dg = nd
-            h7, x7, y = _cell(dg, vload(prof, pb + 7 * V), x7, y, vo, ve, zero)
-            rm = vmax(vmax(vmax(h0, h1), vmax(h2, h3)), vmax(vmax(h4, h5), vmax(h6, h7)))
-            sb = vmax(sb, rm)
-            vstore(runmax, i * V, sb)
-            # Only rows where some lane reaches its best so far can hold an end cell.
-            if vany(vand(veq(vmax(rm, best), rm), vne(rm, zero))):
-                base = i * KV
-                vstore(hbuf, base, h0)
-                vstore(hbuf, base + V, h1)
-                vstore(hbuf, base + 2 * V, h2)
-                vstore(hbuf, base + 3 * V, h3)
-                vstore(hbuf, base + 4 * V, h4)
-                vstore(hbuf, base + 5 * V, h5)
-                vstore(hbuf, base + 6 * V, h6)
-                vstore(hbuf, base + 7 * V, h7)
-            vstore(Hc, i * V, h7)
-            vstore(Yc, i * V, y)
+        strip_profile(codes, j0, n_used, tab, entries, prof)
+        sb = strip_ends(prof, Hc, Yc, qidx, m, V, best, runmax, hbuf, vo, ve, zero)
         best = _locate(sb, best, runmax, hbuf, lane_buf, m, j0, STRIP, end_i, end_j, zero, one)
     for j in range(n_strips * STRIP, n):  # the last columns, one at a time
         cv = vload(codes, j * V)
@@ -178,7 +103,8 @@ def _one_query(
         for i in range(1, m + 1):
             y = vload(Yc, i * V)
             s = vlookup(tab, qidx[i - 1] * entries, cv)
-            h, x, y = _cell(hprev, s, x, y, vo, ve, zero)
+            # the cell's running best goes unused (sb and hbuf locate the maxima): compiled out
+            h, x, y, _ = _local_cell(hprev, s, x, y, zero, vo, ve, zero)
             hprev = vload(Hc, i * V)
             sb = vmax(sb, h)
             vstore(runmax, i * V, sb)
@@ -288,45 +214,27 @@ def score_block_ends(task: Task, queries: QueryBatch, block: ReferenceBlock):
     width = np.zeros((Q, W), dtype=np.uint8)
     a_end = np.zeros((Q, W), dtype=np.int64)
     b_end = np.zeros((Q, W), dtype=np.int64)
-    lengths = np.asarray(block.lengths, dtype=np.int64)
-    qlens = np.asarray(queries.lengths, dtype=np.int64)
-    live_lanes = np.flatnonzero(lengths > 0)
-    live_queries = np.flatnonzero(qlens > 0)
+    lengths, qlens, live_lanes, live_queries = live_sides(queries, block)
     width[:] = 8  # empty sides: local score 0 at (0, 0)
     if not live_lanes.size or not live_queries.size:
         return BlockScores(scores, width), a_end, b_end
     codes = block.codes if len(live_lanes) == W else block.codes[:, live_lanes]
     sub_lens = lengths[live_lanes]
-    todo = [(live_queries, np.arange(len(live_lanes)))]
-    for step, w in enumerate(_local_widths(scoring, len(live_lanes) > 32)):
-        next_todo = []
-        if w == 16 and step > 0:  # few saturated lanes: scores from the striped kernel,
-            todo, few = _split_few(todo)  # their ends left to the traceback (-1)
-            next_todo.extend(
-                _striped_pairs(few, codes, sub_lens, live_lanes, queries, scoring, scores, width)
-            )
-            for qsel, lanes in few:
-                a_end[np.ix_(qsel, live_lanes[lanes])] = -1
-                b_end[np.ix_(qsel, live_lanes[lanes])] = -1
-        for qsel, lanes in todo:
-            whole = lanes.size == len(live_lanes)
-            sub = codes if whole else np.ascontiguousarray(codes[:, lanes])
-            got, ei, ej, sat = run_pass_ends(w, sub, sub_lens[lanes], queries, qsel, scoring)
-            cols = live_lanes[lanes]
-            if not sat.any():
-                where = np.ix_(qsel, cols)
-                scores[where], a_end[where], b_end[where], width[where] = got, ei, ej, w
-                continue
-            for row, q in enumerate(qsel):
-                ok = ~sat[row]
-                scores[q, cols[ok]] = got[row, ok]
-                a_end[q, cols[ok]] = ei[row, ok]
-                b_end[q, cols[ok]] = ej[row, ok]
-                width[q, cols[ok]] = w
-            next_todo.extend(_group_saturated(qsel, lanes, sat))
-        todo = next_todo
-        if not todo:
-            break
+
+    def one_pass(w, sub, sub_lengths, qsel):
+        got, ei, ej, sat = run_pass_ends(w, sub, sub_lengths, queries, qsel, scoring)
+        return (got, ei, ej), sat
+
+    def unknown_ends(groups):  # rescored by the striped kernel: ends left to the traceback
+        for qsel, lanes in groups:
+            a_end[np.ix_(qsel, live_lanes[lanes])] = -1
+            b_end[np.ix_(qsel, live_lanes[lanes])] = -1
+
+    outs = (scores, a_end, b_end)
+    todo = local_passes(
+        scoring, queries, codes, sub_lens, live_lanes, live_queries, outs, width, one_pass,
+        unknown_ends,
+    )  # fmt: skip
     matrix = scoring.matrix.astype(np.int64)
     for qsel, lanes in todo:
         for q in qsel:

@@ -120,6 +120,36 @@ def _prepare_query(qcodes, q, m, matrix, pad, tab, qidx, symbol_slot, entries):
     return used
 
 
+@njit(nogil=True, cache=True, inline="always")
+def query_scratch(codes, qcodes, matrix):
+    """The per-query buffers of a sweep over lane groups ``codes`` (G, n + 1, V).
+
+    Returns ``(Hc, Yc, tab, prof, qidx, symbol_slot)``: H and Y of a strip's right edge per
+    query row, the query symbols' lookup rows, the strip profile, the query's lookup row per
+    position and each symbol's row (see :func:`_prepare_query`, :func:`strip_profile`).
+    """
+    V = codes.shape[2]
+    n_sym = matrix.shape[0]
+    m_max = qcodes.shape[1]
+    Hc = np.empty((m_max + 1) * V, dtype=codes.dtype)
+    Yc = np.empty((m_max + 1) * V, dtype=codes.dtype)
+    tab = np.empty(n_sym * (64 if V == 64 else 32), dtype=codes.dtype)
+    prof = np.empty(n_sym * STRIP * V, dtype=codes.dtype)
+    qidx = np.empty(m_max, dtype=np.int64)
+    symbol_slot = np.empty(n_sym, dtype=np.int64)
+    return Hc, Yc, tab, prof, qidx, symbol_slot
+
+
+@njit(nogil=True, cache=True, inline="always")
+def strip_profile(codes, j0, n_used, tab, entries, prof):
+    """Substitution scores of columns j0 .. j0+STRIP-1 against each used query symbol."""
+    V = codes.shape[1]
+    for u in range(n_used):
+        for k in range(STRIP):
+            cv = vload(codes, (j0 + k) * V)
+            vstore(prof, (u * STRIP + k) * V, vlookup(tab, u * entries, cv))
+
+
 @njit(nogil=True, cache=True)
 def sweep(codes, group_n, lane_len, qcodes, qlens, qsel, matrix, o, e, local, ends, pad, out):
     """Score queries against G lane groups (one call per block keeps Python out of the loop).
@@ -151,17 +181,8 @@ def sweep(codes, group_n, lane_len, qcodes, qlens, qsel, matrix, o, e, local, en
     out : ndarray (S, G, V), lane dtype
         Best score per query and lane (local: saturated lanes hold the type maximum).
     """
-    V = codes.shape[2]
-    n_sym = matrix.shape[0]
-    entries = 64 if V == 64 else 32
-    m_max = qcodes.shape[1]
-    Hc = np.empty((m_max + 1) * V, dtype=codes.dtype)
-    Yc = np.empty((m_max + 1) * V, dtype=codes.dtype)
-    tab = np.empty(n_sym * entries, dtype=codes.dtype)
-    prof = np.empty(n_sym * STRIP * V, dtype=codes.dtype)
-    last = np.empty(STRIP * V, dtype=codes.dtype)
-    qidx = np.empty(m_max, dtype=np.int64)
-    symbol_slot = np.empty(n_sym, dtype=np.int64)
+    Hc, Yc, tab, prof, qidx, symbol_slot = query_scratch(codes, qcodes, matrix)
+    last = np.empty(STRIP * codes.shape[2], dtype=codes.dtype)
     scratch = (Hc, Yc, tab, prof, last, qidx, symbol_slot)
     for g in range(codes.shape[0]):
         group = codes[g, : group_n[g] + 1]
@@ -241,10 +262,7 @@ def _sweep_group(
                 best = _column(codes, j0, Hc, Yc, tab, qidx, m, entries, o, e, flags, best, vecs)
                 j0 += 1
                 continue
-            for u in range(n_used):
-                for k in range(STRIP):
-                    cv = vload(codes, (j0 + k) * V)
-                    vstore(prof, (u * STRIP + k) * V, vlookup(tab, u * entries, cv))
+            strip_profile(codes, j0, n_used, tab, entries, prof)
             for k in range(STRIP + 1):
                 borders[k] = _border(j0 + k, o, e, row_free)
             if local:
@@ -499,6 +517,14 @@ def _scalar_pairs(pairs, codes, lengths, queries, scoring, local, ends, scores, 
         width[q, lane] = 64
 
 
+def live_sides(queries: QueryBatch, block: ReferenceBlock):
+    """``(lengths, qlens, live_lanes, live_queries)``: the lengths of lanes and queries (int64)
+    and the indices of the non-empty ones."""
+    lengths = np.asarray(block.lengths, dtype=np.int64)
+    qlens = np.asarray(queries.lengths, dtype=np.int64)
+    return lengths, qlens, np.flatnonzero(lengths > 0), np.flatnonzero(qlens > 0)
+
+
 def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> BlockScores:
     """Score every query of a batch against every lane of a block (the engine's contract).
 
@@ -512,10 +538,7 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
     Q = len(queries)
     scores = np.zeros((Q, W), dtype=np.int64)
     width = np.zeros((Q, W), dtype=np.uint8)
-    lengths = np.asarray(block.lengths, dtype=np.int64)
-    qlens = np.asarray(queries.lengths, dtype=np.int64)
-    live_lanes = np.flatnonzero(lengths > 0)
-    live_queries = np.flatnonzero(qlens > 0)
+    lengths, qlens, live_lanes, live_queries = live_sides(queries, block)
     if len(live_lanes) < W:  # empty targets (or padding lanes)
         dead = lengths == 0
         scores[:, dead] = _empty_scores(qlens, scoring, local, ends[2] or ends[3])[:, None]
@@ -532,33 +555,14 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
     rows = np.arange(Q) if len(live_queries) == Q else live_queries
 
     if local:
-        todo = [(live_queries, np.arange(len(live_lanes)))]
-        for step, w in enumerate(_local_widths(scoring, len(live_lanes) > 32)):
-            next_todo = []
-            if w == 16 and step > 0:  # few saturated lanes: one pair per striped pass
-                todo, few = _split_few(todo)
-                next_todo.extend(
-                    _striped_pairs(
-                        few, codes, sub_lens, live_lanes, queries, scoring, scores, width
-                    )
-                )
-            for qsel, lanes in todo:
-                whole = lanes.size == len(live_lanes)
-                sub = codes if whole else np.ascontiguousarray(codes[:, lanes])
-                got, sat = run_pass(w, sub, sub_lens[lanes], queries, qsel, scoring, True, ends)
-                target_cols = live_lanes[lanes]
-                if not sat.any():
-                    scores[np.ix_(qsel, target_cols)] = got
-                    width[np.ix_(qsel, target_cols)] = w
-                    continue
-                for row, q in enumerate(qsel):
-                    ok = ~sat[row]
-                    scores[q, target_cols[ok]] = got[row, ok]
-                    width[q, target_cols[ok]] = w
-                next_todo.extend(_group_saturated(qsel, lanes, sat))
-            todo = next_todo
-            if not todo:
-                break
+
+        def one_pass(w, sub, sub_lengths, qsel):
+            got, sat = run_pass(w, sub, sub_lengths, queries, qsel, scoring, True, ends)
+            return (got,), sat
+
+        todo = local_passes(
+            scoring, queries, codes, sub_lens, live_lanes, live_queries, (scores,), width, one_pass
+        )
         leftover = [(q, live_lanes[lane]) for qsel, lanes in todo for q in qsel for lane in lanes]
         if leftover:
             _scalar_pairs(
@@ -590,6 +594,52 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
 #: Saturated groups with fewer lanes than this are recomputed pair by pair in the striped
 #: int16 kernel (one useful lane in a 32-lane inter-sequence pass costs about 8x more).
 STRIPED_MAX_LANES = 8
+
+
+def local_passes(
+    scoring, queries, codes, sub_lens, live_lanes, live_queries, outs, width, one_pass, striped=None
+):
+    """The local passes over a block's live lanes, narrowest width first.
+
+    ``one_pass(w, codes, lengths, qsel)`` scores queries ``qsel`` against lanes at width w
+    and returns ``(values, saturated)``: ``values`` [S, L] arrays written, where not
+    saturated, into the matching ``outs`` (the first the scores) at the live lanes; ``width``
+    records w. Saturated groups with few lanes go one pair at a time to the striped kernel
+    (``striped(groups)`` hears which). Returns the groups ``(qsel, lanes)`` still saturated
+    after the widest pass.
+    """
+    scores = outs[0]
+    todo = [(live_queries, np.arange(len(live_lanes)))]
+    for step, w in enumerate(_local_widths(scoring, len(live_lanes) > 32)):
+        next_todo = []
+        if w == 16 and step > 0:  # few saturated lanes: one pair per striped pass
+            todo, few = _split_few(todo)
+            next_todo.extend(
+                _striped_pairs(few, codes, sub_lens, live_lanes, queries, scoring, scores, width)
+            )
+            if striped is not None:
+                striped(few)
+        for qsel, lanes in todo:
+            whole = lanes.size == len(live_lanes)
+            sub = codes if whole else np.ascontiguousarray(codes[:, lanes])
+            got, sat = one_pass(w, sub, sub_lens[lanes], qsel)
+            cols = live_lanes[lanes]
+            if not sat.any():
+                where = np.ix_(qsel, cols)
+                for out, values in zip(outs, got, strict=True):
+                    out[where] = values
+                width[where] = w
+                continue
+            for row, q in enumerate(qsel):
+                ok = ~sat[row]
+                for out, values in zip(outs, got, strict=True):
+                    out[q, cols[ok]] = values[row, ok]
+                width[q, cols[ok]] = w
+            next_todo.extend(_group_saturated(qsel, lanes, sat))
+        todo = next_todo
+        if not todo:
+            break
+    return todo
 
 
 def _split_few(todo):
