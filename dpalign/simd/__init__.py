@@ -1,4 +1,9 @@
-"""Numba CPU kernels, one module per kernel shape. Pure compute on arrays: no I/O here."""
+"""Numba CPU kernels, one module per kernel shape. Pure compute on arrays: no I/O here.
+
+Importing this package loads nothing heavy (the registry imports ``simd.backend`` for every
+command); the kernel modules load Numba through :mod:`dpalign.simd.vectors`, which first calls
+:func:`load_numba_target`.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ class _NoBlasProbe:
         return None
 
 
-def _load_numba_target() -> None:
+def load_numba_target() -> None:
     """Load Numba's CPU target (``numba.np.arraymath``) without importing SciPy.
 
     Numba loads ``numba.np.arraymath`` before it compiles or loads its first kernel, and that
@@ -40,5 +45,3 @@ def _load_numba_target() -> None:
     finally:
         sys.meta_path.remove(finder)
 
-
-_load_numba_target()

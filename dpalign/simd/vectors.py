@@ -39,6 +39,12 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
+from . import load_numba_target
+
+# Numba loads its CPU target (which probes SciPy for BLAS) at the first kernel, not at import:
+# load it here, without SciPy, before any kernel module of this package compiles or loads.
+load_numba_target()
+
 VECTOR_BITS = 512
 #: Lane dtypes of the pairwise kernels and their lane counts in one 512-bit vector.
 LANES = {np.dtype(np.int8): 64, np.dtype(np.int16): 32, np.dtype(np.int32): 16}
