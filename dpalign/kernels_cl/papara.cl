@@ -118,12 +118,7 @@ typedef uint2 carry_t; /* (H pair, E pair) */
 typedef int cell_t;
 typedef int2 carry_t;
 #define LPW 1
-#define NEG_CELL (-(1 << 29))
-#define SPLAT(x) (x)
-#define p_add(a, b) ((a) + (b))
-#define p_max(a, b) max(a, b)
-#define p_addmax(a, b, c) max((a) + (b), c)
-#define p_max3(a, b, c) max(max(a, b), c)
+#include "i32ops.cl"
 #endif
 
 /* Per-column constants of one lane (or lane pair): the match operand A, the two diagonal

@@ -131,12 +131,7 @@ typedef int2 carry_t;
 typedef uint word_t;
 #define LPW 1
 #define PV 4
-#define NEG_CELL (-(1 << 29))
-#define SPLAT(x) (x)
-#define p_add(a, b) ((a) + (b))
-#define p_max(a, b) max(a, b)
-#define p_addmax(a, b, c) max((a) + (b), c)
-#define p_max3(a, b, c) max(max(a, b), c)
+#include "i32ops.cl"
 #endif
 
 /* H on kernel row 0 at padded column p (p = -1: left of the strips): the corner and the
