@@ -442,20 +442,8 @@ class ReferenceBackend(Backend):
                     )
                     scores[q, lanes] = fill.scores
                 else:
-                    sc = task.scoring
                     for lane in targets:
-                        target = block.lane(lane)
-                        scores[q, lane] = reference.pairwise_score(
-                            read,
-                            target,
-                            sc.matrix,
-                            sc.gap_open,
-                            sc.gap_extend,
-                            task.mode,
-                            task.free_ends,
-                            a_gap=sc.a_gap,
-                            b_gap=sc.b_gap,
-                        ).score
+                        scores[q, lane] = self._pairwise(task, read, block.lane(lane)).score
                 if progress is not None:
                     progress(m * block.residues)
             results.append(BlockScores(scores, np.full(scores.shape, 64, dtype=np.uint8)))

@@ -79,3 +79,15 @@ def golden_root() -> Path:
 
 def golden_cases() -> list[Path]:
     return sorted(p for p in golden_root().iterdir() if (p / "tree.nwk").exists())
+
+
+@pytest.fixture
+def files(tmp_path):
+    """``files(name, text)`` writes a file in the test's folder and returns its path."""
+
+    def write(name, text):
+        path = tmp_path / name
+        path.write_text(text)
+        return str(path)
+
+    return write

@@ -3,27 +3,11 @@
 import json
 
 import pytest
+from cli_helpers import run_cli as _run
 
 from dpalign.cli import main
 from dpalign.pairwise import align
 from dpalign.search import search
-
-
-@pytest.fixture
-def files(tmp_path):
-    def write(name, text):
-        path = tmp_path / name
-        path.write_text(text)
-        return str(path)
-
-    return write
-
-
-def _run(argv, capsys):
-    code = main(argv)
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
 
 
 def test_align_formats(files, capsys):

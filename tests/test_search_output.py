@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 import pytest
+from cli_helpers import run_cli as _run
 
 from dpalign import reference
 from dpalign.alphabet import reverse_complement
-from dpalign.cli import main
 from dpalign.errors import InputError, OptionError
 from dpalign.scoring import Scoring
 from dpalign.search import alignment_counts, search
@@ -21,23 +21,6 @@ from dpalign.stats import (
 )
 
 PROTEIN = "ARNDCQEGHILKMFPSTWYV"
-
-
-@pytest.fixture
-def files(tmp_path):
-    def write(name, text):
-        path = tmp_path / name
-        path.write_text(text)
-        return str(path)
-
-    return write
-
-
-def _run(argv, capsys):
-    code = main(argv)
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
 
 
 def _fasta(names, seqs):

@@ -44,4 +44,3 @@ def load_numba_target() -> None:
         import numba.np.arraymath  # noqa: F401
     finally:
         sys.meta_path.remove(finder)
-
