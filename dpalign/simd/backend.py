@@ -210,6 +210,15 @@ class NumbaBackend(Backend):
 
         return papara_align_many(states, flags, reads, edges, scoring, threads=self.threads)
 
+    def refine_papara(self, odds, occupied, gapped, reads, windows, model):
+        """The accurate mode's second pass against one edge, reads on every core."""
+        from .papara_refine import refine_many
+
+        return refine_many(
+            odds, occupied, gapped, reads, windows, model.open_ins, model.extend_ins,
+            model.overhang, model.theta, threads=self.threads,
+        )  # fmt: skip
+
     def score_pairs(self, task, a_list, b_list, progress=None):
         """Scores of pair k = (a_list[k], b_list[k]), one pair at a time on every core:
         local pairs in the striped int16 kernel (int64 only if it saturates), the others in

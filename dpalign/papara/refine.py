@@ -1,0 +1,204 @@
+"""The accurate mode's second pass: each read re-aligned against a probabilistic profile of the
+edge the first pass chose for it.
+
+The first pass (PaPaRa's recurrence with the accurate scores) picks the edge; its profile is
+one Fitch state set and one gap flag per column, which says nothing about *how likely* a
+residue or a gap is there. Most of the reads it leaves imperfect have characters one to five
+columns off in gappy variable regions, where the question is which columns the read's lineage
+has. This pass builds, for the chosen edge only, the reference rows' residue and gap
+frequencies per column, each row weighted by ``exp(-d / tau)`` with d its tree distance from
+the middle of the edge (close relatives share their gaps), and aligns the read to it by
+posterior decoding (:mod:`dpalign.simd.papara_refine`, through the engine; the model is spelt
+out in :func:`dpalign.reference.papara_refine_posteriors`). It runs on the CPU after any
+backend's scoring, so the output is the same whichever backend scored.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import engine
+from ..engine import Backend
+
+
+@dataclass(frozen=True)
+class RefineModel:
+    """The second pass's constants (tuned on simulations with seeds apart from the
+    benchmark's; see BENCHMARKS.md, issue 15).
+
+    Attributes
+    ----------
+    tau_rel : float
+        Distance scale of the row weights, in mean branch lengths of the tree.
+    pseudo : float
+        Share of the background frequencies mixed into each column's residue frequencies.
+    gap_prior : float
+        Share of the reference's overall gap fraction mixed into each column's.
+    open_ins, extend_ins : float
+        Weight of a character inserted between columns (first, then each further one).
+    overhang : float
+        Weight per character before the reference's first column or after its last.
+    theta : float
+        A character goes into a column only if its posterior there exceeds ``theta``.
+    margin : int
+        Columns the read may move beyond either end of its first-pass alignment.
+    """
+
+    tau_rel: float = 0.8
+    pseudo: float = 0.05
+    gap_prior: float = 0.02
+    open_ins: float = math.exp(-10.0)
+    extend_ins: float = math.exp(-1.0)
+    overhang: float = 1.0
+    theta: float = 0.0
+    margin: int = 30
+
+
+class EdgeFrequencies:
+    """Distance-weighted residue and gap frequencies at the middle of any edge.
+
+    ``exp(-d / tau)`` multiplies along a path, so the weighted sum over the tips of a directed
+    subtree is its children's sums, each times ``exp(-branch / tau)``: every directed subtree
+    is computed once (as normalised channels and the log of its total weight) and shared by
+    the edges that need it, as :mod:`dpalign.papara.profiles` does for the Fitch states.
+    """
+
+    def __init__(self, data, model: RefineModel) -> None:
+        self._data = data
+        self._tree = data.tree
+        self._k = 4 if data.alphabet.name == "dna" else 20
+        lengths = [e.length for e in data.tree.edges]
+        self._tau = max(model.tau_rel * (float(np.mean(lengths)) if lengths else 1.0), 1e-9)
+        self._memo: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
+        self._tips = {}
+        total = np.zeros(self._k + 1)
+        for node, row in data.tip_rows.items():
+            channels = self._channels(data.ref_states[row])
+            self._tips[node] = channels
+            total += channels.sum(axis=0)
+        residues = total[: self._k]
+        self.background = (
+            residues / residues.sum() if residues.sum() > 0 else np.full(self._k, 1 / self._k)
+        )
+        self.gap_fraction = float(total[self._k] / max(total.sum(), 1.0))
+
+    @property
+    def n_bits(self) -> int:
+        """Residue bits of a state (4 DNA, 20 protein)."""
+        return self._k
+
+    def _channels(self, states: np.ndarray) -> np.ndarray:
+        """Per column: the residue bits (an ambiguity code shares its weight), then gap."""
+        k = self._k
+        gap = states == self._data.alphabet.gap
+        bits = ((states[:, None].astype(np.int64) >> np.arange(k)) & 1).astype(np.float64)
+        bits /= np.maximum(bits.sum(axis=1), 1.0)[:, None]
+        bits[gap] = 0.0
+        return np.concatenate([bits, gap[:, None].astype(np.float64)], axis=1)
+
+    def _mix(self, parts) -> tuple[np.ndarray, float]:
+        logs = [log_w - z / self._tau for (_, log_w), z in parts]
+        top = max(logs)
+        weights = [math.exp(v - top) for v in logs]
+        total = sum(weights)
+        value = sum(
+            w / total * channels for w, ((channels, _), _) in zip(weights, parts, strict=True)
+        )
+        return value, top + math.log(total)
+
+    def _directed(self, parent: int, node: int) -> tuple[np.ndarray, float]:
+        tree, memo = self._tree, self._memo
+        stack = [(parent, node)]
+        while stack:
+            p, q = stack[-1]
+            if (p, q) in memo:
+                stack.pop()
+                continue
+            if tree.is_tip(q):
+                memo[(p, q)] = (self._tips[q], 0.0)
+                stack.pop()
+                continue
+            kids = [(c, z) for c, z in tree.neighbors[q] if c != p]
+            missing = [(q, c) for c, _ in kids if (q, c) not in memo]
+            if missing:
+                stack.extend(missing)
+                continue
+            memo[(p, q)] = self._mix([(memo[(q, c)], z) for c, z in kids])
+            stack.pop()
+        return memo[(parent, node)]
+
+    def at_edge(self, edge: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(residues (n, K), gap (n,))``: the residue frequencies among the weighted rows
+        that have a residue (the background where none has), and the weighted gap share."""
+        e = self._tree.edges[edge]
+        half = e.length / 2
+        value, _ = self._mix([(self._directed(e.v, e.u), half), (self._directed(e.u, e.v), half)])
+        k = self._k
+        residues = value[:, :k]
+        total = residues.sum(axis=1, keepdims=True)
+        freqs = np.where(total > 0, residues / np.maximum(total, 1e-300), self.background)
+        gap = value[:, k] / np.maximum(value.sum(axis=1), 1e-300)
+        return freqs, gap
+
+
+class Refiner:
+    """Re-aligns reads against their edges' frequency profiles (see the module's text)."""
+
+    def __init__(self, data, backend: Backend, model: RefineModel | None = None) -> None:
+        self.model = model or RefineModel()
+        self._data = data
+        self._backend = backend
+        self._freqs = EdgeFrequencies(data, self.model)
+
+    def _tables(self, edge: int, codes: np.ndarray):
+        """``(odds (len(codes), n), occupied (n,), gapped (n,))`` of one edge."""
+        model, freqs = self.model, self._freqs
+        residues, gap = freqs.at_edge(edge)
+        bg = freqs.background
+        q = (1 - model.pseudo) * residues + model.pseudo * bg
+        member = ((codes[:, None].astype(np.int64) >> np.arange(freqs.n_bits)) & 1).astype(
+            np.float64
+        )
+        odds = (member @ q.T) / np.maximum(member @ bg, 1e-300)[:, None]
+        g = (1 - model.gap_prior) * gap + model.gap_prior * freqs.gap_fraction
+        g = np.clip(g, 1e-3, 1 - 1e-3)
+        return np.ascontiguousarray(odds), 1.0 - g, g
+
+    def refine(self, reads: list[np.ndarray], edges: np.ndarray, ops: list[str]) -> list[str]:
+        """The second-pass op strings of a batch of reads (first-pass ``ops`` where the edge
+        is -1)."""
+        out = list(ops)
+        n = self._data.n_columns
+        live = [k for k in range(len(reads)) if edges[k] >= 0 and len(reads[k])]
+        if not live:
+            return out
+        codes, index = np.unique(np.concatenate([reads[k] for k in live]), return_inverse=True)
+        starts = np.cumsum([0] + [len(reads[k]) for k in live])
+        coded = {k: index[starts[t] : starts[t + 1]].astype(np.int64) for t, k in enumerate(live)}
+        by_edge: dict[int, list[int]] = {}
+        for k in live:
+            by_edge.setdefault(int(edges[k]), []).append(k)
+        margin = self.model.margin
+        for edge, group in by_edge.items():
+            odds, occupied, gapped = self._tables(edge, codes)
+            windows = np.array([_window(ops[k], n, margin) for k in group], dtype=np.int64)
+            refined = engine.refine_papara(
+                self._backend, odds, occupied, gapped, [coded[k] for k in group], windows,
+                self.model,
+            )  # fmt: skip
+            for k, text in zip(group, refined, strict=True):
+                out[k] = text
+        return out
+
+
+def _window(ops: str, n: int, margin: int) -> tuple[int, int]:
+    """Columns ``margin`` beyond the first and last column the first pass aligned a read to."""
+    codes = np.frombuffer(ops.encode("ascii"), dtype=np.uint8)
+    site = np.cumsum(codes != ord("I")) - 1
+    aligned = site[codes == ord("M")]
+    if not aligned.size:
+        return 0, n
+    return max(0, int(aligned.min()) - margin), min(n, int(aligned.max()) + 1 + margin)

@@ -1,0 +1,209 @@
+"""The accurate mode's second pass for the ``numba`` backend: each read re-aligned against a
+probabilistic profile of its chosen edge, by posterior decoding.
+
+The model (see :func:`dpalign.reference.papara_refine`, the oracle this kernel matches) weighs
+every alignment of the read within a window of reference columns by the product of
+
+* ``odds[c, i]``: how much likelier read code ``c`` is in column ``i`` than in the background
+  (the edge's residue frequencies over the reference's), times ``occupied[i]``, the chance the
+  read has a residue in column ``i`` at all;
+* ``gapped[i]`` for each column the read skips between its first and last aligned column
+  (leading and trailing columns are free: reads are fragments);
+* ``open_ins``, then ``extend_ins`` per further character, for characters between columns;
+* ``overhang`` per character before the window's first column or after its last, where the
+  window starts or ends at the reference's (a read hanging over the reference's end).
+
+Forward and backward sums give every (character, column) pair's posterior probability; the
+alignment written is the one that maximises the sum of ``posterior - theta`` over its aligned
+pairs (characters whose every column scores below ``theta`` stay insertions). Rows are scaled
+as they go, so long reads neither overflow nor underflow.
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from numba import njit
+
+from .. import config
+
+_OP_TABLE = bytes.maketrans(b"\x00\x01\x02", b"MRI")
+
+
+@njit(nogil=True, cache=True)
+def posteriors(
+    odds, occupied, gapped, read, lo, hi, open_ins, extend_ins, overhang, open_lo, open_hi
+):  # pragma: no cover - compiled
+    """Posterior of each (read character j, window column i) pair: ``P[j + 1, i + 1]``."""
+    m = read.shape[0]
+    n = hi - lo
+    fm = np.zeros((m + 1, n + 1))
+    fd = np.zeros((m + 1, n + 1))
+    fi = np.zeros((m + 1, n + 1))
+    fb = np.zeros((m + 1, n + 1))
+    scale_f = np.zeros(m + 1)
+    for i in range(n + 1):
+        fb[0, i] = 1.0
+    cum = 0.0
+    for j in range(1, m + 1):
+        if open_lo:
+            fb[j, 0] = math.exp(math.log(overhang) * j - cum)
+        code = read[j - 1]
+        for i in range(n + 1):
+            if i > 0:
+                c = lo + i - 1
+                fm[j, i] = (
+                    (fb[j - 1, i - 1] + fm[j - 1, i - 1] + fd[j - 1, i - 1] + fi[j - 1, i - 1])
+                    * odds[code, c]
+                    * occupied[c]
+                )
+                fd[j, i] = (fm[j, i - 1] + fd[j, i - 1]) * gapped[c]
+            fi[j, i] = (fm[j - 1, i] + fd[j - 1, i]) * open_ins + fi[j - 1, i] * extend_ins
+        top = 0.0
+        for i in range(n + 1):
+            v = fm[j, i] + fd[j, i] + fi[j, i] + fb[j, i]
+            if v > top:
+                top = v
+        if top <= 0.0:
+            top = 1.0
+        for i in range(n + 1):
+            fm[j, i] /= top
+            fd[j, i] /= top
+            fi[j, i] /= top
+            fb[j, i] /= top
+        cum += math.log(top)
+        scale_f[j] = cum
+    bm = np.zeros((m + 1, n + 1))  # from M or D (the same successors)
+    bi = np.zeros((m + 1, n + 1))
+    scale_b = np.zeros(m + 1)
+    for i in range(n, -1, -1):
+        end = 1.0 if i >= 1 else 0.0
+        bm[m, i] = end + (bm[m, i + 1] * gapped[lo + i] if i < n else 0.0)
+        bi[m, i] = end
+    cum = 0.0
+    for j in range(m - 1, -1, -1):
+        code = read[j]
+        for i in range(n, -1, -1):
+            end = 0.0
+            if i == n and open_hi and j >= 1:
+                end = math.exp(math.log(overhang) * (m - j) - cum)
+            diag = bm[j + 1, i + 1] * odds[code, lo + i] * occupied[lo + i] if i < n else 0.0
+            skip = bm[j, i + 1] * gapped[lo + i] if i < n else 0.0
+            bm[j, i] = diag + skip + bi[j + 1, i] * open_ins + end
+            bi[j, i] = diag + bi[j + 1, i] * extend_ins + end
+        top = 0.0
+        for i in range(n + 1):
+            v = bm[j, i] + bi[j, i]
+            if v > top:
+                top = v
+        if top <= 0.0:
+            top = 1.0
+        for i in range(n + 1):
+            bm[j, i] /= top
+            bi[j, i] /= top
+        cum += math.log(top)
+        scale_b[j] = cum
+    total = 0.0
+    for i in range(1, n + 1):
+        total += fm[m, i] + fd[m, i] + fi[m, i]
+    log_z = math.log(total) + scale_f[m] if total > 0.0 else -math.inf
+    if open_hi:
+        for j in range(1, m):
+            part = fm[j, n] + fd[j, n] + fi[j, n]
+            if part > 0.0:
+                log_part = math.log(part) + scale_f[j] + math.log(overhang) * (m - j)
+                hi_, lo_ = max(log_z, log_part), min(log_z, log_part)
+                log_z = hi_ + math.log1p(math.exp(lo_ - hi_))
+    post = np.zeros((m + 1, n + 1))
+    for j in range(1, m + 1):
+        back = scale_b[j] if j < m else 0.0
+        for i in range(1, n + 1):
+            if fm[j, i] > 0.0 and bm[j, i] > 0.0:
+                post[j, i] = math.exp(
+                    math.log(fm[j, i]) + math.log(bm[j, i]) + scale_f[j] + back - log_z
+                )
+    return post
+
+
+@njit(nogil=True, cache=True)
+def decode(post, theta, out):  # pragma: no cover - compiled
+    """The alignment maximising the sum of ``posterior - theta`` over aligned pairs, as op
+    codes (0 M, 1 R, 2 I) written backwards into ``out``; returns their count."""
+    rows, cols = post.shape
+    m, n = rows - 1, cols - 1
+    value = np.zeros((m + 1, n + 1))
+    move = np.zeros((m + 1, n + 1), dtype=np.uint8)
+    for j in range(m + 1):
+        for i in range(n + 1):
+            if j == 0 and i == 0:
+                continue
+            best = -math.inf
+            k = 0
+            if j > 0 and i > 0 and post[j, i] > theta:
+                best = value[j - 1, i - 1] + post[j, i] - theta
+            if j > 0 and value[j - 1, i] > best:
+                best = value[j - 1, i]
+                k = 2
+            if i > 0 and value[j, i - 1] > best:
+                best = value[j, i - 1]
+                k = 1
+            value[j, i] = best
+            move[j, i] = k
+    count = 0
+    j, i = m, n
+    while j > 0 or i > 0:
+        k = move[j, i] if (j > 0 and i > 0) else (2 if j > 0 else 1)
+        out[count] = k
+        count += 1
+        if k == 0:
+            j -= 1
+            i -= 1
+        elif k == 2:
+            j -= 1
+        else:
+            i -= 1
+    return count
+
+
+def refine_many(
+    odds: np.ndarray,
+    occupied: np.ndarray,
+    gapped: np.ndarray,
+    reads: list[np.ndarray],
+    windows: np.ndarray,
+    open_ins: float,
+    extend_ins: float,
+    overhang: float,
+    theta: float,
+    threads: int | None = None,
+) -> list[str]:
+    """Re-align reads (code indices into ``odds``' rows) against one edge's profile.
+
+    ``windows[k] = (lo, hi)``: the columns read k may take. Returns one op string per read over
+    all ``len(occupied)`` columns (``R`` outside the window).
+    """
+    n_total = len(occupied)
+    out: list[str] = [""] * len(reads)
+
+    def one(k: int) -> None:
+        lo, hi = int(windows[k, 0]), int(windows[k, 1])
+        read = reads[k]
+        post = posteriors(
+            odds, occupied, gapped, read, lo, hi, open_ins, extend_ins, overhang,
+            lo == 0, hi == n_total,
+        )  # fmt: skip
+        buf = np.empty(len(read) + hi - lo, dtype=np.uint8)
+        count = decode(post, theta, buf)
+        core = buf[:count][::-1].tobytes().translate(_OP_TABLE).decode()
+        out[k] = "R" * lo + core + "R" * (n_total - hi)
+
+    workers = min(config.cpu_threads(threads), len(reads))
+    if workers <= 1:
+        for k in range(len(reads)):
+            one(k)
+    else:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(one, range(len(reads))))
+    return out
