@@ -461,7 +461,19 @@ def _log(x: float) -> float:
 
 
 def papara_refine_posteriors(
-    odds, occupied, gapped, read, lo, hi, open_ins, extend_ins, overhang, open_lo, open_hi
+    odds,
+    occupied,
+    gapped,
+    read,
+    lo,
+    hi,
+    first,
+    last,
+    open_ins,
+    extend_ins,
+    overhang,
+    open_lo,
+    open_hi,
 ) -> np.ndarray:
     """Posterior probability of every (read character, window column) pair: ``P[j+1, i+1]``.
 
@@ -471,8 +483,10 @@ def papara_refine_posteriors(
     and trailing columns are free); ``open_ins`` then ``extend_ins`` per character inserted
     between columns (after an aligned or a skipped column; an insertion is never followed by
     a skip); ``overhang`` per character before the first column when ``open_lo`` (the window
-    starts at the reference's start) or after the last when ``open_hi``. Plain log space,
-    cell by cell: the oracle of :mod:`dpalign.simd.papara_refine`.
+    starts at the reference's start) or after the last when ``open_hi``. Only the cells
+    ``first[j] <= i <= last[j]`` of row j (character j - 1, i columns of the window consumed)
+    may be on a path (a band around the first pass's alignment). Plain log space, cell by
+    cell: the oracle of :mod:`dpalign.simd.papara_refine`.
     """
     m, n = len(read), hi - lo
     ninf = -math.inf
@@ -486,6 +500,8 @@ def papara_refine_posteriors(
             lb[j, 0] = j * _log(overhang)
     for j in range(m + 1):
         for i in range(n + 1):
+            if j > 0 and not first[j] <= i <= last[j]:
+                continue
             if j > 0 and i > 0:
                 c = lo + i - 1
                 emit = _log(odds[read[j - 1], c]) + _log(occupied[c])
@@ -507,8 +523,10 @@ def papara_refine_posteriors(
     # log backward from M (= from D: the same successors) and from I
     bm = np.full((m + 1, n + 2), ninf)
     bi = np.full((m + 2, n + 2), ninf)
-    for j in range(m, -1, -1):
+    for j in range(m, 0, -1):
         for i in range(n, -1, -1):
+            if not first[j] <= i <= last[j]:
+                continue
             end = ninf
             if j == m and i >= 1:
                 end = 0.0
@@ -559,14 +577,14 @@ def papara_refine_decode(post: np.ndarray, theta: float) -> str:
     return "".join(reversed(ops))
 
 
-def papara_refine(
-    odds, occupied, gapped, read, lo, hi, open_ins, extend_ins, overhang, theta
-) -> str:
+def papara_refine(odds, occupied, gapped, read, band, open_ins, extend_ins, overhang, theta) -> str:
     """One read's second-pass alignment over all reference columns (``R`` outside the window
-    ``lo..hi-1``): :func:`papara_refine_posteriors`, then :func:`papara_refine_decode`."""
+    ``lo..hi-1`` of ``band = (lo, hi, first, last)``): :func:`papara_refine_posteriors`, then
+    :func:`papara_refine_decode`."""
     n_total = len(occupied)
+    lo, hi, first, last = band
     post = papara_refine_posteriors(
-        odds, occupied, gapped, read, lo, hi, open_ins, extend_ins, overhang,
+        odds, occupied, gapped, read, lo, hi, first, last, open_ins, extend_ins, overhang,
         lo == 0, hi == n_total,
     )  # fmt: skip
     return "R" * lo + papara_refine_decode(post, theta) + "R" * (n_total - hi)

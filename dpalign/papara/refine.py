@@ -23,6 +23,8 @@ import numpy as np
 from .. import engine
 from ..engine import Backend
 
+_TABLE_BYTES = 64 << 20  # edge tables held at once by the second pass
+
 
 @dataclass(frozen=True)
 class RefineModel:
@@ -43,8 +45,8 @@ class RefineModel:
         Weight per character before the reference's first column or after its last.
     theta : float
         A character goes into a column only if its posterior there exceeds ``theta``.
-    margin : int
-        Columns the read may move beyond either end of its first-pass alignment.
+    band : int
+        Columns a character may move either way from where the first pass put it.
     """
 
     tau_rel: float = 0.8
@@ -54,7 +56,7 @@ class RefineModel:
     extend_ins: float = math.exp(-1.0)
     overhang: float = 1.0
     theta: float = 0.0
-    margin: int = 30
+    band: int = 30
 
 
 class EdgeFrequencies:
@@ -178,27 +180,36 @@ class Refiner:
         codes, index = np.unique(np.concatenate([reads[k] for k in live]), return_inverse=True)
         starts = np.cumsum([0] + [len(reads[k]) for k in live])
         coded = {k: index[starts[t] : starts[t + 1]].astype(np.int64) for t, k in enumerate(live)}
-        by_edge: dict[int, list[int]] = {}
-        for k in live:
-            by_edge.setdefault(int(edges[k]), []).append(k)
-        margin = self.model.margin
-        for edge, group in by_edge.items():
-            odds, occupied, gapped = self._tables(edge, codes)
-            windows = np.array([_window(ops[k], n, margin) for k in group], dtype=np.int64)
+        bands = [_band(ops[k], n, self.model.band) for k in live]
+        chosen, table_of = np.unique([int(edges[k]) for k in live], return_inverse=True)
+        # Edges a chunk at a time, so that the tables stay small on big trees.
+        per_chunk = max(1, _TABLE_BYTES // (8 * (len(codes) + 2) * max(n, 1)))
+        for first in range(0, len(chosen), per_chunk):
+            last = min(first + per_chunk, len(chosen))
+            pick = np.flatnonzero((table_of >= first) & (table_of < last))
+            tables = [self._tables(int(e), codes) for e in chosen[first:last]]
             refined = engine.refine_papara(
-                self._backend, odds, occupied, gapped, [coded[k] for k in group], windows,
+                self._backend,
+                tables,
+                table_of[pick] - first,
+                [coded[live[t]] for t in pick],
+                [bands[t] for t in pick],
                 self.model,
-            )  # fmt: skip
-            for k, text in zip(group, refined, strict=True):
-                out[k] = text
+            )
+            for t, text in zip(pick, refined, strict=True):
+                out[live[t]] = text
         return out
 
 
-def _window(ops: str, n: int, margin: int) -> tuple[int, int]:
-    """Columns ``margin`` beyond the first and last column the first pass aligned a read to."""
+def _band(ops: str, n: int, width: int) -> tuple[int, int, np.ndarray, np.ndarray]:
+    """``(lo, hi, first, last)``: the cells the second pass may visit, ``width`` columns
+    either side of where the first pass put each character (see
+    :func:`dpalign.reference.papara_refine_posteriors`)."""
     codes = np.frombuffer(ops.encode("ascii"), dtype=np.uint8)
-    site = np.cumsum(codes != ord("I")) - 1
-    aligned = site[codes == ord("M")]
-    if not aligned.size:
-        return 0, n
-    return max(0, int(aligned.min()) - margin), min(n, int(aligned.max()) + 1 + margin)
+    consumed = np.cumsum(codes != ord("I"))[codes != ord("R")]  # columns used, per character
+    lo = max(0, int(consumed.min()) - width)
+    hi = min(n, int(consumed.max()) + width)
+    centre = np.concatenate([[consumed[0]], consumed]) - lo
+    first = np.clip(centre - width, 0, hi - lo).astype(np.int64)
+    last = np.clip(centre + width, 0, hi - lo).astype(np.int64)
+    return lo, hi, first, last

@@ -34,96 +34,119 @@ _OP_TABLE = bytes.maketrans(b"\x00\x01\x02", b"MRI")
 
 @njit(nogil=True, cache=True)
 def posteriors(
-    odds, occupied, gapped, read, lo, hi, open_ins, extend_ins, overhang, open_lo, open_hi
+    odds,
+    occupied,
+    gapped,
+    read,
+    lo,
+    hi,
+    first,
+    last,
+    open_ins,
+    extend_ins,
+    overhang,
+    open_lo,
+    open_hi,
 ):  # pragma: no cover - compiled
-    """Posterior of each (read character j, window column i) pair: ``P[j + 1, i + 1]``."""
+    """Posterior of each (read character j, window column i) pair: ``P[j + 1, i + 1]``.
+
+    Row j (character j - 1) may only take the cells ``first[j] <= i <= last[j]`` (window
+    columns consumed, 0..hi-lo); every other cell has weight 0 and is not visited.
+    """
     m = read.shape[0]
     n = hi - lo
     fm = np.zeros((m + 1, n + 1))
     fd = np.zeros((m + 1, n + 1))
     fi = np.zeros((m + 1, n + 1))
-    fb = np.zeros((m + 1, n + 1))
     scale_f = np.zeros(m + 1)
-    for i in range(n + 1):
-        fb[0, i] = 1.0
+    log_over = math.log(overhang)
     cum = 0.0
     for j in range(1, m + 1):
+        start = 1.0 if j == 1 else 0.0  # the start: before any column (row 0) or column 0
         if open_lo:
-            fb[j, 0] = math.exp(math.log(overhang) * j - cum)
+            start = math.exp(log_over * (j - 1) - (cum if j > 1 else 0.0))
         code = read[j - 1]
-        for i in range(n + 1):
+        for i in range(first[j], last[j] + 1):
             if i > 0:
                 c = lo + i - 1
-                fm[j, i] = (
-                    (fb[j - 1, i - 1] + fm[j - 1, i - 1] + fd[j - 1, i - 1] + fi[j - 1, i - 1])
-                    * odds[code, c]
-                    * occupied[c]
-                )
+                into = fm[j - 1, i - 1] + fd[j - 1, i - 1] + fi[j - 1, i - 1]
+                if j == 1:
+                    into += 1.0  # free leading columns
+                elif i == 1:
+                    into += start
+                fm[j, i] = into * odds[code, c] * occupied[c]
                 fd[j, i] = (fm[j, i - 1] + fd[j, i - 1]) * gapped[c]
             fi[j, i] = (fm[j - 1, i] + fd[j - 1, i]) * open_ins + fi[j - 1, i] * extend_ins
         top = 0.0
-        for i in range(n + 1):
-            v = fm[j, i] + fd[j, i] + fi[j, i] + fb[j, i]
+        for i in range(first[j], last[j] + 1):
+            v = fm[j, i] + fd[j, i] + fi[j, i]
+            if v > top:
+                top = v
+        if open_lo:
+            v = math.exp(log_over * j - cum)
             if v > top:
                 top = v
         if top <= 0.0:
             top = 1.0
-        for i in range(n + 1):
+        for i in range(first[j], last[j] + 1):
             fm[j, i] /= top
             fd[j, i] /= top
             fi[j, i] /= top
-            fb[j, i] /= top
         cum += math.log(top)
         scale_f[j] = cum
-    bm = np.zeros((m + 1, n + 1))  # from M or D (the same successors)
-    bi = np.zeros((m + 1, n + 1))
+    bm = np.zeros((m + 1, n + 2))  # from M or D (the same successors)
+    bi = np.zeros((m + 2, n + 2))
     scale_b = np.zeros(m + 1)
-    for i in range(n, -1, -1):
+    for i in range(last[m], first[m] - 1, -1):
         end = 1.0 if i >= 1 else 0.0
         bm[m, i] = end + (bm[m, i + 1] * gapped[lo + i] if i < n else 0.0)
         bi[m, i] = end
     cum = 0.0
-    for j in range(m - 1, -1, -1):
+    for j in range(m - 1, 0, -1):
         code = read[j]
-        for i in range(n, -1, -1):
+        for i in range(last[j], first[j] - 1, -1):
             end = 0.0
-            if i == n and open_hi and j >= 1:
-                end = math.exp(math.log(overhang) * (m - j) - cum)
+            if i == n and open_hi:
+                end = math.exp(log_over * (m - j) - cum)
             diag = bm[j + 1, i + 1] * odds[code, lo + i] * occupied[lo + i] if i < n else 0.0
             skip = bm[j, i + 1] * gapped[lo + i] if i < n else 0.0
             bm[j, i] = diag + skip + bi[j + 1, i] * open_ins + end
             bi[j, i] = diag + bi[j + 1, i] * extend_ins + end
         top = 0.0
-        for i in range(n + 1):
+        for i in range(first[j], last[j] + 1):
             v = bm[j, i] + bi[j, i]
             if v > top:
                 top = v
         if top <= 0.0:
             top = 1.0
-        for i in range(n + 1):
+        for i in range(first[j], last[j] + 1):
             bm[j, i] /= top
             bi[j, i] /= top
         cum += math.log(top)
         scale_b[j] = cum
     total = 0.0
-    for i in range(1, n + 1):
+    for i in range(max(first[m], 1), last[m] + 1):
         total += fm[m, i] + fd[m, i] + fi[m, i]
     log_z = math.log(total) + scale_f[m] if total > 0.0 else -math.inf
     if open_hi:
         for j in range(1, m):
-            part = fm[j, n] + fd[j, n] + fi[j, n]
-            if part > 0.0:
-                log_part = math.log(part) + scale_f[j] + math.log(overhang) * (m - j)
-                hi_, lo_ = max(log_z, log_part), min(log_z, log_part)
-                log_z = hi_ + math.log1p(math.exp(lo_ - hi_))
+            if last[j] == n:
+                part = fm[j, n] + fd[j, n] + fi[j, n]
+                if part > 0.0:
+                    log_part = math.log(part) + scale_f[j] + log_over * (m - j)
+                    top_, low_ = max(log_z, log_part), min(log_z, log_part)
+                    log_z = top_ + math.log1p(math.exp(low_ - top_))
     post = np.zeros((m + 1, n + 1))
     for j in range(1, m + 1):
-        back = scale_b[j] if j < m else 0.0
-        for i in range(1, n + 1):
-            if fm[j, i] > 0.0 and bm[j, i] > 0.0:
-                post[j, i] = math.exp(
-                    math.log(fm[j, i]) + math.log(bm[j, i]) + scale_f[j] + back - log_z
-                )
+        shift = scale_f[j] + (scale_b[j] if j < m else 0.0) - log_z
+        if shift < 700.0:
+            row = math.exp(shift)
+            for i in range(max(first[j], 1), last[j] + 1):
+                post[j, i] = fm[j, i] * bm[j, i] * row
+        else:  # a row whose characters are almost surely inserted: its products are tiny
+            for i in range(max(first[j], 1), last[j] + 1):
+                if fm[j, i] > 0.0 and bm[j, i] > 0.0:
+                    post[j, i] = math.exp(math.log(fm[j, i]) + math.log(bm[j, i]) + shift)
     return post
 
 
@@ -168,30 +191,33 @@ def decode(post, theta, out):  # pragma: no cover - compiled
 
 
 def refine_many(
-    odds: np.ndarray,
-    occupied: np.ndarray,
-    gapped: np.ndarray,
+    tables: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    table_of: np.ndarray,
     reads: list[np.ndarray],
-    windows: np.ndarray,
+    bands: list[tuple[int, int, np.ndarray, np.ndarray]],
     open_ins: float,
     extend_ins: float,
     overhang: float,
     theta: float,
     threads: int | None = None,
 ) -> list[str]:
-    """Re-align reads (code indices into ``odds``' rows) against one edge's profile.
+    """Re-align reads (code indices into their table's ``odds`` rows) against edge profiles.
 
-    ``windows[k] = (lo, hi)``: the columns read k may take. Returns one op string per read over
-    all ``len(occupied)`` columns (``R`` outside the window).
+    ``tables[t] = (odds, occupied, gapped)`` of one edge; read k uses ``tables[table_of[k]]``
+    and the cells of ``bands[k] = (lo, hi, first, last)``: reference columns ``lo..hi-1``,
+    and row j (its character j - 1) from ``first[j]`` to ``last[j]`` columns consumed in that
+    window. Returns one op string per read over all the reference's columns (``R`` outside
+    the window).
     """
-    n_total = len(occupied)
     out: list[str] = [""] * len(reads)
 
     def one(k: int) -> None:
-        lo, hi = int(windows[k, 0]), int(windows[k, 1])
+        odds, occupied, gapped = tables[int(table_of[k])]
+        n_total = len(occupied)
+        lo, hi, first, last = bands[k]
         read = reads[k]
         post = posteriors(
-            odds, occupied, gapped, read, lo, hi, open_ins, extend_ins, overhang,
+            odds, occupied, gapped, read, lo, hi, first, last, open_ins, extend_ins, overhang,
             lo == 0, hi == n_total,
         )  # fmt: skip
         buf = np.empty(len(read) + hi - lo, dtype=np.uint8)
@@ -204,6 +230,8 @@ def refine_many(
         for k in range(len(reads)):
             one(k)
     else:
+        # Longest reads first, so that no thread is left with a long one at the end.
+        order = sorted(range(len(reads)), key=lambda k: -len(reads[k]))
         with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(one, range(len(reads))))
+            list(pool.map(one, order, chunksize=16))
     return out
