@@ -34,7 +34,12 @@ class RefineModel:
     Attributes
     ----------
     tau_rel : float
-        Distance scale of the row weights, in mean branch lengths of the tree.
+        Distance scale of the row weights for residues, in mean branch lengths of the tree.
+    tau_gap_rel : float
+        The same for gaps.
+    column_mix : float
+        Share of the column's unweighted residue frequencies mixed into the weighted ones
+        (flatter odds in columns that vary across the tree).
     pseudo : float
         Share of the background frequencies mixed into each column's residue frequencies.
     gap_prior : float
@@ -50,6 +55,8 @@ class RefineModel:
     """
 
     tau_rel: float = 0.8
+    tau_gap_rel: float = 0.8
+    column_mix: float = 0.0
     pseudo: float = 0.05
     gap_prior: float = 0.02
     open_ins: float = math.exp(-10.0)
@@ -68,12 +75,12 @@ class EdgeFrequencies:
     the edges that need it, as :mod:`dpalign.papara.profiles` does for the Fitch states.
     """
 
-    def __init__(self, data, model: RefineModel) -> None:
+    def __init__(self, data, tau_rel: float) -> None:
         self._data = data
         self._tree = data.tree
         self._k = 4 if data.alphabet.name == "dna" else 20
         lengths = [e.length for e in data.tree.edges]
-        self._tau = max(model.tau_rel * (float(np.mean(lengths)) if lengths else 1.0), 1e-9)
+        self._tau = max(tau_rel * (float(np.mean(lengths)) if lengths else 1.0), 1e-9)
         self._memo: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
         self._tips = {}
         total = np.zeros(self._k + 1)
@@ -84,6 +91,12 @@ class EdgeFrequencies:
         residues = total[: self._k]
         self.background = (
             residues / residues.sum() if residues.sum() > 0 else np.full(self._k, 1 / self._k)
+        )
+        column = sum(self._tips.values())[:, : self._k]
+        column_total = column.sum(axis=1, keepdims=True)
+        #: Each column's unweighted residue frequencies (the background where all are gaps).
+        self.column = np.where(
+            column_total > 0, column / np.maximum(column_total, 1e-300), self.background
         )
         self.gap_fraction = float(total[self._k] / max(total.sum(), 1.0))
 
@@ -153,14 +166,25 @@ class Refiner:
         self.model = model or RefineModel()
         self._data = data
         self._backend = backend
-        self._freqs = EdgeFrequencies(data, self.model)
+        self._freqs = EdgeFrequencies(data, self.model.tau_rel)
+        self._gap_freqs = (
+            self._freqs
+            if self.model.tau_gap_rel == self.model.tau_rel
+            else EdgeFrequencies(data, self.model.tau_gap_rel)
+        )
 
     def _tables(self, edge: int, codes: np.ndarray):
         """``(odds (len(codes), n), occupied (n,), gapped (n,))`` of one edge."""
         model, freqs = self.model, self._freqs
         residues, gap = freqs.at_edge(edge)
+        if self._gap_freqs is not freqs:
+            gap = self._gap_freqs.at_edge(edge)[1]
         bg = freqs.background
-        q = (1 - model.pseudo) * residues + model.pseudo * bg
+        q = (
+            (1 - model.pseudo - model.column_mix) * residues
+            + model.column_mix * freqs.column
+            + model.pseudo * bg
+        )
         member = ((codes[:, None].astype(np.int64) >> np.arange(freqs.n_bits)) & 1).astype(
             np.float64
         )
