@@ -75,7 +75,7 @@ def test_decoding_matches_the_oracle(problem, theta):
     got = buf[:count][::-1].tobytes().translate(kernel._OP_TABLE).decode()
     assert got == reference.papara_refine_decode(post, theta)
     many = kernel.refine_many(
-        [(odds, occupied, gapped)], np.zeros(1, np.int64), [read], [band], *consts, theta
+        [(odds, occupied, gapped)], np.zeros(1, np.int64), [read], [band], *consts, [theta]
     )
     assert many == ["R" * lo + got + "R" * (len(occupied) - hi)]
 
@@ -91,7 +91,7 @@ def test_a_read_hanging_over_the_reference_start_keeps_its_overhang_inserted():
     ops = reference.papara_refine(odds, occupied, 1 - occupied, read, band, 1e-4, 0.3, 1.0, 0.0)
     assert ops == "IIIMMMMRR"
     got = kernel.refine_many(
-        [(odds, occupied, 1 - occupied)], np.zeros(1, np.int64), [read], [band], 1e-4, 0.3, 1.0, 0
+        [(odds, occupied, 1 - occupied)], np.zeros(1, np.int64), [read], [band], 1e-4, 0.3, 1.0, [0]
     )
     assert got == [ops]
 
@@ -102,8 +102,9 @@ def test_threads_do_not_change_the_result():
     reads = [rng.integers(0, 4, int(rng.integers(1, 30))) for _ in range(40)]
     bands = [(0, 40, np.zeros(len(r) + 1, np.int64), np.full(len(r) + 1, 40)) for r in reads]
     which = np.zeros(len(reads), np.int64)
-    one = kernel.refine_many(tables, which, reads, bands, 1e-3, 0.3, 1.0, 0.1, threads=1)
-    two = kernel.refine_many(tables, which, reads, bands, 1e-3, 0.3, 1.0, 0.1, threads=2)
+    thetas = rng.choice([0.0, 0.5], len(reads))
+    one = kernel.refine_many(tables, which, reads, bands, 1e-3, 0.3, 1.0, thetas, threads=1)
+    two = kernel.refine_many(tables, which, reads, bands, 1e-3, 0.3, 1.0, thetas, threads=2)
     assert one == two
 
 
@@ -165,7 +166,7 @@ def test_the_second_pass_places_more_reads_perfectly_than_the_first():
     first = traceback.align_reads(
         states, flags, data.reads, placed.edge, placed.score, ACCURATE, backend
     )
-    second = refine.Refiner(data, backend).refine(data.reads, placed.edge, first)
+    second = refine.Refiner(data, backend).refine(data.reads, placed.edge, first, states)
     before = score([_columns(o) for o in first], sim.truth)
     after = score([_columns(o) for o in second], sim.truth)
     assert after.perfect > before.perfect + 0.03

@@ -351,7 +351,7 @@ def papara(
             )
         if refiner is not None:
             with stats.phase("refine"):
-                batch_ops = refiner.refine(reads_b, placed.edge, batch_ops)
+                batch_ops = refiner.refine(reads_b, placed.edge, batch_ops, states)
         ops.extend(batch_ops)
         edge[start:stop] = placed.edge
         score[start:stop] = placed.score

@@ -198,7 +198,7 @@ def refine_many(
     open_ins: float,
     extend_ins: float,
     overhang: float,
-    theta: float,
+    thetas: np.ndarray,
     threads: int | None = None,
 ) -> list[str]:
     """Re-align reads (code indices into their table's ``odds`` rows) against edge profiles.
@@ -206,8 +206,8 @@ def refine_many(
     ``tables[t] = (odds, occupied, gapped)`` of one edge; read k uses ``tables[table_of[k]]``
     and the cells of ``bands[k] = (lo, hi, first, last)``: reference columns ``lo..hi-1``,
     and row j (its character j - 1) from ``first[j]`` to ``last[j]`` columns consumed in that
-    window. Returns one op string per read over all the reference's columns (``R`` outside
-    the window).
+    window; ``thetas[k]`` its decoding threshold. Returns one op string per read over all the
+    reference's columns (``R`` outside the window).
     """
     out: list[str] = [""] * len(reads)
 
@@ -221,7 +221,7 @@ def refine_many(
             lo == 0, hi == n_total,
         )  # fmt: skip
         buf = np.empty(len(read) + hi - lo, dtype=np.uint8)
-        count = decode(post, theta, buf)
+        count = decode(post, float(thetas[k]), buf)
         core = buf[:count][::-1].tobytes().translate(_OP_TABLE).decode()
         out[k] = "R" * lo + core + "R" * (n_total - hi)
 
