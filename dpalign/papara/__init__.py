@@ -287,8 +287,11 @@ def papara(
     accurate : bool
         The accurate mode (not PaPaRa 2.5's output): a mismatch score
         (:data:`dpalign.scoring.ACCURATE` unless ``scoring`` is given), so that a read's
-        unrelated ends stay insertions instead of being pulled into reference columns, and
-        ambiguity codes (``N``, ``X``...) kept in reads as state sets instead of dropped.
+        unrelated ends stay insertions instead of being pulled into reference columns;
+        ambiguity codes (``N``, ``X``...) kept in reads as state sets instead of dropped; and a
+        second pass (:mod:`dpalign.papara.refine`, on the CPU whatever the backend) that
+        re-aligns each read against its edge's distance-weighted residue and gap frequencies
+        by posterior decoding. The placements are the first pass's.
 
     Returns
     -------
