@@ -463,7 +463,10 @@ def _log(x: float) -> float:
 def papara_refine_posteriors(
     odds,
     occupied,
-    gapped,
+    keep,
+    leave,
+    enter,
+    stay,
     read,
     lo,
     hi,
@@ -478,50 +481,53 @@ def papara_refine_posteriors(
     """Posterior probability of every (read character, window column) pair: ``P[j+1, i+1]``.
 
     The alignments of ``read`` (row indices into ``odds``) within columns ``lo..hi-1`` are
-    weighted by the product of: ``odds[read[j], c] * occupied[c]`` per aligned pair;
-    ``gapped[c]`` per column skipped between the first and the last aligned column (leading
-    and trailing columns are free); ``open_ins`` then ``extend_ins`` per character inserted
-    between columns (after an aligned or a skipped column; an insertion is never followed by
-    a skip); ``overhang`` per character before the first column when ``open_lo`` (the window
-    starts at the reference's start) or after the last when ``open_hi``. Only the cells
-    ``first[j] <= i <= last[j]`` of row j (character j - 1, i columns of the window consumed)
-    may be on a path (a band around the first pass's alignment). Plain log space, cell by
-    cell: the oracle of :mod:`dpalign.simd.papara_refine`.
+    weighted by the product of: ``odds[read[j], c]`` per aligned pair; for each column c from
+    the first aligned one to the last, how the read passes from column c - 1 to c: ``keep[c]``
+    (aligned in both, or c - 1 aligned then characters inserted, then c aligned), ``leave[c]``
+    (c - 1 aligned, c skipped), ``enter[c]`` (c - 1 skipped, c aligned), ``stay[c]`` (both
+    skipped), and ``occupied[c]`` for the first aligned column (the columns before it and after
+    the last are free: reads are fragments); ``open_ins`` then ``extend_ins`` per character
+    inserted between columns (after an aligned or a skipped column; an insertion is never
+    followed by a skip); ``overhang`` per character before the first column when ``open_lo``
+    (the window starts at the reference's start) or after the last when ``open_hi``. Only the
+    cells ``first[j] <= i <= last[j]`` of row j (character j - 1, i columns of the window
+    consumed) may be on a path (a band around the first pass's alignment). Plain log space,
+    cell by cell: the oracle of :mod:`dpalign.simd.papara_refine`.
     """
     m, n = len(read), hi - lo
     ninf = -math.inf
-    lm = np.full((m + 1, n + 1), ninf)  # log forward: M, D, I, and B (the start)
+    lm = np.full((m + 1, n + 1), ninf)  # log forward: M, D, I
     ld = np.full((m + 1, n + 1), ninf)
     li = np.full((m + 1, n + 1), ninf)
-    lb = np.full((m + 1, n + 1), ninf)
-    lb[0, :] = 0.0
-    if open_lo:
-        for j in range(1, m + 1):
-            lb[j, 0] = j * _log(overhang)
-    for j in range(m + 1):
+
+    def start(j: int) -> float:  # log weight of beginning with j characters consumed, column 0
+        if j == 0:
+            return 0.0
+        return j * _log(overhang) if open_lo else ninf
+
+    for j in range(1, m + 1):
         for i in range(n + 1):
-            if j > 0 and not first[j] <= i <= last[j]:
+            if not first[j] <= i <= last[j]:
                 continue
-            if j > 0 and i > 0:
-                c = lo + i - 1
-                emit = _log(odds[read[j - 1], c]) + _log(occupied[c])
-                lm[j, i] = (
-                    _lse(lb[j - 1, i - 1], lm[j - 1, i - 1], ld[j - 1, i - 1], li[j - 1, i - 1])
-                    + emit
-                )
             if i > 0:
-                ld[j, i] = _lse(lm[j, i - 1], ld[j, i - 1]) + _log(gapped[lo + i - 1])
-            if j > 0:
-                li[j, i] = _lse(
-                    _lse(lm[j - 1, i], ld[j - 1, i]) + _log(open_ins),
-                    li[j - 1, i] + _log(extend_ins),
-                )
+                c = lo + i - 1
+                begin = 0.0 if j == 1 else (start(j - 1) if i == 1 else ninf)
+                lm[j, i] = _lse(
+                    _lse(lm[j - 1, i - 1], li[j - 1, i - 1]) + _log(keep[c]),
+                    ld[j - 1, i - 1] + _log(enter[c]),
+                    begin + _log(occupied[c]),
+                ) + _log(odds[read[j - 1], c])
+                ld[j, i] = _lse(lm[j, i - 1] + _log(leave[c]), ld[j, i - 1] + _log(stay[c]))
+            li[j, i] = _lse(
+                _lse(lm[j - 1, i], ld[j - 1, i]) + _log(open_ins),
+                li[j - 1, i] + _log(extend_ins),
+            )
     ends = [_lse(lm[m, i], ld[m, i], li[m, i]) for i in range(1, n + 1)]
     if open_hi:
         ends += [_lse(lm[j, n], ld[j, n], li[j, n]) + (m - j) * _log(overhang) for j in range(1, m)]
     log_z = _lse(*ends) if ends else ninf
-    # log backward from M (= from D: the same successors) and from I
-    bm = np.full((m + 1, n + 2), ninf)
+    bm = np.full((m + 2, n + 2), ninf)  # log backward from M, D and I
+    bd = np.full((m + 2, n + 2), ninf)
     bi = np.full((m + 2, n + 2), ninf)
     for j in range(m, 0, -1):
         for i in range(n, -1, -1):
@@ -530,17 +536,20 @@ def papara_refine_posteriors(
             end = ninf
             if j == m and i >= 1:
                 end = 0.0
-            elif open_hi and i == n and 1 <= j < m:
+            elif open_hi and i == n and j < m:
                 end = (m - j) * _log(overhang)
-            diag = skip = ninf
+            diag = skip_m = skip_d = ninf
             if j < m and i < n:
-                c = lo + i
-                diag = bm[j + 1, i + 1] + _log(odds[read[j], c]) + _log(occupied[c])
+                diag = bm[j + 1, i + 1] + _log(odds[read[j], lo + i])
             if i < n:
-                skip = bm[j, i + 1] + _log(gapped[lo + i])
+                skip_m = bd[j, i + 1] + _log(leave[lo + i])
+                skip_d = bd[j, i + 1] + _log(stay[lo + i])
             into_i = bi[j + 1, i] if j < m else ninf
-            bm[j, i] = _lse(diag, skip, into_i + _log(open_ins), end)
-            bi[j, i] = _lse(diag, into_i + _log(extend_ins), end)
+            keep_c = _log(keep[lo + i]) if i < n else ninf
+            enter_c = _log(enter[lo + i]) if i < n else ninf
+            bm[j, i] = _lse(diag + keep_c, skip_m, into_i + _log(open_ins), end)
+            bd[j, i] = _lse(diag + enter_c, skip_d, into_i + _log(open_ins), end)
+            bi[j, i] = _lse(diag + keep_c, into_i + _log(extend_ins), end)
     post = np.zeros((m + 1, n + 1))
     for j in range(1, m + 1):
         for i in range(1, n + 1):
@@ -577,14 +586,16 @@ def papara_refine_decode(post: np.ndarray, theta: float) -> str:
     return "".join(reversed(ops))
 
 
-def papara_refine(odds, occupied, gapped, read, band, open_ins, extend_ins, overhang, theta) -> str:
+def papara_refine(
+    odds, occupied, keep, leave, enter, stay, read, band, open_ins, extend_ins, overhang, theta
+) -> str:
     """One read's second-pass alignment over all reference columns (``R`` outside the window
     ``lo..hi-1`` of ``band = (lo, hi, first, last)``): :func:`papara_refine_posteriors`, then
     :func:`papara_refine_decode`."""
     n_total = len(occupied)
     lo, hi, first, last = band
     post = papara_refine_posteriors(
-        odds, occupied, gapped, read, lo, hi, first, last, open_ins, extend_ins, overhang,
-        lo == 0, hi == n_total,
+        odds, occupied, keep, leave, enter, stay, read, lo, hi, first, last, open_ins,
+        extend_ins, overhang, lo == 0, hi == n_total,
     )  # fmt: skip
     return "R" * lo + papara_refine_decode(post, theta) + "R" * (n_total - hi)

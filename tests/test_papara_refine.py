@@ -26,7 +26,8 @@ def problems(draw):
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
     odds = rng.uniform(0.02, 5.0, (codes, n_total))
-    occupied = rng.uniform(0.001, 0.999, n_total)
+    # occupied, keep, leave, enter, stay: independent, so that a swapped one shows
+    table = (odds, *rng.uniform(0.001, 0.999, (5, n_total)))
     lo = draw(st.integers(0, n_total - 1))
     hi = draw(st.integers(lo + 1, n_total))
     n = hi - lo
@@ -42,15 +43,15 @@ def problems(draw):
         draw(st.sampled_from([0.05, 0.4, 0.9])),  # extend
         draw(st.sampled_from([0.2, 1.0])),  # overhang
     )
-    return odds, occupied, 1.0 - occupied, read, lo, hi, first, last, consts
+    return table, read, lo, hi, first, last, consts
 
 
 @settings(max_examples=150, deadline=None)
 @given(problems())
 def test_posteriors_match_the_oracle(problem):
-    odds, occupied, gapped, read, lo, hi, first, last, consts = problem
-    n_total = len(occupied)
-    args = (odds, occupied, gapped, read, lo, hi, first, last, *consts, lo == 0, hi == n_total)
+    table, read, lo, hi, first, last, consts = problem
+    n_total = table[0].shape[1]
+    args = (*table, read, lo, hi, first, last, *consts, lo == 0, hi == n_total)
     want = reference.papara_refine_posteriors(*args)
     got = kernel.posteriors(*args)
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
@@ -62,22 +63,19 @@ def test_posteriors_match_the_oracle(problem):
 @settings(max_examples=100, deadline=None)
 @given(problems(), st.sampled_from([0.0, 0.2, 0.5]))
 def test_decoding_matches_the_oracle(problem, theta):
-    odds, occupied, gapped, read, lo, hi, first, last, consts = problem
+    table, read, lo, hi, first, last, consts = problem
+    n_total = table[0].shape[1]
     band = (lo, hi, first, last)
-    want = reference.papara_refine(odds, occupied, gapped, read, band, *consts, theta)
-    assert want.count("M") + want.count("R") == len(occupied)
+    want = reference.papara_refine(*table, read, band, *consts, theta)
+    assert want.count("M") + want.count("R") == n_total
     assert want.count("M") + want.count("I") == len(read)
-    post = kernel.posteriors(
-        odds, occupied, gapped, read, lo, hi, first, last, *consts, lo == 0, hi == len(occupied)
-    )
+    post = kernel.posteriors(*table, read, lo, hi, first, last, *consts, lo == 0, hi == n_total)
     buf = np.empty(len(read) + hi - lo, dtype=np.uint8)
     count = kernel.decode(post, theta, buf)
     got = buf[:count][::-1].tobytes().translate(kernel._OP_TABLE).decode()
     assert got == reference.papara_refine_decode(post, theta)
-    many = kernel.refine_many(
-        [(odds, occupied, gapped)], np.zeros(1, np.int64), [read], [band], *consts, [theta]
-    )
-    assert many == ["R" * lo + got + "R" * (len(occupied) - hi)]
+    many = kernel.refine_many([table], np.zeros(1, np.int64), [read], [band], *consts, [theta])
+    assert many == ["R" * lo + got + "R" * (n_total - hi)]
 
 
 def test_a_read_hanging_over_the_reference_start_keeps_its_overhang_inserted():
@@ -86,19 +84,18 @@ def test_a_read_hanging_over_the_reference_start_keeps_its_overhang_inserted():
     odds = np.full((2, 6), 0.05)
     odds[1, :4] = 8.0
     occupied = np.full(6, 0.95)
+    table = (odds, occupied, occupied, 1 - occupied, occupied, 1 - occupied)
     read = np.array([0, 0, 0, 1, 1, 1, 1])
     band = (0, 6, np.zeros(8, np.int64), np.full(8, 6, np.int64))
-    ops = reference.papara_refine(odds, occupied, 1 - occupied, read, band, 1e-4, 0.3, 1.0, 0.0)
+    ops = reference.papara_refine(*table, read, band, 1e-4, 0.3, 1.0, 0.0)
     assert ops == "IIIMMMMRR"
-    got = kernel.refine_many(
-        [(odds, occupied, 1 - occupied)], np.zeros(1, np.int64), [read], [band], 1e-4, 0.3, 1.0, [0]
-    )
+    got = kernel.refine_many([table], np.zeros(1, np.int64), [read], [band], 1e-4, 0.3, 1.0, [0])
     assert got == [ops]
 
 
 def test_threads_do_not_change_the_result():
     rng = np.random.default_rng(5)
-    tables = [(rng.uniform(0.1, 4, (4, 40)), *(lambda o: (o, 1 - o))(rng.uniform(0.1, 0.9, 40)))]
+    tables = [(rng.uniform(0.1, 4, (4, 40)), *rng.uniform(0.1, 0.9, (5, 40)))]
     reads = [rng.integers(0, 4, int(rng.integers(1, 30))) for _ in range(40)]
     bands = [(0, 40, np.zeros(len(r) + 1, np.int64), np.full(len(r) + 1, 40)) for r in reads]
     which = np.zeros(len(reads), np.int64)
@@ -130,18 +127,22 @@ def test_edge_frequencies_are_the_distance_weighted_sums(protein):
     k = freqs.n_bits
     for edge_id, edge in enumerate(data.tree.edges):
         dist = _distances(data.tree, edge.u, edge.v, edge.length)
-        channels = np.zeros((data.n_columns, k + 1))
+        channels = np.zeros((data.n_columns, k + 2))
         for node, row in data.tip_rows.items():
             states = data.ref_states[row]
             gap = states == data.alphabet.gap
             bits = ((states[:, None].astype(np.int64) >> np.arange(k)) & 1).astype(float)
             bits = np.where(gap[:, None], 0.0, bits / np.maximum(bits.sum(1), 1)[:, None])
-            channels += math.exp(-dist[node] / tau) * np.concatenate([bits, gap[:, None]], 1)
-        residues, gap = freqs.at_edge(edge_id)
+            both = gap & np.concatenate([[False], gap[:-1]])
+            parts = [bits, gap[:, None], both[:, None]]
+            channels += math.exp(-dist[node] / tau) * np.concatenate(parts, 1)
+        residues, gap, pair = freqs.at_edge(edge_id)
         total = channels[:, :k].sum(1, keepdims=True)
         want = np.where(total > 0, channels[:, :k] / np.maximum(total, 1e-300), freqs.background)
         np.testing.assert_allclose(residues, want, rtol=1e-9, atol=1e-12)
-        np.testing.assert_allclose(gap, channels[:, k] / channels.sum(1), rtol=1e-9)
+        weight = channels[:, : k + 1].sum(1)
+        np.testing.assert_allclose(gap, channels[:, k] / weight, rtol=1e-9)
+        np.testing.assert_allclose(pair, channels[:, k + 1] / weight, rtol=1e-9, atol=1e-15)
 
 
 def _columns(ops):

@@ -60,6 +60,9 @@ class RefineModel:
         reads have a median of 0.08-0.10, the others 0.02-0.05).
     band : int
         Columns a character may move either way from where the first pass put it.
+    markov : bool
+        Whether skipping a column depends on whether the column before was skipped (from the
+        same weighted rows), or each column is skipped independently.
     """
 
     tau_rel: float = 0.8
@@ -74,6 +77,7 @@ class RefineModel:
     theta_divergent: float = 0.5
     divergent: float = 0.08
     band: int = 30
+    markov: bool = True
 
 
 class EdgeFrequencies:
@@ -93,7 +97,7 @@ class EdgeFrequencies:
         self._tau = max(tau_rel * (float(np.mean(lengths)) if lengths else 1.0), 1e-9)
         self._memo: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
         self._tips = {}
-        total = np.zeros(self._k + 1)
+        total = np.zeros(self._k + 2)
         for node, row in data.tip_rows.items():
             channels = self._channels(data.ref_states[row])
             self._tips[node] = channels
@@ -108,7 +112,7 @@ class EdgeFrequencies:
         self.column = np.where(
             column_total > 0, column / np.maximum(column_total, 1e-300), self.background
         )
-        self.gap_fraction = float(total[self._k] / max(total.sum(), 1.0))
+        self.gap_fraction = float(total[self._k] / max(total[: self._k + 1].sum(), 1.0))
 
     @property
     def n_bits(self) -> int:
@@ -122,7 +126,10 @@ class EdgeFrequencies:
         bits = ((states[:, None].astype(np.int64) >> np.arange(k)) & 1).astype(np.float64)
         bits /= np.maximum(bits.sum(axis=1), 1.0)[:, None]
         bits[gap] = 0.0
-        return np.concatenate([bits, gap[:, None].astype(np.float64)], axis=1)
+        both = gap & np.concatenate([[False], gap[:-1]])  # gap here and in the column before
+        return np.concatenate(
+            [bits, gap[:, None].astype(np.float64), both[:, None].astype(np.float64)], axis=1
+        )
 
     def _mix(self, parts) -> tuple[np.ndarray, float]:
         logs = [log_w - z / self._tau for (_, log_w), z in parts]
@@ -155,9 +162,10 @@ class EdgeFrequencies:
             stack.pop()
         return memo[(parent, node)]
 
-    def at_edge(self, edge: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(residues (n, K), gap (n,))``: the residue frequencies among the weighted rows
-        that have a residue (the background where none has), and the weighted gap share."""
+    def at_edge(self, edge: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(residues (n, K), gap (n,), gap_pair (n,))``: the residue frequencies among the
+        weighted rows that have a residue (the background where none has), the weighted share
+        of rows with a gap, and of rows with a gap in this column and the one before."""
         e = self._tree.edges[edge]
         half = e.length / 2
         value, _ = self._mix([(self._directed(e.v, e.u), half), (self._directed(e.u, e.v), half)])
@@ -165,8 +173,8 @@ class EdgeFrequencies:
         residues = value[:, :k]
         total = residues.sum(axis=1, keepdims=True)
         freqs = np.where(total > 0, residues / np.maximum(total, 1e-300), self.background)
-        gap = value[:, k] / np.maximum(value.sum(axis=1), 1e-300)
-        return freqs, gap
+        weight = np.maximum(value[:, : k + 1].sum(axis=1), 1e-300)
+        return freqs, value[:, k] / weight, value[:, k + 1] / weight
 
 
 class Refiner:
@@ -184,11 +192,12 @@ class Refiner:
         )
 
     def _tables(self, edge: int, codes: np.ndarray):
-        """``(odds (len(codes), n), occupied (n,), gapped (n,))`` of one edge."""
+        """``(odds (len(codes), n), occupied, keep, leave, enter, stay)`` of one edge (see
+        :func:`dpalign.simd.papara_refine.posteriors`)."""
         model, freqs = self.model, self._freqs
-        residues, gap = freqs.at_edge(edge)
+        residues, gap, pair = freqs.at_edge(edge)
         if self._gap_freqs is not freqs:
-            gap = self._gap_freqs.at_edge(edge)[1]
+            _, gap, pair = self._gap_freqs.at_edge(edge)
         bg = freqs.background
         q = (
             (1 - model.pseudo - model.column_mix) * residues
@@ -201,7 +210,18 @@ class Refiner:
         odds = (member @ q.T) / np.maximum(member @ bg, 1e-300)[:, None]
         g = (1 - model.gap_prior) * gap + model.gap_prior * freqs.gap_fraction
         g = np.clip(g, 1e-3, 1 - 1e-3)
-        return np.ascontiguousarray(odds), 1.0 - g, g
+        occupied = 1.0 - g
+        if not model.markov:
+            return np.ascontiguousarray(odds), occupied, occupied, g, occupied, g
+        # Gap given gap in the column before, from the same weighted rows (a lineage's deletion
+        # spans columns); the first column has no column before it.
+        both = (1 - model.gap_prior) * pair + model.gap_prior * freqs.gap_fraction**2
+        before = np.concatenate([[0.5], g[:-1]])
+        both = np.clip(both, np.maximum(0.0, before + g - 1), np.minimum(before, g))
+        stay = np.clip(both / before, 1e-3, 1 - 1e-3)
+        leave = np.clip((g - both) / (1 - before), 1e-3, 1 - 1e-3)
+        stay[0], leave[0] = g[0], g[0]
+        return np.ascontiguousarray(odds), occupied, 1 - leave, leave, 1 - stay, stay
 
     def refine(
         self, reads: list[np.ndarray], edges: np.ndarray, ops: list[str], states: np.ndarray

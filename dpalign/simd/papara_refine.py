@@ -36,7 +36,10 @@ _OP_TABLE = bytes.maketrans(b"\x00\x01\x02", b"MRI")
 def posteriors(
     odds,
     occupied,
-    gapped,
+    keep,
+    leave,
+    enter,
+    stay,
     read,
     lo,
     hi,
@@ -51,7 +54,10 @@ def posteriors(
     """Posterior of each (read character j, window column i) pair: ``P[j + 1, i + 1]``.
 
     Row j (character j - 1) may only take the cells ``first[j] <= i <= last[j]`` (window
-    columns consumed, 0..hi-lo); every other cell has weight 0 and is not visited.
+    columns consumed, 0..hi-lo); every other cell has weight 0 and is not visited. Column c is
+    entered with weight ``occupied[c]`` at the read's start, and after column c - 1 with
+    ``keep[c]`` (aligned there; also after an insertion), ``leave[c]`` (aligned there, c
+    skipped), ``enter[c]`` (c - 1 skipped, c aligned) or ``stay[c]`` (both skipped).
     """
     m = read.shape[0]
     n = hi - lo
@@ -69,13 +75,13 @@ def posteriors(
         for i in range(first[j], last[j] + 1):
             if i > 0:
                 c = lo + i - 1
-                into = fm[j - 1, i - 1] + fd[j - 1, i - 1] + fi[j - 1, i - 1]
+                into = (fm[j - 1, i - 1] + fi[j - 1, i - 1]) * keep[c] + fd[j - 1, i - 1] * enter[c]
                 if j == 1:
-                    into += 1.0  # free leading columns
+                    into += occupied[c]  # free leading columns
                 elif i == 1:
-                    into += start
-                fm[j, i] = into * odds[code, c] * occupied[c]
-                fd[j, i] = (fm[j, i - 1] + fd[j, i - 1]) * gapped[c]
+                    into += start * occupied[c]
+                fm[j, i] = into * odds[code, c]
+                fd[j, i] = fm[j, i - 1] * leave[c] + fd[j, i - 1] * stay[c]
             fi[j, i] = (fm[j - 1, i] + fd[j - 1, i]) * open_ins + fi[j - 1, i] * extend_ins
         top = 0.0
         for i in range(first[j], last[j] + 1):
@@ -94,12 +100,14 @@ def posteriors(
             fi[j, i] /= top
         cum += math.log(top)
         scale_f[j] = cum
-    bm = np.zeros((m + 1, n + 2))  # from M or D (the same successors)
+    bm = np.zeros((m + 1, n + 2))  # backward from M, D and I
+    bd = np.zeros((m + 1, n + 2))
     bi = np.zeros((m + 2, n + 2))
     scale_b = np.zeros(m + 1)
     for i in range(last[m], first[m] - 1, -1):
         end = 1.0 if i >= 1 else 0.0
-        bm[m, i] = end + (bm[m, i + 1] * gapped[lo + i] if i < n else 0.0)
+        bm[m, i] = end + (bd[m, i + 1] * leave[lo + i] if i < n else 0.0)
+        bd[m, i] = end + (bd[m, i + 1] * stay[lo + i] if i < n else 0.0)
         bi[m, i] = end
     cum = 0.0
     for j in range(m - 1, 0, -1):
@@ -108,19 +116,27 @@ def posteriors(
             end = 0.0
             if i == n and open_hi:
                 end = math.exp(log_over * (m - j) - cum)
-            diag = bm[j + 1, i + 1] * odds[code, lo + i] * occupied[lo + i] if i < n else 0.0
-            skip = bm[j, i + 1] * gapped[lo + i] if i < n else 0.0
-            bm[j, i] = diag + skip + bi[j + 1, i] * open_ins + end
-            bi[j, i] = diag + bi[j + 1, i] * extend_ins + end
+            insert = bi[j + 1, i] * open_ins
+            if i < n:
+                c = lo + i
+                diag = bm[j + 1, i + 1] * odds[code, c]
+                bm[j, i] = diag * keep[c] + bd[j, i + 1] * leave[c] + insert + end
+                bd[j, i] = diag * enter[c] + bd[j, i + 1] * stay[c] + insert + end
+                bi[j, i] = diag * keep[c] + bi[j + 1, i] * extend_ins + end
+            else:
+                bm[j, i] = insert + end
+                bd[j, i] = insert + end
+                bi[j, i] = bi[j + 1, i] * extend_ins + end
         top = 0.0
         for i in range(first[j], last[j] + 1):
-            v = bm[j, i] + bi[j, i]
+            v = bm[j, i] + bd[j, i] + bi[j, i]
             if v > top:
                 top = v
         if top <= 0.0:
             top = 1.0
         for i in range(first[j], last[j] + 1):
             bm[j, i] /= top
+            bd[j, i] /= top
             bi[j, i] /= top
         cum += math.log(top)
         scale_b[j] = cum
@@ -191,7 +207,7 @@ def decode(post, theta, out):  # pragma: no cover - compiled
 
 
 def refine_many(
-    tables: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    tables: list[tuple[np.ndarray, ...]],
     table_of: np.ndarray,
     reads: list[np.ndarray],
     bands: list[tuple[int, int, np.ndarray, np.ndarray]],
@@ -203,7 +219,8 @@ def refine_many(
 ) -> list[str]:
     """Re-align reads (code indices into their table's ``odds`` rows) against edge profiles.
 
-    ``tables[t] = (odds, occupied, gapped)`` of one edge; read k uses ``tables[table_of[k]]``
+    ``tables[t] = (odds, occupied, keep, leave, enter, stay)`` of one edge (see
+    :func:`posteriors`); read k uses ``tables[table_of[k]]``
     and the cells of ``bands[k] = (lo, hi, first, last)``: reference columns ``lo..hi-1``,
     and row j (its character j - 1) from ``first[j]`` to ``last[j]`` columns consumed in that
     window; ``thetas[k]`` its decoding threshold. Returns one op string per read over all the
@@ -212,13 +229,13 @@ def refine_many(
     out: list[str] = [""] * len(reads)
 
     def one(k: int) -> None:
-        odds, occupied, gapped = tables[int(table_of[k])]
-        n_total = len(occupied)
+        table = tables[int(table_of[k])]
+        n_total = len(table[1])
         lo, hi, first, last = bands[k]
         read = reads[k]
         post = posteriors(
-            odds, occupied, gapped, read, lo, hi, first, last, open_ins, extend_ins, overhang,
-            lo == 0, hi == n_total,
+            *table, read, lo, hi, first, last, open_ins, extend_ins, overhang, lo == 0,
+            hi == n_total,
         )  # fmt: skip
         buf = np.empty(len(read) + hi - lo, dtype=np.uint8)
         count = decode(post, float(thetas[k]), buf)
