@@ -6,8 +6,9 @@ one Fitch state set and one gap flag per column, which says nothing about *how l
 residue or a gap is there. Most of the reads it leaves imperfect have characters one to five
 columns off in gappy variable regions, where the question is which columns the read's lineage
 has. This pass builds, for the chosen edge only, the reference rows' residue and gap
-frequencies per column, each row weighted by ``exp(-d / tau)`` with d its tree distance from
-the middle of the edge (close relatives share their gaps), and aligns the read to it by
+frequencies per column and how often a gap follows a gap (a lineage's deletions span
+columns), each row weighted by ``exp(-d / tau)`` with d its tree distance from the middle of
+the edge (close relatives share their gaps), and aligns the read to it by
 posterior decoding (:mod:`dpalign.simd.papara_refine`, through the engine; the model is spelt
 out in :func:`dpalign.reference.papara_refine_posteriors`). It runs on the CPU after any
 backend's scoring, so the output is the same whichever backend scored.

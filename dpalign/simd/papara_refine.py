@@ -1,14 +1,15 @@
 """The accurate mode's second pass for the ``numba`` backend: each read re-aligned against a
 probabilistic profile of its chosen edge, by posterior decoding.
 
-The model (see :func:`dpalign.reference.papara_refine`, the oracle this kernel matches) weighs
-every alignment of the read within a window of reference columns by the product of
+The model (see :func:`dpalign.reference.papara_refine_posteriors`, the oracle this kernel
+matches) weighs every alignment of the read within a band of cells by the product of
 
 * ``odds[c, i]``: how much likelier read code ``c`` is in column ``i`` than in the background
-  (the edge's residue frequencies over the reference's), times ``occupied[i]``, the chance the
-  read has a residue in column ``i`` at all;
-* ``gapped[i]`` for each column the read skips between its first and last aligned column
-  (leading and trailing columns are free: reads are fragments);
+  (the edge's residue frequencies over the reference's), per aligned pair;
+* per column from the read's first aligned one to its last, how the read passes from the
+  column before into it: ``keep`` (aligned, aligned), ``leave`` (aligned, skipped), ``enter``
+  (skipped, aligned), ``stay`` (skipped, skipped), and ``occupied`` for the first aligned
+  column (leading and trailing columns are free: reads are fragments);
 * ``open_ins``, then ``extend_ins`` per further character, for characters between columns;
 * ``overhang`` per character before the window's first column or after its last, where the
   window starts or ends at the reference's (a read hanging over the reference's end).
