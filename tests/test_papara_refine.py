@@ -172,3 +172,20 @@ def test_the_second_pass_places_more_reads_perfectly_than_the_first():
     after = score([_columns(o) for o in second], sim.truth)
     assert after.perfect > before.perfect + 0.03
     assert after.recall > before.recall and after.precision > before.precision
+
+
+def test_the_reference_backend_refines_as_numba_does():
+    """The engine's CPU backend is Numba's; without Numba the reference backend refines (same
+    model, log space), and on ordinary input it writes the same alignments."""
+    from dpalign.engine import ReferenceBackend
+
+    rng = np.random.default_rng(9)
+    tables = [(rng.uniform(0.05, 6, (4, 25)), *rng.uniform(0.02, 0.98, (5, 25))) for _ in range(2)]
+    reads = [rng.integers(0, 4, int(rng.integers(1, 15))) for _ in range(12)]
+    bands = [(0, 25, np.zeros(len(r) + 1, np.int64), np.full(len(r) + 1, 25)) for r in reads]
+    which = rng.integers(0, 2, len(reads))
+    thetas = rng.choice([0.0, 0.5], len(reads))
+    model = refine.RefineModel(open_ins=1e-3, extend_ins=0.3)
+    want = ReferenceBackend().refine_papara(tables, which, reads, bands, thetas, model)
+    got = get_backend("numba").refine_papara(tables, which, reads, bands, thetas, model)
+    assert got == want
