@@ -5,9 +5,11 @@ most 1.5x), on the placement-accuracy cases, any backend.
                                   [--out DIR]
 
 Each case is simulated as ``bench/placement_accuracy.py`` does (same seeds, same data), then the
-two commands run in turn (default, accurate, default, ...; one untimed warm-up pair first) so
-that drift in the machine's speed falls on both alike. The median of the per-pair ratios is the
-figure. Writes ``DIR/accurate_time.json`` (every run's seconds) and prints a table.
+two commands (``python -c 'dpalign.cli.main()'``, what the ``dpalign`` script runs, so that it
+works where only ``PYTHONPATH`` points at the project) run in turn (default, accurate, default,
+...; one untimed warm-up pair first) so that drift in the machine's speed falls on both alike.
+The median of the per-pair ratios is the figure. Writes ``DIR/accurate_time.json`` (every run's
+seconds) and prints a table.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from placement_accuracy import CASES  # noqa: E402
 
 from dpalign.benchmarks.simulate import simulate  # noqa: E402
+
+_DPALIGN = [sys.executable, "-c", "import sys; from dpalign.cli import main; sys.exit(main())"]
 
 
 def _seconds(cmd: list[str]) -> float:
@@ -54,7 +58,7 @@ def main(argv=None) -> int:
         case_dir.mkdir(parents=True, exist_ok=True)
         data.write(case_dir / "tree.nwk", case_dir / "ref.fasta", case_dir / "reads.fasta")
         base = [
-            "dpalign", "papara", "--ref", str(case_dir / "tree.nwk"), "--msa",
+            *_DPALIGN, "papara", "--ref", str(case_dir / "tree.nwk"), "--msa",
             str(case_dir / "ref.fasta"), "--reads", str(case_dir / "reads.fasta"), "--format",
             "fasta", "--backend", args.backend,
         ]  # fmt: skip
