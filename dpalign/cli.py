@@ -339,7 +339,8 @@ def _add_papara(sub) -> None:
         "--accurate",
         action="store_true",
         help="the accurate mode, not PaPaRa 2.5's output: a mismatch score (so unrelated read "
-        "ends become insertions instead of being pulled into columns) and N/X kept in reads; "
+        "ends become insertions instead of being pulled into columns), N/X kept in reads, and a "
+        "second pass that re-aligns each read against its edge's residue and gap frequencies; "
         "--scoring then defaults to the tuned dpalign.scoring.ACCURATE",
     )
     p.add_argument(

@@ -246,6 +246,14 @@ def align_papara(backend: Backend, states, flags, reads, edges, scoring):
     return tracer(backend).align_papara(states, flags, reads, edges, scoring)
 
 
+def refine_papara(backend: Backend, tables, table_of, reads, bands, thetas, model) -> list[str]:
+    """The accurate mode's second pass (:mod:`dpalign.papara.refine`): reads re-aligned
+    against their edges' probabilistic profiles (``tables[table_of[k]]`` for read k, decoded
+    with threshold ``thetas[k]``), one op string per read. Always on the CPU backend, whichever
+    backend scored, so that every backend writes the same alignment."""
+    return cpu_backend(backend.threads).refine_papara(tables, table_of, reads, bands, thetas, model)
+
+
 def score_pairs(backend: Backend, task: Task, a_list, b_list, progress=None) -> np.ndarray:
     """Scores of the pairs ``(a_list[k], b_list[k])``, one pair at a time."""
     return tracer(backend).score_pairs(task, a_list, b_list, progress)
@@ -382,6 +390,14 @@ class ReferenceBackend(Backend):
 
     def long_pair_cells(self):
         return None
+
+    def refine_papara(self, tables, table_of, reads, bands, thetas, model):
+        """The accurate mode's second pass, read by read (:func:`reference.papara_refine`)."""
+        consts = (model.open_ins, model.extend_ins, model.overhang)
+        return [
+            reference.papara_refine(*tables[int(t)], read, band, *consts, float(theta))
+            for t, read, band, theta in zip(table_of, reads, bands, thetas, strict=True)
+        ]
 
     def _pairwise(self, task, a, b, align=False):
         sc = task.scoring

@@ -442,3 +442,160 @@ def papara_align(states, flags, read, scoring) -> tuple[int, str]:
     result = papara_fill(states, flags, read, scoring, keep_bits=True)
     ops = papara_traceback(result.bits[:, :, 0], int(result.end_col[0]), int(result.end_row[0]))
     return int(result.scores[0]), ops
+
+
+# --------------------------------------------------------------------------------------------
+# The accurate mode's second pass: posterior decoding against a probabilistic edge profile
+# --------------------------------------------------------------------------------------------
+
+
+def _lse(*values: float) -> float:
+    top = max(values)
+    if top == -math.inf:
+        return -math.inf
+    return top + math.log(sum(math.exp(v - top) for v in values))
+
+
+def _log(x: float) -> float:
+    return math.log(x) if x > 0 else -math.inf
+
+
+def papara_refine_posteriors(
+    odds,
+    occupied,
+    keep,
+    leave,
+    enter,
+    stay,
+    read,
+    lo,
+    hi,
+    first,
+    last,
+    open_ins,
+    extend_ins,
+    overhang,
+    open_lo,
+    open_hi,
+) -> np.ndarray:
+    """Posterior probability of every (read character, window column) pair: ``P[j+1, i+1]``.
+
+    The alignments of ``read`` (row indices into ``odds``) within columns ``lo..hi-1`` are
+    weighted by the product of: ``odds[read[j], c]`` per aligned pair; for each column c from
+    the first aligned one to the last, how the read passes from column c - 1 to c: ``keep[c]``
+    (aligned in both, or c - 1 aligned then characters inserted, then c aligned), ``leave[c]``
+    (c - 1 aligned, c skipped), ``enter[c]`` (c - 1 skipped, c aligned), ``stay[c]`` (both
+    skipped), and ``occupied[c]`` for the first aligned column (the columns before it and after
+    the last are free: reads are fragments); ``open_ins`` then ``extend_ins`` per character
+    inserted between columns (after an aligned or a skipped column; an insertion is never
+    followed by a skip); ``overhang`` per character before the first column when ``open_lo``
+    (the window starts at the reference's start) or after the last when ``open_hi``. Only the
+    cells ``first[j] <= i <= last[j]`` of row j (character j - 1, i columns of the window
+    consumed) may be on a path (a band around the first pass's alignment). Plain log space,
+    cell by cell: the oracle of :mod:`dpalign.simd.papara_refine`.
+    """
+    m, n = len(read), hi - lo
+    ninf = -math.inf
+    lm = np.full((m + 1, n + 1), ninf)  # log forward: M, D, I
+    ld = np.full((m + 1, n + 1), ninf)
+    li = np.full((m + 1, n + 1), ninf)
+
+    def start(j: int) -> float:  # log weight of beginning with j characters consumed, column 0
+        if j == 0:
+            return 0.0
+        return j * _log(overhang) if open_lo else ninf
+
+    for j in range(1, m + 1):
+        for i in range(n + 1):
+            if not first[j] <= i <= last[j]:
+                continue
+            if i > 0:
+                c = lo + i - 1
+                begin = 0.0 if j == 1 else (start(j - 1) if i == 1 else ninf)
+                lm[j, i] = _lse(
+                    _lse(lm[j - 1, i - 1], li[j - 1, i - 1]) + _log(keep[c]),
+                    ld[j - 1, i - 1] + _log(enter[c]),
+                    begin + _log(occupied[c]),
+                ) + _log(odds[read[j - 1], c])
+                ld[j, i] = _lse(lm[j, i - 1] + _log(leave[c]), ld[j, i - 1] + _log(stay[c]))
+            li[j, i] = _lse(
+                _lse(lm[j - 1, i], ld[j - 1, i]) + _log(open_ins),
+                li[j - 1, i] + _log(extend_ins),
+            )
+    ends = [_lse(lm[m, i], ld[m, i], li[m, i]) for i in range(1, n + 1)]
+    if open_hi:
+        ends += [_lse(lm[j, n], ld[j, n], li[j, n]) + (m - j) * _log(overhang) for j in range(1, m)]
+    log_z = _lse(*ends) if ends else ninf
+    bm = np.full((m + 2, n + 2), ninf)  # log backward from M, D and I
+    bd = np.full((m + 2, n + 2), ninf)
+    bi = np.full((m + 2, n + 2), ninf)
+    for j in range(m, 0, -1):
+        for i in range(n, -1, -1):
+            if not first[j] <= i <= last[j]:
+                continue
+            end = ninf
+            if j == m and i >= 1:
+                end = 0.0
+            elif open_hi and i == n and j < m:
+                end = (m - j) * _log(overhang)
+            diag = skip_m = skip_d = ninf
+            if j < m and i < n:
+                diag = bm[j + 1, i + 1] + _log(odds[read[j], lo + i])
+            if i < n:
+                skip_m = bd[j, i + 1] + _log(leave[lo + i])
+                skip_d = bd[j, i + 1] + _log(stay[lo + i])
+            into_i = bi[j + 1, i] if j < m else ninf
+            keep_c = _log(keep[lo + i]) if i < n else ninf
+            enter_c = _log(enter[lo + i]) if i < n else ninf
+            bm[j, i] = _lse(diag + keep_c, skip_m, into_i + _log(open_ins), end)
+            bd[j, i] = _lse(diag + enter_c, skip_d, into_i + _log(open_ins), end)
+            bi[j, i] = _lse(diag + keep_c, into_i + _log(extend_ins), end)
+    post = np.zeros((m + 1, n + 1))
+    for j in range(1, m + 1):
+        for i in range(1, n + 1):
+            if lm[j, i] > ninf and bm[j, i] > ninf:
+                post[j, i] = math.exp(lm[j, i] + bm[j, i] - log_z)
+    return post
+
+
+def papara_refine_decode(post: np.ndarray, theta: float) -> str:
+    """The alignment (``M``/``R``/``I`` over the window) that maximises the sum of
+    ``posterior - theta`` over its aligned pairs; ties go to M, then I, then R."""
+    m, n = post.shape[0] - 1, post.shape[1] - 1
+    value = np.zeros((m + 1, n + 1))
+    move = np.zeros((m + 1, n + 1), dtype=np.uint8)
+    for j in range(m + 1):
+        for i in range(n + 1):
+            if j == 0 and i == 0:
+                continue
+            options = []
+            if j > 0 and i > 0 and post[j, i] > theta:
+                options.append((value[j - 1, i - 1] + post[j, i] - theta, 0))
+            if j > 0:
+                options.append((value[j - 1, i], 2))
+            if i > 0:
+                options.append((value[j, i - 1], 1))
+            best = max(v for v, _ in options)
+            value[j, i], move[j, i] = next((v, k) for v, k in options if v == best)
+    ops = []
+    j, i = m, n
+    while j > 0 or i > 0:
+        k = int(move[j, i]) if (j > 0 and i > 0) else (2 if j > 0 else 1)
+        ops.append("MRI"[k])
+        j, i = (j - 1, i - 1) if k == 0 else ((j - 1, i) if k == 2 else (j, i - 1))
+    return "".join(reversed(ops))
+
+
+def papara_refine(
+    odds, occupied, keep, leave, enter, stay, read, band, open_ins, extend_ins, overhang, theta
+) -> str:
+    """One read's second-pass alignment over all reference columns (``R`` outside the window
+    ``lo..hi-1`` of ``band = (lo, hi, first, last)``): :func:`papara_refine_posteriors`, then
+    :func:`papara_refine_decode`."""
+    n_total = len(occupied)
+    lo, hi, first, last = band
+    post = papara_refine_posteriors(
+        odds, occupied, keep, leave, enter, stay, read, lo, hi, first, last, open_ins,
+        extend_ins, overhang, lo == 0, hi == n_total,
+    )  # fmt: skip
+    return "R" * lo + papara_refine_decode(post, theta) + "R" * (n_total - hi)

@@ -21,7 +21,7 @@ from ..engine import Backend, get_backend
 from ..gcups import RunStats
 from ..io import RowWriter
 from ..scoring import ACCURATE, PaparaScoring, papara_scoring
-from . import dataset, placement, profiles, traceback
+from . import dataset, placement, profiles, refine, traceback
 from . import msa as msa_output
 
 log = logging.getLogger("dpalign.papara")
@@ -287,8 +287,11 @@ def papara(
     accurate : bool
         The accurate mode (not PaPaRa 2.5's output): a mismatch score
         (:data:`dpalign.scoring.ACCURATE` unless ``scoring`` is given), so that a read's
-        unrelated ends stay insertions instead of being pulled into reference columns, and
-        ambiguity codes (``N``, ``X``...) kept in reads as state sets instead of dropped.
+        unrelated ends stay insertions instead of being pulled into reference columns;
+        ambiguity codes (``N``, ``X``...) kept in reads as state sets instead of dropped; and a
+        second pass (:mod:`dpalign.papara.refine`, on the CPU whatever the backend) that
+        re-aligns each read against its edge's distance-weighted residue and gap frequencies
+        by posterior decoding. The placements are the first pass's.
 
     Returns
     -------
@@ -338,6 +341,7 @@ def papara(
     second_score = np.zeros(len(data.reads), dtype=np.int64)
     ties = np.zeros(len(data.reads), dtype=np.int64)
     ops = msa_output.TrimmedOps(n_cols)
+    refiner = refine.Refiner(data, engine) if accurate else None
     step = max(1, config.PAPARA_BATCH_BYTES // (9 * max(n_edges, 1)))
     for start in range(0, max(len(data.reads), 1), step):
         stop = min(start + step, len(data.reads))
@@ -345,17 +349,13 @@ def papara(
         with stats.phase("scoring", n_edges * n_cols * int(lengths[start:stop].sum())):
             placed = placement.place(states, flags, reads_b, scoring, engine, tick)
         with stats.phase("traceback"):
-            ops.extend(
-                traceback.align_reads(
-                    states,
-                    flags,
-                    reads_b,
-                    placed.edge,
-                    placed.score,
-                    scoring,
-                    engine,
-                )
+            batch_ops = traceback.align_reads(
+                states, flags, reads_b, placed.edge, placed.score, scoring, engine
             )
+        if refiner is not None:
+            with stats.phase("refine"):
+                batch_ops = refiner.refine(reads_b, placed.edge, batch_ops, states)
+        ops.extend(batch_ops)
         edge[start:stop] = placed.edge
         score[start:stop] = placed.score
         second_edge[start:stop] = placed.second_edge
@@ -363,6 +363,8 @@ def papara(
         ties[start:stop] = placed.ties
     _log_phase(stats, "scoring")
     _log_phase(stats, "traceback")
+    if refiner is not None:
+        _log_phase(stats, "refine")
     clades = data.tree.clades(np.unique(edge[edge >= 0]).tolist())
     placed = placement.Placements(
         edge, score, np.zeros(len(edge), np.uint8), cells, second_edge, second_score, ties
@@ -435,6 +437,7 @@ PHASES = {
     "tree_profiles": "tree and profiles",
     "scoring": "scoring",
     "traceback": "traceback",
+    "refine": "second pass (accurate)",
     "write": "write",
 }
 

@@ -210,6 +210,13 @@ class NumbaBackend(Backend):
 
         return papara_align_many(states, flags, reads, edges, scoring, threads=self.threads)
 
+    def refine_papara(self, tables, table_of, reads, bands, thetas, model):
+        """The accurate mode's second pass, reads on every core."""
+        from .papara_refine import refine_many
+
+        consts = (model.open_ins, model.extend_ins, model.overhang)
+        return refine_many(tables, table_of, reads, bands, *consts, thetas, threads=self.threads)
+
     def score_pairs(self, task, a_list, b_list, progress=None):
         """Scores of pair k = (a_list[k], b_list[k]), one pair at a time on every core:
         local pairs in the striped int16 kernel (int64 only if it saturates), the others in

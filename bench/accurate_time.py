@@ -1,0 +1,102 @@
+"""Whole-command time of ``dpalign papara --accurate`` against the default mode (issue 15: at
+most 1.5x), on the placement-accuracy cases, any backend.
+
+    python bench/accurate_time.py [--backend opencl] [--cases a,b] [--runs 5] [--threads N]
+                                  [--out DIR]
+
+Each case is simulated as ``bench/placement_accuracy.py`` does (same seeds, same data), then the
+two commands (``python -c 'dpalign.cli.main()'``, what the ``dpalign`` script runs, so that it
+works where only ``PYTHONPATH`` points at the project) run in turn (default, accurate, default,
+...; one untimed warm-up pair first) so that drift in the machine's speed falls on both alike.
+The median of the per-pair ratios is the figure. Writes ``DIR/accurate_time.json`` (every run's
+seconds) and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from placement_accuracy import CASES  # noqa: E402
+
+from dpalign.benchmarks.simulate import simulate  # noqa: E402
+
+_DPALIGN = [sys.executable, "-c", "import sys; from dpalign.cli import main; sys.exit(main())"]
+
+
+def _seconds(cmd: list[str]) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seconds = time.perf_counter() - start
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return seconds
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="auto")
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--out", default="accurate_time_out")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for case in args.cases.split(","):
+        spec = CASES[case]
+        data = simulate(**spec)
+        case_dir = out / case
+        case_dir.mkdir(parents=True, exist_ok=True)
+        data.write(case_dir / "tree.nwk", case_dir / "ref.fasta", case_dir / "reads.fasta")
+        base = [
+            *_DPALIGN, "papara", "--ref", str(case_dir / "tree.nwk"), "--msa",
+            str(case_dir / "ref.fasta"), "--reads", str(case_dir / "reads.fasta"), "--format",
+            "fasta", "--backend", args.backend,
+        ]  # fmt: skip
+        if args.threads:
+            base += ["--threads", str(args.threads)]
+        if spec.get("protein"):
+            base.append("--protein")
+        default = [*base, "--out", str(case_dir / "default.fasta")]
+        accurate = [*base, "--out", str(case_dir / "accurate.fasta"), "--accurate"]
+        _seconds(default), _seconds(accurate)  # warm-up: caches, kernels
+        pairs = [(_seconds(default), _seconds(accurate)) for _ in range(args.runs)]
+        ratio = statistics.median(a / d for d, a in pairs)
+        row = {
+            "case": case,
+            "backend": args.backend,
+            "default_s": [d for d, _ in pairs],
+            "accurate_s": [a for _, a in pairs],
+            "median_default_s": statistics.median(d for d, _ in pairs),
+            "median_accurate_s": statistics.median(a for _, a in pairs),
+            "median_ratio": ratio,
+        }
+        results.append(row)
+        print(
+            f"{case:<24} default {row['median_default_s']:6.2f} s  accurate "
+            f"{row['median_accurate_s']:6.2f} s  ratio {ratio:.2f}",
+            file=sys.stderr,
+            flush=True,
+        )
+    (out / "accurate_time.json").write_text(json.dumps(results, indent=1) + "\n")
+    print("| case | default s | accurate s | accurate / default (median of pairs) |")
+    print("|---|---|---|---|")
+    for r in results:
+        print(
+            f"| {r['case']} | {r['median_default_s']:.2f} | {r['median_accurate_s']:.2f} | "
+            f"{r['median_ratio']:.2f} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

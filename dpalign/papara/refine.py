@@ -1,0 +1,293 @@
+"""The accurate mode's second pass: each read re-aligned against a probabilistic profile of the
+edge the first pass chose for it.
+
+The first pass (PaPaRa's recurrence with the accurate scores) picks the edge; its profile is
+one Fitch state set and one gap flag per column, which says nothing about *how likely* a
+residue or a gap is there. Most of the reads it leaves imperfect have characters one to five
+columns off in gappy variable regions, where the question is which columns the read's lineage
+has. This pass builds, for the chosen edge only, the reference rows' residue and gap
+frequencies per column and how often a gap follows a gap (a lineage's deletions span
+columns), each row weighted by ``exp(-d / tau)`` with d its tree distance from the middle of
+the edge (close relatives share their gaps), and aligns the read to it by
+posterior decoding (:mod:`dpalign.simd.papara_refine`, through the engine; the model is spelt
+out in :func:`dpalign.reference.papara_refine_posteriors`). It runs on the CPU after any
+backend's scoring, so the output is the same whichever backend scored.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import engine
+from ..engine import Backend
+
+_TABLE_BYTES = 64 << 20  # edge tables held at once by the second pass
+
+
+@dataclass(frozen=True)
+class RefineModel:
+    """The second pass's constants (tuned on simulations with seeds apart from the
+    benchmark's; see BENCHMARKS.md, issue 15).
+
+    Attributes
+    ----------
+    tau_rel : float
+        Distance scale of the row weights for residues, in mean branch lengths of the tree.
+    tau_gap_rel : float
+        The same for gaps.
+    column_mix : float
+        Share of the column's unweighted residue frequencies mixed into the weighted ones
+        (flatter odds in columns that vary across the tree).
+    pseudo : float
+        Share of the background frequencies mixed into each column's residue frequencies.
+    gap_prior : float
+        Share of the reference's overall gap fraction mixed into each column's.
+    open_ins, extend_ins : float
+        Weight of a character inserted between columns (first, then each further one).
+    overhang : float
+        Weight per character before the reference's first column or after its last.
+    theta : float
+        A character goes into a column only if its posterior there exceeds ``theta``...
+    theta_divergent : float
+        ...or this, for a read whose first-pass alignment mismatches its edge's Fitch states
+        in more than ``divergent`` of its aligned characters: far from every reference, its
+        posteriors are less sure than they say (on the divergent case's tuning simulations:
+        precision +0.7 and +1.8 points, recall -0.2 and -0.3).
+    divergent : float
+        The mismatch share above which a read counts as divergent (0.08: the divergent case's
+        reads have a median of 0.08-0.10, the others 0.02-0.05).
+    band : int
+        Columns a character may move either way from where the first pass put it.
+    markov : bool
+        Whether skipping a column depends on whether the column before was skipped (from the
+        same weighted rows), or each column is skipped independently.
+    """
+
+    tau_rel: float = 0.8
+    tau_gap_rel: float = 0.8
+    column_mix: float = 0.0
+    pseudo: float = 0.05
+    gap_prior: float = 0.02
+    open_ins: float = math.exp(-10.0)
+    extend_ins: float = math.exp(-1.0)
+    overhang: float = 1.0
+    theta: float = 0.0
+    theta_divergent: float = 0.5
+    divergent: float = 0.08
+    band: int = 30
+    markov: bool = True
+
+
+class EdgeFrequencies:
+    """Distance-weighted residue and gap frequencies at the middle of any edge.
+
+    ``exp(-d / tau)`` multiplies along a path, so the weighted sum over the tips of a directed
+    subtree is its children's sums, each times ``exp(-branch / tau)``: every directed subtree
+    is computed once (as normalised channels and the log of its total weight) and shared by
+    the edges that need it, as :mod:`dpalign.papara.profiles` does for the Fitch states.
+    """
+
+    def __init__(self, data, tau_rel: float) -> None:
+        self._data = data
+        self._tree = data.tree
+        self._k = 4 if data.alphabet.name == "dna" else 20
+        lengths = [e.length for e in data.tree.edges]
+        self._tau = max(tau_rel * (float(np.mean(lengths)) if lengths else 1.0), 1e-9)
+        self._memo: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
+        self._tips = {}
+        total = np.zeros(self._k + 2)
+        for node, row in data.tip_rows.items():
+            channels = self._channels(data.ref_states[row])
+            self._tips[node] = channels
+            total += channels.sum(axis=0)
+        residues = total[: self._k]
+        self.background = (
+            residues / residues.sum() if residues.sum() > 0 else np.full(self._k, 1 / self._k)
+        )
+        column = sum(self._tips.values())[:, : self._k]
+        column_total = column.sum(axis=1, keepdims=True)
+        #: Each column's unweighted residue frequencies (the background where all are gaps).
+        self.column = np.where(
+            column_total > 0, column / np.maximum(column_total, 1e-300), self.background
+        )
+        self.gap_fraction = float(total[self._k] / max(total[: self._k + 1].sum(), 1.0))
+
+    @property
+    def n_bits(self) -> int:
+        """Residue bits of a state (4 DNA, 20 protein)."""
+        return self._k
+
+    def _channels(self, states: np.ndarray) -> np.ndarray:
+        """Per column: the residue bits (an ambiguity code shares its weight), then gap."""
+        k = self._k
+        gap = states == self._data.alphabet.gap
+        bits = ((states[:, None].astype(np.int64) >> np.arange(k)) & 1).astype(np.float64)
+        bits /= np.maximum(bits.sum(axis=1), 1.0)[:, None]
+        bits[gap] = 0.0
+        both = gap & np.concatenate([[False], gap[:-1]])  # gap here and in the column before
+        return np.concatenate(
+            [bits, gap[:, None].astype(np.float64), both[:, None].astype(np.float64)], axis=1
+        )
+
+    def _mix(self, parts) -> tuple[np.ndarray, float]:
+        logs = [log_w - z / self._tau for (_, log_w), z in parts]
+        top = max(logs)
+        weights = [math.exp(v - top) for v in logs]
+        total = sum(weights)
+        value = sum(
+            w / total * channels for w, ((channels, _), _) in zip(weights, parts, strict=True)
+        )
+        return value, top + math.log(total)
+
+    def _directed(self, parent: int, node: int) -> tuple[np.ndarray, float]:
+        tree, memo = self._tree, self._memo
+        stack = [(parent, node)]
+        while stack:
+            p, q = stack[-1]
+            if (p, q) in memo:
+                stack.pop()
+                continue
+            if tree.is_tip(q):
+                memo[(p, q)] = (self._tips[q], 0.0)
+                stack.pop()
+                continue
+            kids = [(c, z) for c, z in tree.neighbors[q] if c != p]
+            missing = [(q, c) for c, _ in kids if (q, c) not in memo]
+            if missing:
+                stack.extend(missing)
+                continue
+            memo[(p, q)] = self._mix([(memo[(q, c)], z) for c, z in kids])
+            stack.pop()
+        return memo[(parent, node)]
+
+    def at_edge(self, edge: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(residues (n, K), gap (n,), gap_pair (n,))``: the residue frequencies among the
+        weighted rows that have a residue (the background where none has), the weighted share
+        of rows with a gap, and of rows with a gap in this column and the one before."""
+        e = self._tree.edges[edge]
+        half = e.length / 2
+        value, _ = self._mix([(self._directed(e.v, e.u), half), (self._directed(e.u, e.v), half)])
+        k = self._k
+        residues = value[:, :k]
+        total = residues.sum(axis=1, keepdims=True)
+        freqs = np.where(total > 0, residues / np.maximum(total, 1e-300), self.background)
+        weight = np.maximum(value[:, : k + 1].sum(axis=1), 1e-300)
+        return freqs, value[:, k] / weight, value[:, k + 1] / weight
+
+
+class Refiner:
+    """Re-aligns reads against their edges' frequency profiles (see the module's text)."""
+
+    def __init__(self, data, backend: Backend, model: RefineModel | None = None) -> None:
+        self.model = model or RefineModel()
+        self._data = data
+        self._backend = backend
+        self._freqs = EdgeFrequencies(data, self.model.tau_rel)
+        self._gap_freqs = (
+            self._freqs
+            if self.model.tau_gap_rel == self.model.tau_rel
+            else EdgeFrequencies(data, self.model.tau_gap_rel)
+        )
+
+    def _tables(self, edge: int, codes: np.ndarray):
+        """``(odds (len(codes), n), occupied, keep, leave, enter, stay)`` of one edge (see
+        :func:`dpalign.simd.papara_refine.posteriors`)."""
+        model, freqs = self.model, self._freqs
+        residues, gap, pair = freqs.at_edge(edge)
+        if self._gap_freqs is not freqs:
+            _, gap, pair = self._gap_freqs.at_edge(edge)
+        bg = freqs.background
+        q = (
+            (1 - model.pseudo - model.column_mix) * residues
+            + model.column_mix * freqs.column
+            + model.pseudo * bg
+        )
+        member = ((codes[:, None].astype(np.int64) >> np.arange(freqs.n_bits)) & 1).astype(
+            np.float64
+        )
+        odds = (member @ q.T) / np.maximum(member @ bg, 1e-300)[:, None]
+        g = (1 - model.gap_prior) * gap + model.gap_prior * freqs.gap_fraction
+        g = np.clip(g, 1e-3, 1 - 1e-3)
+        occupied = 1.0 - g
+        if not model.markov:
+            return np.ascontiguousarray(odds), occupied, occupied, g, occupied, g
+        # Gap given gap in the column before, from the same weighted rows (a lineage's deletion
+        # spans columns); the first column has no column before it.
+        both = (1 - model.gap_prior) * pair + model.gap_prior * freqs.gap_fraction**2
+        before = np.concatenate([[0.5], g[:-1]])
+        both = np.clip(both, np.maximum(0.0, before + g - 1), np.minimum(before, g))
+        stay = np.clip(both / before, 1e-3, 1 - 1e-3)
+        leave = np.clip((g - both) / (1 - before), 1e-3, 1 - 1e-3)
+        stay[0], leave[0] = g[0], g[0]
+        return np.ascontiguousarray(odds), occupied, 1 - leave, leave, 1 - stay, stay
+
+    def refine(
+        self, reads: list[np.ndarray], edges: np.ndarray, ops: list[str], states: np.ndarray
+    ) -> list[str]:
+        """The second-pass op strings of a batch of reads (first-pass ``ops`` where the edge
+        is -1); ``states`` are the edges' Fitch states (E, n) the first pass aligned to."""
+        out = list(ops)
+        n = self._data.n_columns
+        live = [k for k in range(len(reads)) if edges[k] >= 0 and len(reads[k])]
+        if not live:
+            return out
+        codes, index = np.unique(np.concatenate([reads[k] for k in live]), return_inverse=True)
+        starts = np.cumsum([0] + [len(reads[k]) for k in live])
+        coded = {k: index[starts[t] : starts[t + 1]].astype(np.int64) for t, k in enumerate(live)}
+        bands = [_band(ops[k], n, self.model.band) for k in live]
+        model = self.model
+        thetas = np.array(
+            [
+                model.theta_divergent
+                if _mismatch(ops[k], reads[k], states[edges[k]]) > model.divergent
+                else model.theta
+                for k in live
+            ]
+        )
+        chosen, table_of = np.unique([int(edges[k]) for k in live], return_inverse=True)
+        # Edges a chunk at a time, so that the tables stay small on big trees.
+        per_chunk = max(1, _TABLE_BYTES // (8 * (len(codes) + 2) * max(n, 1)))
+        for first in range(0, len(chosen), per_chunk):
+            last = min(first + per_chunk, len(chosen))
+            pick = np.flatnonzero((table_of >= first) & (table_of < last))
+            tables = [self._tables(int(e), codes) for e in chosen[first:last]]
+            refined = engine.refine_papara(
+                self._backend,
+                tables,
+                table_of[pick] - first,
+                [coded[live[t]] for t in pick],
+                [bands[t] for t in pick],
+                thetas[pick],
+                self.model,
+            )
+            for t, text in zip(pick, refined, strict=True):
+                out[live[t]] = text
+        return out
+
+
+def _mismatch(ops: str, read: np.ndarray, states: np.ndarray) -> float:
+    """Share of a read's aligned characters whose state set misses the column's."""
+    codes = np.frombuffer(ops.encode("ascii"), dtype=np.uint8)
+    aligned = codes == ord("M")
+    if not aligned.any():
+        return 0.0
+    site = (np.cumsum(codes != ord("I")) - 1)[aligned]
+    char = (np.cumsum(codes != ord("R")) - 1)[aligned]
+    return float(((states[site] & read[char]) == 0).mean())
+
+
+def _band(ops: str, n: int, width: int) -> tuple[int, int, np.ndarray, np.ndarray]:
+    """``(lo, hi, first, last)``: the cells the second pass may visit, ``width`` columns
+    either side of where the first pass put each character (see
+    :func:`dpalign.reference.papara_refine_posteriors`)."""
+    codes = np.frombuffer(ops.encode("ascii"), dtype=np.uint8)
+    consumed = np.cumsum(codes != ord("I"))[codes != ord("R")]  # columns used, per character
+    lo = max(0, int(consumed.min()) - width)
+    hi = min(n, int(consumed.max()) + width)
+    centre = np.concatenate([[consumed[0]], consumed]) - lo
+    first = np.clip(centre - width, 0, hi - lo).astype(np.int64)
+    last = np.clip(centre + width, 0, hi - lo).astype(np.int64)
+    return lo, hi, first, last

@@ -1,0 +1,191 @@
+"""The accurate mode's second pass (issue 15): the Numba kernel against the reference oracle,
+the distance-weighted edge frequencies against a brute-force sum, and what the pass is for."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dpalign import reference
+from dpalign.benchmarks.accuracy import score
+from dpalign.benchmarks.simulate import INSERTED, simulate
+from dpalign.engine import get_backend
+from dpalign.papara import dataset, placement, profiles, refine, traceback
+from dpalign.scoring import ACCURATE
+from dpalign.simd import papara_refine as kernel
+
+
+@st.composite
+def problems(draw):
+    """A read, an edge table and a band: window at either end of the reference or inside."""
+    n_total = draw(st.integers(1, 9))
+    m = draw(st.integers(1, 8))
+    codes = draw(st.integers(1, 4))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    odds = rng.uniform(0.02, 5.0, (codes, n_total))
+    # occupied, keep, leave, enter, stay: independent, so that a swapped one shows
+    table = (odds, *rng.uniform(0.001, 0.999, (5, n_total)))
+    lo = draw(st.integers(0, n_total - 1))
+    hi = draw(st.integers(lo + 1, n_total))
+    n = hi - lo
+    if draw(st.booleans()):
+        centre = np.sort(rng.integers(0, n + 1, m + 1))
+        width = draw(st.integers(0, 3))
+        first, last = np.clip(centre - width, 0, n), np.clip(centre + width, 0, n)
+    else:
+        first, last = np.zeros(m + 1, np.int64), np.full(m + 1, n, np.int64)
+    read = rng.integers(0, codes, m)
+    consts = (
+        draw(st.sampled_from([1e-5, 0.01, 0.3])),  # open
+        draw(st.sampled_from([0.05, 0.4, 0.9])),  # extend
+        draw(st.sampled_from([0.2, 1.0])),  # overhang
+    )
+    return table, read, lo, hi, first, last, consts
+
+
+@settings(max_examples=150, deadline=None)
+@given(problems())
+def test_posteriors_match_the_oracle(problem):
+    table, read, lo, hi, first, last, consts = problem
+    n_total = table[0].shape[1]
+    args = (*table, read, lo, hi, first, last, *consts, lo == 0, hi == n_total)
+    want = reference.papara_refine_posteriors(*args)
+    got = kernel.posteriors(*args)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    assert (want[1:].sum(axis=1) <= 1 + 1e-9).all()  # a character is in one column at most
+    for j in range(1, len(read) + 1):  # nothing outside the band
+        assert not want[j, : first[j]].any() and not want[j, last[j] + 1 :].any()
+
+
+@settings(max_examples=100, deadline=None)
+@given(problems(), st.sampled_from([0.0, 0.2, 0.5]))
+def test_decoding_matches_the_oracle(problem, theta):
+    table, read, lo, hi, first, last, consts = problem
+    n_total = table[0].shape[1]
+    band = (lo, hi, first, last)
+    want = reference.papara_refine(*table, read, band, *consts, theta)
+    assert want.count("M") + want.count("R") == n_total
+    assert want.count("M") + want.count("I") == len(read)
+    post = kernel.posteriors(*table, read, lo, hi, first, last, *consts, lo == 0, hi == n_total)
+    buf = np.empty(len(read) + hi - lo, dtype=np.uint8)
+    count = kernel.decode(post, theta, buf)
+    got = buf[:count][::-1].tobytes().translate(kernel._OP_TABLE).decode()
+    assert got == reference.papara_refine_decode(post, theta)
+    many = kernel.refine_many([table], np.zeros(1, np.int64), [read], [band], *consts, [theta])
+    assert many == ["R" * lo + got + "R" * (n_total - hi)]
+
+
+def test_a_read_hanging_over_the_reference_start_keeps_its_overhang_inserted():
+    """Three characters that match nothing, then four that match columns 0-3 exactly: the
+    first three become insertions before column 0 (overhang weight 1, no insertion cost)."""
+    odds = np.full((2, 6), 0.05)
+    odds[1, :4] = 8.0
+    occupied = np.full(6, 0.95)
+    table = (odds, occupied, occupied, 1 - occupied, occupied, 1 - occupied)
+    read = np.array([0, 0, 0, 1, 1, 1, 1])
+    band = (0, 6, np.zeros(8, np.int64), np.full(8, 6, np.int64))
+    ops = reference.papara_refine(*table, read, band, 1e-4, 0.3, 1.0, 0.0)
+    assert ops == "IIIMMMMRR"
+    got = kernel.refine_many([table], np.zeros(1, np.int64), [read], [band], 1e-4, 0.3, 1.0, [0])
+    assert got == [ops]
+
+
+def test_threads_do_not_change_the_result():
+    rng = np.random.default_rng(5)
+    tables = [(rng.uniform(0.1, 4, (4, 40)), *rng.uniform(0.1, 0.9, (5, 40)))]
+    reads = [rng.integers(0, 4, int(rng.integers(1, 30))) for _ in range(40)]
+    bands = [(0, 40, np.zeros(len(r) + 1, np.int64), np.full(len(r) + 1, 40)) for r in reads]
+    which = np.zeros(len(reads), np.int64)
+    thetas = rng.choice([0.0, 0.5], len(reads))
+    one = kernel.refine_many(tables, which, reads, bands, 1e-3, 0.3, 1.0, thetas, threads=1)
+    two = kernel.refine_many(tables, which, reads, bands, 1e-3, 0.3, 1.0, thetas, threads=2)
+    assert one == two
+
+
+def _distances(tree, start_u, start_v, length):
+    """Tree distance from the middle of edge (u, v) to every node (brute force)."""
+    dist = {start_u: length / 2, start_v: length / 2}
+    stack = [start_u, start_v]
+    while stack:
+        node = stack.pop()
+        for other, z in tree.neighbors[node]:
+            if other not in dist:
+                dist[other] = dist[node] + z
+                stack.append(other)
+    return dist
+
+
+@pytest.mark.parametrize("protein", [False, True], ids=["dna", "protein"])
+def test_edge_frequencies_are_the_distance_weighted_sums(protein):
+    sim = simulate(9, 60, 3, (10, 20), seed=11, protein=protein)
+    data = dataset.load(sim.newick, sim.msa, sim.reads, protein=protein, keep_ambiguous=True)
+    freqs = refine.EdgeFrequencies(data, tau_rel=0.8)
+    tau = 0.8 * np.mean([e.length for e in data.tree.edges])
+    k = freqs.n_bits
+    for edge_id, edge in enumerate(data.tree.edges):
+        dist = _distances(data.tree, edge.u, edge.v, edge.length)
+        channels = np.zeros((data.n_columns, k + 2))
+        for node, row in data.tip_rows.items():
+            states = data.ref_states[row]
+            gap = states == data.alphabet.gap
+            bits = ((states[:, None].astype(np.int64) >> np.arange(k)) & 1).astype(float)
+            bits = np.where(gap[:, None], 0.0, bits / np.maximum(bits.sum(1), 1)[:, None])
+            both = gap & np.concatenate([[False], gap[:-1]])
+            parts = [bits, gap[:, None], both[:, None]]
+            channels += math.exp(-dist[node] / tau) * np.concatenate(parts, 1)
+        residues, gap, pair = freqs.at_edge(edge_id)
+        total = channels[:, :k].sum(1, keepdims=True)
+        want = np.where(total > 0, channels[:, :k] / np.maximum(total, 1e-300), freqs.background)
+        np.testing.assert_allclose(residues, want, rtol=1e-9, atol=1e-12)
+        weight = channels[:, : k + 1].sum(1)
+        np.testing.assert_allclose(gap, channels[:, k] / weight, rtol=1e-9)
+        np.testing.assert_allclose(pair, channels[:, k + 1] / weight, rtol=1e-9, atol=1e-15)
+
+
+def _columns(ops):
+    out, site = [], 0
+    for op in ops:
+        if op == "M":
+            out.append(site)
+        elif op == "I":
+            out.append(INSERTED)
+        site += op != "I"
+    return np.array(out, dtype=np.int64)
+
+
+def test_the_second_pass_places_more_reads_perfectly_than_the_first():
+    """What the pass is for: characters in gappy variable regions, where one Fitch state set
+    and one gap flag per column leave the first pass guessing."""
+    sim = simulate(30, 700, 150, seed=21)
+    data = dataset.load(sim.newick, sim.msa, sim.reads, keep_ambiguous=True)
+    states, flags = profiles.dataset_profiles(data)
+    backend = get_backend("numba")
+    placed = placement.place(states, flags, data.reads, ACCURATE, backend)
+    first = traceback.align_reads(
+        states, flags, data.reads, placed.edge, placed.score, ACCURATE, backend
+    )
+    second = refine.Refiner(data, backend).refine(data.reads, placed.edge, first, states)
+    before = score([_columns(o) for o in first], sim.truth)
+    after = score([_columns(o) for o in second], sim.truth)
+    assert after.perfect > before.perfect + 0.03
+    assert after.recall > before.recall and after.precision > before.precision
+
+
+def test_the_reference_backend_refines_as_numba_does():
+    """The engine's CPU backend is Numba's; without Numba the reference backend refines (same
+    model, log space), and on ordinary input it writes the same alignments."""
+    from dpalign.engine import ReferenceBackend
+
+    rng = np.random.default_rng(9)
+    tables = [(rng.uniform(0.05, 6, (4, 25)), *rng.uniform(0.02, 0.98, (5, 25))) for _ in range(2)]
+    reads = [rng.integers(0, 4, int(rng.integers(1, 15))) for _ in range(12)]
+    bands = [(0, 25, np.zeros(len(r) + 1, np.int64), np.full(len(r) + 1, 25)) for r in reads]
+    which = rng.integers(0, 2, len(reads))
+    thetas = rng.choice([0.0, 0.5], len(reads))
+    model = refine.RefineModel(open_ins=1e-3, extend_ins=0.3)
+    want = ReferenceBackend().refine_papara(tables, which, reads, bands, thetas, model)
+    got = get_backend("numba").refine_papara(tables, which, reads, bands, thetas, model)
+    assert got == want
