@@ -317,10 +317,12 @@ def test_reads_beyond_32_bits_are_a_clear_error():
 @pytest.mark.parametrize("lanes", [1, 3, 5, 8, 9, 16, 17])
 @pytest.mark.parametrize("protein", [False, True])
 def test_narrow_blocks_pack_several_reads_per_vector(lanes, protein, monkeypatch):
-    # blocks with <= 16 (8, 4...) live lanes run 2 (4, 8...) reads of equal length at once
+    # blocks with <= 16 (8, 4...) live lanes run 2 (4, 8...) reads of equal length at once:
+    # DNA in the packed strips (the diagonal from state bits), 20-bit protein sets (too wide
+    # for 16-bit lanes) from tables per combination of the reads' states
     packed = []
-    pack_reads = P._pack_reads
-    monkeypatch.setattr(P, "_pack_reads", lambda *a: packed.append(pack_reads(*a)) or packed[-1])
+    read_tuples = P._read_tuples
+    monkeypatch.setattr(P, "_read_tuples", lambda *a: packed.append(read_tuples(*a)) or packed[-1])
     rng = np.random.default_rng(lanes)
     n = 21
     if protein:
