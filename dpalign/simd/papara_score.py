@@ -287,8 +287,23 @@ def _row_buffers(bases, size, dtype):
     return out
 
 
+def _aligned_empty(size: int, dtype) -> np.ndarray:
+    """An empty 1-D array whose data starts on a 64-byte boundary.
+
+    NumPy's buffers start 16 or 48 bytes past one, and then every 64-byte vector load of a
+    table straddles two cache lines (two loads' worth of work each).
+    """
+    item = np.dtype(dtype).itemsize
+    raw = np.empty(size * item + 64, dtype=np.uint8)
+    start = (-raw.ctypes.data) % 64
+    return raw[start : start + size * item].view(dtype)
+
+
 def _flat(table, bits):
-    return np.ascontiguousarray(table, dtype=_DTYPES[bits]).ravel()
+    """``table`` as a flat, 64-byte aligned array of the lane dtype."""
+    out = _aligned_empty(np.size(table), _DTYPES[bits])
+    out[:] = np.ravel(table)
+    return out
 
 
 #: Lane tables kept across calls (bytes): a worker scoring many read chunks against the same
@@ -437,7 +452,7 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
         dtype = _DTYPES[bits]
         no_rvec = np.zeros(LANES, dtype=dtype)
         # H and E of a read's rows between chunks (hrow/frow are placed per lane group)
-        work = (np.empty((m_max + 1) * LANES, dtype=dtype), np.empty((m_max + 1) * LANES, dtype))
+        work = tuple(_aligned_empty((m_max + 1) * LANES, dtype) for _ in range(2))
         for start in groups:
             lanes = live[(live >= start) & (live < start + LANES)]
             k = _pack_factor(int(lanes.max()) - start + 1)
@@ -446,15 +461,16 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
                 tuples = _read_tuples(select, lengths, k)
                 sub = LANES // k
                 tables = _packed_tables(block, start, n, plan, bits, k)
-                rvec = np.zeros((len(tuples), m_max, LANES), dtype=dtype)
+                rvec = _aligned_empty(len(tuples) * m_max * LANES, dtype)
+                grid = rvec.reshape(len(tuples), m_max, LANES)
                 for t in range(k):
-                    rvec[:, :, t * sub : (t + 1) * sub] = queries.codes[tuples[:, t], :m_max, None]
+                    grid[:, :, t * sub : (t + 1) * sub] = queries.codes[tuples[:, t], :m_max, None]
                 out = np.zeros((len(tuples), LANES), dtype=np.int64)
                 virtual = np.arange(len(tuples), dtype=np.int64)
                 params[-2:] = 1, m_max
                 rows = _row_buffers(_table_rows(tables, 3), CHUNK * LANES, dtype)
                 args = (lengths[tuples[:, 0]], virtual, params, *rows, *work, out)
-                _score_reads(*tables, index, rvec.ravel(), *args)
+                _score_reads(*tables, index, rvec, *args)
                 for t in range(k):
                     cols = t * sub + lanes - start
                     scores[np.ix_(tuples[:, t], lanes)] = out[:, cols]
