@@ -231,13 +231,19 @@ def _lane_tables(block, start, n, plan, read_states, chunk, width):
     return prof, dea, cs
 
 
-def _packed_tables(block, start, n, plan, bits, k):
-    """Flat tables for k reads per vector (lanes ``t * LANES/k + w``: read t against profile
+def _packed_tables(block, start, n, plan, bits, k, sub):
+    """Flat tables for k reads per vector (lanes ``t * sub + w``: read t against profile
     ``start + w``): the miss and hit scores and the profile's state bits (``[3, n, LANES]``),
-    E's open - extend and the column shift, each of the ``LANES/k`` lanes repeated k times."""
-    states, miss, dea, cs = _frame_tables(block, start, n, plan, CHUNK, LANES // k)
+    E's open - extend and the column shift, each of the ``sub`` lanes repeated k times (the
+    lanes past ``k * sub`` score nothing: no state bits, zero costs)."""
+    states, miss, dea, cs = _frame_tables(block, start, n, plan, CHUNK, sub)
     scores = np.stack([miss, miss + (plan.match - plan.mismatch), states.astype(np.int64)])
-    return tuple(_flat(np.tile(t, (1,) * (t.ndim - 1) + (k,)), bits) for t in (scores, dea, cs))
+    out = []
+    for table in (scores, dea, cs):
+        lanes = np.zeros(table.shape[:-1] + (LANES,), dtype=np.int64)
+        lanes[..., : k * sub] = np.tile(table, (1,) * (table.ndim - 1) + (k,))
+        out.append(_flat(lanes, bits))
+    return tuple(out)
 
 
 #: How many columns ahead of a store the core may load (the loads of later iterations run
@@ -485,14 +491,16 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
         work = tuple(_aligned_empty((m_max + 1) * LANES, dtype) for _ in range(2))
         for start in groups:
             lanes = live[(live >= start) & (live < start + LANES)]
-            k = _pack_factor(int(lanes.max()) - start + 1)
-            if k > 1 and _bits_fit(block, start, queries.codes[select], bits):
-                # several reads per vector, the diagonal score from state bits (no combinations)
+            span = int(lanes.max()) - start + 1
+            if span <= LANES // 2 and _bits_fit(block, start, queries.codes[select], bits):
+                # several reads per vector, the diagonal score from state bits (no combinations);
+                # as many as fit (6 for 5 live lanes), not a power of two
+                sub, k = span, LANES // span
                 tuples = _read_tuples(select, lengths, k)
-                sub = LANES // k
-                tables = _packed_tables(block, start, n, plan, bits, k)
+                tables = _packed_tables(block, start, n, plan, bits, k, sub)
                 rvec = _aligned_empty(len(tuples) * m_max * LANES, dtype)
                 grid = rvec.reshape(len(tuples), m_max, LANES)
+                grid[:, :, k * sub :] = 0
                 for t in range(k):
                     grid[:, :, t * sub : (t + 1) * sub] = queries.codes[tuples[:, t], :m_max, None]
                 out = np.zeros((len(tuples), LANES), dtype=np.int64)
@@ -506,6 +514,7 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
                     scores[np.ix_(tuples[:, t], lanes)] = out[:, cols]
                 width[np.ix_(select, lanes)] = bits
                 continue
+            k = _pack_factor(span)
             packed = None
             while k > 1 and packed is None:
                 packed = _pack_reads(select, lengths, index, len(read_states), k)
