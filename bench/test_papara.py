@@ -38,7 +38,11 @@ from dpalign.papara.placement import profile_blocks
 from dpalign.scoring import PaparaScoring
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCH = ROOT.parent / "shared" / "golden" / "papara" / "bench_papara"
+#: The benchmark's inputs (``DPALIGN_BENCH_PAPARA`` where the checkout is not beside shared/).
+BENCH = Path(
+    os.environ.get("DPALIGN_BENCH_PAPARA")
+    or ROOT.parent / "shared" / "golden" / "papara" / "bench_papara"
+)
 SCALE = float(os.environ.get("DPALIGN_BENCH_SCALE", "0.05"))
 #: The original PaPaRa 2.5 on bench_papara, this machine (golden/papara/README.md).
 ORIGINAL_SCORING_GCUPS = {1: 5.6, 2: 10.25}
