@@ -8,6 +8,13 @@ operations per cell (32 cells), thanks to:
 * **Per-read profiles.** For every distinct read state s the block gets one table
   ``P[s, i, w] = match * (a[i, w] & s != 0) + match_cgap * f[i, w]`` (shifted, see below), so
   the diagonal is one add with a memory operand.
+* **Narrow blocks.** A lane group of <= 16 live lanes holds several reads per vector; its
+  packed strips pick each cell's diagonal score (hit or miss) by testing the profile's state
+  bits against a per-row vector of the reads' states (two more operations per cell, no table
+  per combination of the reads' states).
+* **Memory layout.** Tables and buffers start on 64-byte boundaries (NumPy's do not, and a
+  misaligned zmm load splits two cache lines), and the H/F row buffers sit where the tables'
+  loads do not alias their stores modulo 4 KiB.
 * **Strips and chunks.** A sweep computes 8 read rows at once (then 4, then 1 for the rest):
   their H and E stay in registers, the H/F row between strips is loaded and stored once per
   strip. The reference is cut into chunks of :data:`CHUNK` columns that every strip of a read
@@ -343,8 +350,9 @@ def _cached_tables(block, start, n, plan, read_states, bits, sub):
     return value
 
 
-#: The read state indices of the last few query batches (every block of a run scores the
-#: same batch: its states are found once, not once per block).
+#: Read state indices kept across calls (bytes): every block of a run scores the same
+#: batch (or the same per-thread slices of it), whose states are found once, not per block.
+INDEX_CACHE_BYTES = 64 << 20
 _index_cache: OrderedDict = OrderedDict()
 
 
@@ -369,7 +377,9 @@ def _state_index(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         value = (states, index.reshape(codes.shape).astype(np.int64))
     with _table_lock:
         _index_cache[key] = (codes, value)  # holding codes keeps its id from being reused
-        while len(_index_cache) > 8:
+        while len(_index_cache) > 1 and (
+            sum(c.nbytes + v[1].nbytes for c, v in _index_cache.values()) > INDEX_CACHE_BYTES
+        ):
             _index_cache.popitem(last=False)
     return value
 
@@ -459,8 +469,11 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
 
     Notes
     -----
-    A lane group with at most 16 (8, ...) live lanes runs 2 (4, ...) reads of equal length per
-    vector instead of leaving lanes idle (the last block of a tree rarely fills 32 lanes).
+    A lane group whose live lanes span at most 16 runs ``32 // span`` reads of equal length
+    per vector instead of leaving lanes idle (the last block of a tree rarely fills 32 lanes):
+    in the packed strips, which build the diagonal score from state bits, where the states
+    fit the lane width; else (20-bit protein sets in 16 bits) 2, 4, ... reads from tables per
+    combination of their states.
     """
     scoring = task.scoring
     n_reads = len(queries)
