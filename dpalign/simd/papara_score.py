@@ -327,26 +327,41 @@ TABLE_CACHE_BYTES = 256 << 20
 _table_cache: OrderedDict = OrderedDict()
 _table_lock = threading.Lock()
 _table_bytes = [0]
+_table_builds: dict = {}  # key -> Event of a build under way
 
 
 def _cached_tables(block, start, n, plan, read_states, bits, sub):
     """``(prof, dea, cs)`` and their flat ``bits``-wide copies for a lane group, cached."""
     key = (id(block), start, n, plan, read_states.tobytes(), bits, sub)
-    with _table_lock:
-        entry = _table_cache.get(key)
-        if entry is not None:
-            _table_cache.move_to_end(key)
-            return entry[1]
-    raw = _lane_tables(block, start, n, plan, read_states, CHUNK, sub)
-    flat = tuple(_flat(t, bits) for t in raw)
-    value = (raw, flat)
-    size = sum(t.nbytes for t in raw) + sum(t.nbytes for t in flat)
-    with _table_lock:
-        _table_cache[key] = (block, value)  # holding the block keeps its id from being reused
-        _table_bytes[0] += size
-        while _table_bytes[0] > TABLE_CACHE_BYTES and len(_table_cache) > 1:
-            _, (_, (old_raw, old_flat)) = _table_cache.popitem(last=False)
-            _table_bytes[0] -= sum(t.nbytes for t in old_raw) + sum(t.nbytes for t in old_flat)
+    while True:
+        with _table_lock:
+            entry = _table_cache.get(key)
+            if entry is not None:
+                _table_cache.move_to_end(key)
+                return entry[1]
+            building = _table_builds.get(key)
+            if building is None:
+                building = _table_builds[key] = threading.Event()
+                break
+        # the worker threads start on the same block (its query slices): one builds, the
+        # others wait for its tables instead of building them again under the GIL
+        building.wait()
+    try:
+        raw = _lane_tables(block, start, n, plan, read_states, CHUNK, sub)
+        flat = tuple(_flat(t, bits) for t in raw)
+        value = (raw, flat)
+        size = sum(t.nbytes for t in raw) + sum(t.nbytes for t in flat)
+        with _table_lock:
+            _table_cache[key] = (block, value)  # holding the block keeps its id unique
+            _table_bytes[0] += size
+            while _table_bytes[0] > TABLE_CACHE_BYTES and len(_table_cache) > 1:
+                _, (_, (old_raw, old_flat)) = _table_cache.popitem(last=False)
+                _table_bytes[0] -= sum(t.nbytes for t in old_raw)
+                _table_bytes[0] -= sum(t.nbytes for t in old_flat)
+    finally:
+        with _table_lock:
+            del _table_builds[key]
+        building.set()
     return value
 
 
