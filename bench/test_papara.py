@@ -8,11 +8,21 @@ the 2-core machine of ``shared/golden/papara/README.md``.
 
 ``extra_info`` carries the cells, the GCUPS (also from CPU time, which other work on a shared
 machine does not inflate) and the ratio to the original's GCUPS.
+
+:func:`test_against_the_original` runs the original binary (``DPALIGN_PAPARA_BIN``, default
+``papara`` on the PATH; skipped without it) and ``dpalign papara`` in turn, each a fresh
+process, and compares pair by pair: the whole runs (wall) and the scoring phases (ours from
+``--report``, the original's own ``scoring finished`` line: from the start of its scoring
+threads to their end).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -28,7 +38,11 @@ from dpalign.papara.placement import profile_blocks
 from dpalign.scoring import PaparaScoring
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCH = ROOT.parent / "shared" / "golden" / "papara" / "bench_papara"
+#: The benchmark's inputs (``DPALIGN_BENCH_PAPARA`` where the checkout is not beside shared/).
+BENCH = Path(
+    os.environ.get("DPALIGN_BENCH_PAPARA")
+    or ROOT.parent / "shared" / "golden" / "papara" / "bench_papara"
+)
 SCALE = float(os.environ.get("DPALIGN_BENCH_SCALE", "0.05"))
 #: The original PaPaRa 2.5 on bench_papara, this machine (golden/papara/README.md).
 ORIGINAL_SCORING_GCUPS = {1: 5.6, 2: 10.25}
@@ -100,25 +114,7 @@ def test_whole_run(benchmark, reads_path, scoring_input, tmp_path, threads):
     included), reading the inputs and writing the PHYLIP output."""
     _, _, cells = scoring_input
     out = tmp_path / "out.phy"
-    argv = [
-        sys.executable,
-        "-m",
-        "dpalign.cli",
-        "papara",
-        "--ref",
-        str(BENCH / "tree.nwk"),
-        "--msa",
-        str(BENCH / "ref.phy"),
-        "--reads",
-        str(reads_path),
-        "--backend",
-        "numba",
-        "--threads",
-        str(threads),
-        "--no-progress",
-        "--out",
-        str(out),
-    ]
+    argv = _papara_argv(reads_path, out, threads)
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
@@ -138,6 +134,67 @@ def test_whole_run(benchmark, reads_path, scoring_input, tmp_path, threads):
         summary=result.stderr.strip().splitlines()[-1],
         original_seconds=ORIGINAL_WHOLE_RUN_S[threads] if SCALE >= 1 else None,
         speedup_over_original=ORIGINAL_WHOLE_RUN_S[threads] / seconds if SCALE >= 1 else None,
+        scale=SCALE,
+        load=os.getloadavg()[0],
+    )
+
+
+def _papara_argv(reads_path, out, threads, report=None):
+    argv = [sys.executable, "-m", "dpalign.cli", "papara", "--ref", str(BENCH / "tree.nwk")]
+    argv += ["--msa", str(BENCH / "ref.phy"), "--reads", str(reads_path), "--backend", "numba"]
+    argv += ["--threads", str(threads), "--no-progress", "--out", str(out)]
+    return argv + (["--report", str(report)] if report else [])
+
+
+#: Alternating pairs (dpalign, original) after one warm-up pair.
+PAIRS = int(os.environ.get("DPALIGN_BENCH_PAIRS", "3"))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_against_the_original(benchmark, reads_path, tmp_path, threads):
+    """dpalign and PaPaRa 2.5 in turn, fresh processes: per-pair ratios of the whole run and
+    of the scoring phase (issue 17's goals: >= 3.5x and >= 4x), medians in extra_info."""
+    binary = shutil.which(os.environ.get("DPALIGN_PAPARA_BIN", "papara"))
+    if binary is None:
+        pytest.skip("the original PaPaRa binary is not available (DPALIGN_PAPARA_BIN)")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    report = tmp_path / "run.json"
+
+    def ours() -> tuple[float, float]:
+        start = time.perf_counter()
+        argv = _papara_argv(reads_path, tmp_path / "out.phy", threads, report)
+        subprocess.run(argv, env=env, capture_output=True, check=True)
+        wall = time.perf_counter() - start
+        return wall, json.loads(report.read_text())["phases"]["scoring"]["seconds"]
+
+    def original(k: int) -> tuple[float, float]:
+        start = time.perf_counter()
+        argv = [binary, "-t", str(BENCH / "tree.nwk"), "-s", str(BENCH / "ref.phy")]
+        argv += ["-q", str(reads_path), "-n", f"run{k}", "-j", str(threads)]
+        done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, check=True)
+        wall = time.perf_counter() - start
+        return wall, float(re.search(r"scoring finished: ([0-9.eE+-]+)", done.stdout).group(1))
+
+    pairs = []
+
+    def run():
+        pairs.append((ours(), original(len(pairs))))
+
+    benchmark.pedantic(run, rounds=PAIRS, iterations=1, warmup_rounds=1)
+    pairs = pairs[1:]  # the warm-up pair (Numba's cache, disk caches)
+    if SCALE >= 1:
+        assert (tmp_path / "out.phy").read_text() == (BENCH / "default.phy").read_text()
+    whole = [b[0] / a[0] for a, b in pairs]
+    scoring = [b[1] / a[1] for a, b in pairs]
+    benchmark.extra_info.update(
+        pairs=[{"dpalign": a, "original": b} for a, b in pairs],
+        whole_run_ratio=statistics.median(whole),
+        whole_run_ratios=whole,
+        scoring_phase_ratio=statistics.median(scoring),
+        scoring_phase_ratios=scoring,
         scale=SCALE,
         load=os.getloadavg()[0],
     )

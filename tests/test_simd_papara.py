@@ -317,10 +317,12 @@ def test_reads_beyond_32_bits_are_a_clear_error():
 @pytest.mark.parametrize("lanes", [1, 3, 5, 8, 9, 16, 17])
 @pytest.mark.parametrize("protein", [False, True])
 def test_narrow_blocks_pack_several_reads_per_vector(lanes, protein, monkeypatch):
-    # blocks with <= 16 (8, 4...) live lanes run 2 (4, 8...) reads of equal length at once
+    # blocks with <= 16 (8, 4...) live lanes run 2 (4, 8...) reads of equal length at once:
+    # DNA in the packed strips (the diagonal from state bits), 20-bit protein sets (too wide
+    # for 16-bit lanes) from tables per combination of the reads' states
     packed = []
-    pack_reads = P._pack_reads
-    monkeypatch.setattr(P, "_pack_reads", lambda *a: packed.append(pack_reads(*a)) or packed[-1])
+    read_tuples = P._read_tuples
+    monkeypatch.setattr(P, "_read_tuples", lambda *a: packed.append(read_tuples(*a)) or packed[-1])
     rng = np.random.default_rng(lanes)
     n = 21
     if protein:
@@ -337,3 +339,31 @@ def test_narrow_blocks_pack_several_reads_per_vector(lanes, protein, monkeypatch
         assert widths[:-1].min() == 16 and not widths[-1].any()
     assert any(p is not None for p in packed) == (lanes <= 16)
     assert P._pack_factor(lanes) == {1: 32, 3: 8, 5: 4, 8: 4, 9: 2, 16: 2, 17: 1}[lanes]
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint32])
+def test_read_state_index_is_unique_with_inverse(dtype):
+    rng = np.random.default_rng(7)
+    codes = (1 << rng.integers(0, 8 if dtype == np.uint8 else 24, (40, 13))).astype(dtype)
+    codes[3, 5:] = 0  # padding
+    states, index = P._state_index(codes)
+    want_states, want_index = np.unique(codes, return_inverse=True)
+    np.testing.assert_array_equal(states, want_states)
+    np.testing.assert_array_equal(index, want_index.reshape(codes.shape))
+    assert states.dtype == codes.dtype and index.dtype == np.int64
+    assert P._state_index(codes)[1] is index  # once per batch, not per block
+
+
+def test_tables_and_row_buffers_are_placed_for_the_vector_loads():
+    table = P._flat(np.arange(3 * 7 * 32).reshape(3, 7, 32), 16)
+    assert table.ctypes.data % 64 == 0 and table.tolist() == list(range(3 * 7 * 32))
+    for bits in (16, 32):
+        step = 32 * bits // 8
+        base = P._aligned_empty(4096, np.uint8).ctypes.data
+        # table rows at every 4 KiB offset but one window: the buffers must go there
+        bases = [base + k * step for k in range(0, 4096 // step - 3 * P.ALIAS_COLUMNS)]
+        hrow, frow = P._row_buffers(bases, 64 * 32, P._DTYPES[bits])
+        for buffer in (hrow, frow):
+            assert buffer.ctypes.data % 64 == 0 and buffer.size == 64 * 32
+            for b in bases:
+                assert not 0 < (buffer.ctypes.data - b) % 4096 <= P.ALIAS_COLUMNS * step

@@ -33,7 +33,7 @@ edit (``tests/test_generated.py`` checks that this file is what the generator wr
 
 from numba import njit
 
-from .vectors import vadd, vload32, vmax, vstore32
+from .vectors import vadd, vand, vload32, vmax, vne, vselect, vsplat32, vstore32
 
 LANES = 32
 
@@ -49,6 +49,12 @@ def _cell(d, p, e, hl, f, u, de, gof):
     t = vmax(vadd(d, p), e)
     f = vmax(f, u)
     return vmax(t, f), e, f, vadd(t, gof)
+
+
+@njit(nogil=True, cache=True)
+def _pick(bits, r, hit, miss, zero):
+    """``hit`` in the lanes where the profile's state bits meet the read's, else ``miss``."""
+    return vselect(vne(vand(bits, r), zero), hit, miss)
 '''
 
 
@@ -66,7 +72,7 @@ def _row(base: str, k: int) -> str:
     return f"{base} + LANES" if k == 1 else f"{base} + {k} * LANES"
 
 
-def papara_strip(rows: int) -> str:
+def papara_strip(rows: int, packed: bool = False) -> str:
     """The source of ``_strip{rows}``: one sweep of ``rows`` read rows over columns c..stop-1.
 
     Rows j0..j0+rows-1 of read q sweep a chunk (``reads[q, j]`` its state index at row j, the
@@ -75,16 +81,28 @@ def papara_strip(rows: int) -> str:
     row between strips is read and written once per column, and ``d0`` is the diagonal H of
     the strip's first row at the chunk's first column. Returns the diagonal for the strip
     below (H of the last row at the column left of the chunk).
+
+    ``packed``: ``_pstrip{rows}``, for lanes that hold several reads (a narrow block): the
+    diagonal score is built per cell instead of loaded from a per-state table, from three
+    tables at ``prof`` (the frame's score of a miss, of a hit, and the profile's state bits,
+    ``dea.size`` apart) and ``reads[(q + j) * LANES:]`` (``q`` the read's first row there),
+    the read states of row j in each lane: a hit where the bits meet. Two more vector
+    operations per cell, but no table per combination of the packed reads' states.
     """
     last = rows - 1
+    name = f"_pstrip{rows}" if packed else f"_strip{rows}"
     out = [
         "",
         "",
         "@njit(nogil=True, cache=True)",
-        f"def _strip{rows}(prof, dea, hrow, frow, c, stop, reads, q, gof, bh, be, j0, tvec, d0):",
+        f"def {name}(prof, dea, hrow, frow, c, stop, reads, q, gof, bh, be, j0, tvec, d0):",
         "    stride = dea.size",
     ]
-    out += [f"    o{k} = reads[q, {_plus('j0', k)}] * stride" for k in range(rows)]
+    if packed:
+        out.append("    zero = vsplat32(hrow, 0)")
+        out += [f"    r{k} = vload32(reads, ({_plus('q + j0', k)}) * LANES)" for k in range(rows)]
+    else:
+        out += [f"    o{k} = reads[q, {_plus('j0', k)}] * stride" for k in range(rows)]
     out.append("    b = (j0 + 1) * LANES")
     out += [f"    h{k} = vload32(bh, {_row('b', k)})" for k in range(rows)]
     out += [f"    e{k} = vload32(be, {_row('b', k)})" for k in range(rows)]
@@ -98,11 +116,17 @@ def papara_strip(rows: int) -> str:
         "        u = vadd(hu, gof)",
         "        f = vload32(frow, y)",
     ]
+    if packed:
+        out += [
+            "        miss = vload32(prof, x)",
+            "        hit = vload32(prof, stride + x)",
+            "        bits = vload32(prof, 2 * stride + x)",
+        ]
     for k in range(rows):
         diagonal = "d0" if k == 0 else f"h{k - 1}"
+        score = f"_pick(bits, r{k}, hit, miss, zero)" if packed else f"vload32(prof, o{k} + x)"
         out.append(
-            f"        n{k}, e{k}, f, u = _cell({diagonal}, vload32(prof, o{k} + x), e{k}, h{k}, "
-            "f, u, de, gof)"
+            f"        n{k}, e{k}, f, u = _cell({diagonal}, {score}, e{k}, h{k}, f, u, de, gof)"
         )
         out.append("        d0 = hu" if k == 0 else f"        h{k - 1} = n{k - 1}")
     out += [
@@ -118,7 +142,11 @@ def papara_strip(rows: int) -> str:
 
 def papara_strips() -> str:
     """The whole of ``papara_strips.py``."""
-    return _HEADER + "".join(papara_strip(rows) for rows in PAPARA_STRIPS)
+    return (
+        _HEADER
+        + "".join(papara_strip(rows) for rows in PAPARA_STRIPS)
+        + "".join(papara_strip(rows, packed=True) for rows in PAPARA_STRIPS)
+    )
 
 
 #: Target columns per strip of the pairwise kernel (8 keeps 16 state vectors in registers).

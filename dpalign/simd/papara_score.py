@@ -8,6 +8,13 @@ operations per cell (32 cells), thanks to:
 * **Per-read profiles.** For every distinct read state s the block gets one table
   ``P[s, i, w] = match * (a[i, w] & s != 0) + match_cgap * f[i, w]`` (shifted, see below), so
   the diagonal is one add with a memory operand.
+* **Narrow blocks.** A lane group of <= 16 live lanes holds several reads per vector; its
+  packed strips pick each cell's diagonal score (hit or miss) by testing the profile's state
+  bits against a per-row vector of the reads' states (two more operations per cell, no table
+  per combination of the reads' states).
+* **Memory layout.** Tables and buffers start on 64-byte boundaries (NumPy's do not, and a
+  misaligned zmm load splits two cache lines), and the H/F row buffers sit where the tables'
+  loads do not alias their stores modulo 4 KiB.
 * **Strips and chunks.** A sweep computes 8 read rows at once (then 4, then 1 for the rest):
   their H and E stay in registers, the H/F row between strips is loaded and stored once per
   strip. The reference is cut into chunks of :data:`CHUNK` columns that every strip of a read
@@ -38,7 +45,7 @@ from numba import njit
 from ..contract import BlockScores, QueryBatch, ReferenceBlock, Task
 from ..errors import InputError
 from ..scoring import WIDTH_RANGE, PaparaMaxForm, PaparaScoring
-from .papara_strips import _strip1, _strip4, _strip8
+from .papara_strips import _pstrip1, _pstrip4, _pstrip8, _strip1, _strip4, _strip8
 from .vectors import (
     vadd,
     vlane,
@@ -97,18 +104,39 @@ def kernel_width(scoring: PaparaScoring, m: int) -> int:
 
 
 @njit(nogil=True, cache=True)
-def _score_reads(prof, dea, cs, reads, lengths, select, params, hrow, frow, bh, be, out):
+def _sweep_packed(prof, dea, hrow, frow, c, stop, rvec, r, gof, bh, be, m, tvec, d):
+    """Every strip of one packed read tuple over columns c..stop-1 (see :func:`_score_reads`)."""
+    j0 = np.int64(0)
+    while j0 < m:
+        rows = m - j0
+        if rows >= 8:
+            d = _pstrip8(prof, dea, hrow, frow, c, stop, rvec, r, gof, bh, be, j0, tvec, d)
+            j0 += 8
+        elif rows >= 4:
+            d = _pstrip4(prof, dea, hrow, frow, c, stop, rvec, r, gof, bh, be, j0, tvec, d)
+            j0 += 4
+        else:
+            d = _pstrip1(prof, dea, hrow, frow, c, stop, rvec, r, gof, bh, be, j0, tvec, d)
+            j0 += 1
+
+
+@njit(nogil=True, cache=True)
+def _score_reads(prof, dea, cs, reads, rvec, lengths, select, params, hrow, frow, bh, be, out):
     """Score the reads ``select`` against one lane group; write ``out[q, :LANES]``.
 
     Flat ``[.., LANES]`` tables: ``prof[(s * n + i) * LANES + w]`` the frame's diagonal score
-    of read state index s at column i; ``dea`` E's open-minus-extend per column; ``cs`` the
-    column shift (sum of E's extension since the chunk's first column). ``params`` =
-    (f_open - s, s, border0, border_step, c0, last_column, negate, chunk) with s the row shift.
+    of read state index s at column i (``reads[q, j]`` the state index of read q's row j);
+    ``dea`` E's open-minus-extend per column; ``cs`` the column shift (sum of E's extension
+    since the chunk's first column). ``params`` = (f_open - s, s, border0, border_step, c0,
+    last_column, negate, chunk, packed, mrow) with s the row shift. Packed (lanes that hold
+    several reads, see :func:`_packed_tables`): ``prof`` holds the miss and hit scores and
+    the profile's state bits, ``rvec[((q * mrow) + j) * LANES + w]`` the read state of row j
+    of "read" q in lane w, and ``reads`` is not read.
     ``hrow``/``frow`` hold one chunk of the H/F row between strips, ``bh``/``be`` the H/E
     column between chunks for rows -1..m-1.
     """
     n = dea.size // LANES
-    gofs, shift, border0, bstep, c0, last_col, negate, chunk = params
+    gofs, shift, border0, bstep, c0, last_col, negate, chunk, packed, mrow = params
     gof = vsplat32(hrow, gofs)
     top = shift + c0  # H'[-1][i] (also H'[-1][-1])
     step = bstep - shift  # the left border H'[j][-1] = border0 + c0 + j * step
@@ -132,7 +160,10 @@ def _score_reads(prof, dea, cs, reads, lengths, select, params, hrow, frow, bh, 
             tvec = vload32(cs, (stop - 1) * LANES)
             d = vload32(bh, 0)  # the diagonal entering the next strip
             j0 = np.int64(0)  # not a literal: one specialisation of the strips
-            while j0 < m:
+            if packed:
+                r = q * mrow
+                _sweep_packed(prof, dea, hrow, frow, c, stop, rvec, r, gof, bh, be, m, tvec, d)
+            while not packed and j0 < m:
                 rows = m - j0
                 if rows >= 8:
                     d = _strip8(prof, dea, hrow, frow, c, stop, reads, q, gof, bh, be, j0, tvec, d)
@@ -175,9 +206,10 @@ def _lane_groups(block: ReferenceBlock):
     return n, starts
 
 
-def _lane_tables(block, start, n, plan, read_states, chunk, width):
-    """Tables of ``width`` lanes from lane ``start``: the diagonal profile per read state
-    ``[S, n, width]``, E's open - extend ``[n, width]`` and the column shift ``[n, width]``."""
+def _frame_tables(block, start, n, plan, chunk, width):
+    """The profile states ``[n, width]`` from lane ``start``, the frame's diagonal score of a
+    miss at each column (``[n, width]``, a hit scores ``match - mismatch`` more), E's open -
+    extend and the column shift."""
     stop = min(start + width, block.width)
     states = np.zeros((n, width), dtype=block.codes.dtype)
     flags = np.zeros((n, width), dtype=bool)
@@ -192,15 +224,99 @@ def _lane_tables(block, start, n, plan, read_states, chunk, width):
     before = np.zeros((len(starts), width), dtype=np.int64)
     before[1:] = cs[starts[1:] - 1]
     cs = cs - np.repeat(before, np.diff(np.append(starts, n)), axis=0)
-    hit = (states[None, :, :] & read_states[:, None, None]) != 0
-    prof = np.where(hit, plan.match, plan.mismatch) + np.where(flags, plan.cgap, 0)[None]
     # the frame: row j+1 sits -s above row j; column i sits -ge[i] above column i-1
-    prof = prof - plan.row_shift - ge[None]
-    return prof, go - ge, cs
+    miss = plan.mismatch + np.where(flags, plan.cgap, 0) - plan.row_shift - ge
+    return states, miss, go - ge, cs
+
+
+def _lane_tables(block, start, n, plan, read_states, chunk, width):
+    """Tables of ``width`` lanes from lane ``start``: the diagonal profile per read state
+    ``[S, n, width]``, E's open - extend ``[n, width]`` and the column shift ``[n, width]``."""
+    states, miss, dea, cs = _frame_tables(block, start, n, plan, chunk, width)
+    hit = (states[None, :, :] & read_states[:, None, None]) != 0
+    prof = miss[None] + np.where(hit, plan.match - plan.mismatch, 0)
+    return prof, dea, cs
+
+
+def _packed_tables(block, start, n, plan, bits, k, sub):
+    """Flat tables for k reads per vector (lanes ``t * sub + w``: read t against profile
+    ``start + w``): the miss and hit scores and the profile's state bits (``[3, n, LANES]``),
+    E's open - extend and the column shift, each of the ``sub`` lanes repeated k times (the
+    lanes past ``k * sub`` score nothing: no state bits, zero costs)."""
+    states, miss, dea, cs = _frame_tables(block, start, n, plan, CHUNK, sub)
+    scores = np.stack([miss, miss + (plan.match - plan.mismatch), states.astype(np.int64)])
+    out = []
+    for table in (scores, dea, cs):
+        lanes = np.zeros(table.shape[:-1] + (LANES,), dtype=np.int64)
+        lanes[..., : k * sub] = np.tile(table, (1,) * (table.ndim - 1) + (k,))
+        out.append(_flat(lanes, bits))
+    return tuple(out)
+
+
+#: How many columns ahead of a store the core may load (the loads of later iterations run
+#: while the stores of earlier ones wait in the store buffer).
+ALIAS_COLUMNS = 10
+
+
+def _row_buffers(bases, size, dtype):
+    """Two row buffers (``hrow``, ``frow``) of ``size`` lanes whose addresses do not alias the
+    table rows ``bases`` (byte addresses of tables read column by column) modulo 4 KiB.
+
+    The strip loops read column i of every table while the stores of columns i - 1, i - 2...
+    to ``hrow``/``frow`` may still wait in the store buffer; a load whose address matches such
+    a store's in the low 12 bits waits for it (4K aliasing). Every table and both buffers
+    advance one column (LANES lanes) per iteration, so whether they collide is fixed by where
+    they start: place each buffer so that no table starts 1..ALIAS_COLUMNS columns behind it.
+    """
+    item = np.dtype(dtype).itemsize
+    step = LANES * item
+    raw = np.empty(2 * (size * item + 4096) + 4096, dtype=np.uint8)
+    origin = raw.ctypes.data
+    loads = [int(b) for b in bases]
+    chosen = []
+    cursor = (-origin) % 4096  # the first 4 KiB boundary in raw
+    for _ in range(2):
+        best, best_cost = 0, None
+        for slot in range(0, 4096, step):
+            cost = 0
+            for base in loads:
+                gap = (slot - base) % 4096  # how far the load trails the store, in bytes
+                if 0 < gap <= ALIAS_COLUMNS * step:
+                    cost += ALIAS_COLUMNS * step + step - gap
+            for prev in chosen:
+                gap = (prev - slot) % 4096  # the buffer chosen first is also stored to
+                if 0 < gap <= ALIAS_COLUMNS * step:
+                    cost += ALIAS_COLUMNS * step + step - gap
+            if best_cost is None or cost < best_cost:
+                best, best_cost = slot, cost
+        start = cursor + best
+        cursor += ((best + size * item) // 4096 + 1) * 4096
+        chosen.append(origin + start)
+        loads.append(origin + start)
+    out = []
+    for address in chosen:
+        start = address - origin
+        out.append(raw[start : start + size * item].view(dtype))
+    return out
+
+
+def _aligned_empty(size: int, dtype) -> np.ndarray:
+    """An empty 1-D array whose data starts on a 64-byte boundary.
+
+    NumPy's buffers start 16 or 48 bytes past one, and then every 64-byte vector load of a
+    table straddles two cache lines (two loads' worth of work each).
+    """
+    item = np.dtype(dtype).itemsize
+    raw = np.empty(size * item + 64, dtype=np.uint8)
+    start = (-raw.ctypes.data) % 64
+    return raw[start : start + size * item].view(dtype)
 
 
 def _flat(table, bits):
-    return np.ascontiguousarray(table, dtype=_DTYPES[bits]).ravel()
+    """``table`` as a flat, 64-byte aligned array of the lane dtype."""
+    out = _aligned_empty(np.size(table), _DTYPES[bits])
+    out[:] = np.ravel(table)
+    return out
 
 
 #: Lane tables kept across calls (bytes): a worker scoring many read chunks against the same
@@ -211,32 +327,106 @@ TABLE_CACHE_BYTES = 256 << 20
 _table_cache: OrderedDict = OrderedDict()
 _table_lock = threading.Lock()
 _table_bytes = [0]
+_table_builds: dict = {}  # key -> Event of a build under way
 
 
 def _cached_tables(block, start, n, plan, read_states, bits, sub):
     """``(prof, dea, cs)`` and their flat ``bits``-wide copies for a lane group, cached."""
     key = (id(block), start, n, plan, read_states.tobytes(), bits, sub)
+    while True:
+        with _table_lock:
+            entry = _table_cache.get(key)
+            if entry is not None:
+                _table_cache.move_to_end(key)
+                return entry[1]
+            building = _table_builds.get(key)
+            if building is None:
+                building = _table_builds[key] = threading.Event()
+                break
+        # the worker threads start on the same block (its query slices): one builds, the
+        # others wait for its tables instead of building them again under the GIL
+        building.wait()
+    try:
+        raw = _lane_tables(block, start, n, plan, read_states, CHUNK, sub)
+        flat = tuple(_flat(t, bits) for t in raw)
+        value = (raw, flat)
+        size = sum(t.nbytes for t in raw) + sum(t.nbytes for t in flat)
+        with _table_lock:
+            _table_cache[key] = (block, value)  # holding the block keeps its id unique
+            _table_bytes[0] += size
+            while _table_bytes[0] > TABLE_CACHE_BYTES and len(_table_cache) > 1:
+                _, (_, (old_raw, old_flat)) = _table_cache.popitem(last=False)
+                _table_bytes[0] -= sum(t.nbytes for t in old_raw)
+                _table_bytes[0] -= sum(t.nbytes for t in old_flat)
+    finally:
+        with _table_lock:
+            del _table_builds[key]
+        building.set()
+    return value
+
+
+#: Read state indices kept across calls (bytes): every block of a run scores the same
+#: batch (or the same per-thread slices of it), whose states are found once, not per block.
+INDEX_CACHE_BYTES = 64 << 20
+_index_cache: OrderedDict = OrderedDict()
+
+
+def _state_index(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct read states (sorted) and each position's index among them, ``[Q, M]``
+    int64: ``np.unique(codes, return_inverse=True)``, by table lookup for 8-bit codes (a
+    sort of every character took ~15-30 ms per block for bench_papara's 2,000 reads)."""
+    key = id(codes)
     with _table_lock:
-        entry = _table_cache.get(key)
-        if entry is not None:
-            _table_cache.move_to_end(key)
+        entry = _index_cache.get(key)
+        if entry is not None and entry[0] is codes:
             return entry[1]
-    raw = _lane_tables(block, start, n, plan, read_states, CHUNK, sub)
-    flat = tuple(_flat(t, bits) for t in raw)
-    value = (raw, flat)
-    size = sum(t.nbytes for t in raw) + sum(t.nbytes for t in flat)
+    if codes.dtype.itemsize == 1:
+        present = np.zeros(256, dtype=bool)
+        present[codes.ravel()] = True
+        states = np.flatnonzero(present).astype(codes.dtype)
+        lookup = np.zeros(256, dtype=np.int64)
+        lookup[states] = np.arange(len(states))
+        value = (states, lookup[codes])
+    else:
+        states, index = np.unique(codes, return_inverse=True)
+        value = (states, index.reshape(codes.shape).astype(np.int64))
     with _table_lock:
-        _table_cache[key] = (block, value)  # holding the block keeps its id from being reused
-        _table_bytes[0] += size
-        while _table_bytes[0] > TABLE_CACHE_BYTES and len(_table_cache) > 1:
-            _, (_, (old_raw, old_flat)) = _table_cache.popitem(last=False)
-            _table_bytes[0] -= sum(t.nbytes for t in old_raw) + sum(t.nbytes for t in old_flat)
+        _index_cache[key] = (codes, value)  # holding codes keeps its id from being reused
+        while len(_index_cache) > 1 and (
+            sum(c.nbytes + v[1].nbytes for c, v in _index_cache.values()) > INDEX_CACHE_BYTES
+        ):
+            _index_cache.popitem(last=False)
     return value
 
 
 #: Packing several reads into one vector (see :func:`_pack_reads`) builds one profile per
 #: combination of their states; above this many combinations it packs fewer reads.
 MAX_COMBOS = 64
+
+
+def _read_tuples(select, lengths, k):
+    """Tuples ``[V, k]`` of k reads of equal length; short tuples repeat their first read."""
+    tuples = []
+    for m in np.unique(lengths[select]):
+        same = select[lengths[select] == m]
+        for first in range(0, len(same), k):
+            chunk = list(same[first : first + k])
+            tuples.append(chunk + [chunk[0]] * (k - len(chunk)))
+    return np.asarray(tuples, dtype=np.int64)
+
+
+def _bits_fit(block, start, codes, bits) -> bool:
+    """Whether the state bits of a lane group's profiles and of the reads fit lanes of
+    ``bits`` (the packed strips test them there; 20-letter protein sets need 32)."""
+    top = max(int(block.codes[:, start : start + LANES].max(initial=0)), int(codes.max(initial=0)))
+    return top < 1 << (bits - 1)
+
+
+def _table_rows(tables, n_rows):
+    """Byte addresses of the rows the strips read column by column: ``n_rows`` rows of the
+    first table (one per read state, or the packed strips' three), then ``dea``."""
+    stride = tables[1].nbytes
+    return [tables[0].ctypes.data + r * stride for r in range(n_rows)] + [tables[1].ctypes.data]
 
 
 def _pack_reads(select, lengths, index, n_states, k):
@@ -247,13 +437,7 @@ def _pack_reads(select, lengths, index, n_states, k):
     Returns ``(tuples [V, k], combo rows [V, m_max], combos [C, k])`` or None when the reads
     use more than :data:`MAX_COMBOS` combinations.
     """
-    tuples = []
-    for m in np.unique(lengths[select]):
-        same = select[lengths[select] == m]
-        for first in range(0, len(same), k):
-            chunk = list(same[first : first + k])
-            tuples.append(chunk + [chunk[0]] * (k - len(chunk)))
-    tuples = np.asarray(tuples, dtype=np.int64)
+    tuples = _read_tuples(select, lengths, k)
     # past a read's end every member repeats its first state: no extra combinations
     past = np.arange(index.shape[1])[None, :] >= lengths[tuples[:, 0]][:, None]
 
@@ -300,8 +484,11 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
 
     Notes
     -----
-    A lane group with at most 16 (8, ...) live lanes runs 2 (4, ...) reads of equal length per
-    vector instead of leaving lanes idle (the last block of a tree rarely fills 32 lanes).
+    A lane group whose live lanes span at most 16 runs ``32 // span`` reads of equal length
+    per vector instead of leaving lanes idle (the last block of a tree rarely fills 32 lanes):
+    in the packed strips, which build the diagonal score from state bits, where the states
+    fit the lane width; else (20-bit protein sets in 16 bits) 2, 4, ... reads from tables per
+    combination of their states.
     """
     scoring = task.scoring
     n_reads = len(queries)
@@ -313,8 +500,7 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
     if n == 0 or n_reads == 0 or not np.any(lengths > 0):
         return BlockScores(scores, width)
     plan = scoring.max_form()
-    read_states, index = np.unique(queries.codes, return_inverse=True)
-    index = index.reshape(queries.codes.shape).astype(np.int64)
+    read_states, index = _state_index(queries.codes)
     params_base = [plan.f_open - plan.row_shift, plan.row_shift, plan.border0, plan.border_step]
     tail = [int(plan.last_column), int(plan.negate)]
     read_bits = np.zeros(n_reads, dtype=np.int64)
@@ -326,30 +512,52 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
             continue
         m_max = int(lengths[select].max())
         c0 = _frame(plan, m_max, bits)
-        params = np.asarray([*params_base, c0, *tail, CHUNK], dtype=np.int64)
+        params = np.asarray([*params_base, c0, *tail, CHUNK, 0, 0], dtype=np.int64)
         dtype = _DTYPES[bits]
-        work = (
-            np.empty(CHUNK * LANES, dtype=dtype),
-            np.empty(CHUNK * LANES, dtype=dtype),
-            np.empty((m_max + 1) * LANES, dtype=dtype),
-            np.empty((m_max + 1) * LANES, dtype=dtype),
-        )
+        no_rvec = np.zeros(LANES, dtype=dtype)
+        # H and E of a read's rows between chunks (hrow/frow are placed per lane group)
+        work = tuple(_aligned_empty((m_max + 1) * LANES, dtype) for _ in range(2))
         for start in groups:
             lanes = live[(live >= start) & (live < start + LANES)]
-            k = _pack_factor(int(lanes.max()) - start + 1)
+            span = int(lanes.max()) - start + 1
+            if span <= LANES // 2 and _bits_fit(block, start, queries.codes[select], bits):
+                # several reads per vector, the diagonal score from state bits (no combinations);
+                # as many as fit (6 for 5 live lanes), not a power of two
+                sub, k = span, LANES // span
+                tuples = _read_tuples(select, lengths, k)
+                tables = _packed_tables(block, start, n, plan, bits, k, sub)
+                rvec = _aligned_empty(len(tuples) * m_max * LANES, dtype)
+                grid = rvec.reshape(len(tuples), m_max, LANES)
+                grid[:, :, k * sub :] = 0
+                for t in range(k):
+                    grid[:, :, t * sub : (t + 1) * sub] = queries.codes[tuples[:, t], :m_max, None]
+                out = np.zeros((len(tuples), LANES), dtype=np.int64)
+                virtual = np.arange(len(tuples), dtype=np.int64)
+                params[-2:] = 1, m_max
+                rows = _row_buffers(_table_rows(tables, 3), CHUNK * LANES, dtype)
+                args = (lengths[tuples[:, 0]], virtual, params, *rows, *work, out)
+                _score_reads(*tables, index, rvec, *args)
+                for t in range(k):
+                    cols = t * sub + lanes - start
+                    scores[np.ix_(tuples[:, t], lanes)] = out[:, cols]
+                width[np.ix_(select, lanes)] = bits
+                continue
+            k = _pack_factor(span)
             packed = None
             while k > 1 and packed is None:
                 packed = _pack_reads(select, lengths, index, len(read_states), k)
                 k = k if packed is not None else k // 2
             sub = LANES // k
             (prof, dea, cs), flat = _cached_tables(block, start, n, plan, read_states, bits, sub)
+            params[-2:] = 0, 0
             if packed is None:
                 out = np.zeros((n_reads, LANES), dtype=np.int64)
-                tables = flat
-                _score_reads(*tables, index, lengths, select, params, *work, out)
+                rows = _row_buffers(_table_rows(flat, len(read_states)), CHUNK * LANES, dtype)
+                args = (lengths, select, params, *rows, *work, out)
+                _score_reads(*flat, index, no_rvec, *args)
                 scores[np.ix_(select, lanes)] = out[np.ix_(select, lanes - start)]
             else:
-                tuples, rows, digits = packed
+                tuples, combo_rows, digits = packed
                 combo_prof = np.concatenate([prof[digits[:, t]] for t in range(k)], axis=2)
                 tables = (
                     _flat(combo_prof, bits),
@@ -358,7 +566,9 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
                 )
                 out = np.zeros((len(tuples), LANES), dtype=np.int64)
                 virtual = np.arange(len(tuples), dtype=np.int64)
-                _score_reads(*tables, rows, lengths[tuples[:, 0]], virtual, params, *work, out)
+                rows = _row_buffers(_table_rows(tables, len(digits)), CHUNK * LANES, dtype)
+                args = (lengths[tuples[:, 0]], virtual, params, *rows, *work, out)
+                _score_reads(*tables, combo_rows, no_rvec, *args)
                 for t in range(k):
                     cols = t * sub + lanes - start
                     scores[np.ix_(tuples[:, t], lanes)] = out[:, cols]

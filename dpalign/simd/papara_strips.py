@@ -6,7 +6,7 @@ edit (``tests/test_generated.py`` checks that this file is what the generator wr
 
 from numba import njit
 
-from .vectors import vadd, vload32, vmax, vstore32
+from .vectors import vadd, vand, vload32, vmax, vne, vselect, vsplat32, vstore32
 
 LANES = 32
 
@@ -22,6 +22,12 @@ def _cell(d, p, e, hl, f, u, de, gof):
     t = vmax(vadd(d, p), e)
     f = vmax(f, u)
     return vmax(t, f), e, f, vadd(t, gof)
+
+
+@njit(nogil=True, cache=True)
+def _pick(bits, r, hit, miss, zero):
+    """``hit`` in the lanes where the profile's state bits meet the read's, else ``miss``."""
+    return vselect(vne(vand(bits, r), zero), hit, miss)
 
 
 @njit(nogil=True, cache=True)
@@ -160,6 +166,163 @@ def _strip1(prof, dea, hrow, frow, c, stop, reads, q, gof, bh, be, j0, tvec, d0)
         u = vadd(hu, gof)
         f = vload32(frow, y)
         n0, e0, f, u = _cell(d0, vload32(prof, o0 + x), e0, h0, f, u, de, gof)
+        d0 = hu
+        h0 = n0
+        vstore32(hrow, y, n0)
+        vstore32(frow, y, f)
+    vstore32(bh, b, vadd(h0, tvec))
+    vstore32(be, b, vadd(e0, tvec))
+    return dnext
+
+
+@njit(nogil=True, cache=True)
+def _pstrip8(prof, dea, hrow, frow, c, stop, reads, q, gof, bh, be, j0, tvec, d0):
+    stride = dea.size
+    zero = vsplat32(hrow, 0)
+    r0 = vload32(reads, (q + j0) * LANES)
+    r1 = vload32(reads, (q + j0 + 1) * LANES)
+    r2 = vload32(reads, (q + j0 + 2) * LANES)
+    r3 = vload32(reads, (q + j0 + 3) * LANES)
+    r4 = vload32(reads, (q + j0 + 4) * LANES)
+    r5 = vload32(reads, (q + j0 + 5) * LANES)
+    r6 = vload32(reads, (q + j0 + 6) * LANES)
+    r7 = vload32(reads, (q + j0 + 7) * LANES)
+    b = (j0 + 1) * LANES
+    h0 = vload32(bh, b)
+    h1 = vload32(bh, b + LANES)
+    h2 = vload32(bh, b + 2 * LANES)
+    h3 = vload32(bh, b + 3 * LANES)
+    h4 = vload32(bh, b + 4 * LANES)
+    h5 = vload32(bh, b + 5 * LANES)
+    h6 = vload32(bh, b + 6 * LANES)
+    h7 = vload32(bh, b + 7 * LANES)
+    e0 = vload32(be, b)
+    e1 = vload32(be, b + LANES)
+    e2 = vload32(be, b + 2 * LANES)
+    e3 = vload32(be, b + 3 * LANES)
+    e4 = vload32(be, b + 4 * LANES)
+    e5 = vload32(be, b + 5 * LANES)
+    e6 = vload32(be, b + 6 * LANES)
+    e7 = vload32(be, b + 7 * LANES)
+    dnext = h7
+    for i in range(c, stop):
+        x = i * LANES
+        y = (i - c) * LANES
+        de = vload32(dea, x)
+        hu = vload32(hrow, y)
+        u = vadd(hu, gof)
+        f = vload32(frow, y)
+        miss = vload32(prof, x)
+        hit = vload32(prof, stride + x)
+        bits = vload32(prof, 2 * stride + x)
+        n0, e0, f, u = _cell(d0, _pick(bits, r0, hit, miss, zero), e0, h0, f, u, de, gof)
+        d0 = hu
+        n1, e1, f, u = _cell(h0, _pick(bits, r1, hit, miss, zero), e1, h1, f, u, de, gof)
+        h0 = n0
+        n2, e2, f, u = _cell(h1, _pick(bits, r2, hit, miss, zero), e2, h2, f, u, de, gof)
+        h1 = n1
+        n3, e3, f, u = _cell(h2, _pick(bits, r3, hit, miss, zero), e3, h3, f, u, de, gof)
+        h2 = n2
+        n4, e4, f, u = _cell(h3, _pick(bits, r4, hit, miss, zero), e4, h4, f, u, de, gof)
+        h3 = n3
+        n5, e5, f, u = _cell(h4, _pick(bits, r5, hit, miss, zero), e5, h5, f, u, de, gof)
+        h4 = n4
+        n6, e6, f, u = _cell(h5, _pick(bits, r6, hit, miss, zero), e6, h6, f, u, de, gof)
+        h5 = n5
+        n7, e7, f, u = _cell(h6, _pick(bits, r7, hit, miss, zero), e7, h7, f, u, de, gof)
+        h6 = n6
+        h7 = n7
+        vstore32(hrow, y, n7)
+        vstore32(frow, y, f)
+    vstore32(bh, b, vadd(h0, tvec))
+    vstore32(bh, b + LANES, vadd(h1, tvec))
+    vstore32(bh, b + 2 * LANES, vadd(h2, tvec))
+    vstore32(bh, b + 3 * LANES, vadd(h3, tvec))
+    vstore32(bh, b + 4 * LANES, vadd(h4, tvec))
+    vstore32(bh, b + 5 * LANES, vadd(h5, tvec))
+    vstore32(bh, b + 6 * LANES, vadd(h6, tvec))
+    vstore32(bh, b + 7 * LANES, vadd(h7, tvec))
+    vstore32(be, b, vadd(e0, tvec))
+    vstore32(be, b + LANES, vadd(e1, tvec))
+    vstore32(be, b + 2 * LANES, vadd(e2, tvec))
+    vstore32(be, b + 3 * LANES, vadd(e3, tvec))
+    vstore32(be, b + 4 * LANES, vadd(e4, tvec))
+    vstore32(be, b + 5 * LANES, vadd(e5, tvec))
+    vstore32(be, b + 6 * LANES, vadd(e6, tvec))
+    vstore32(be, b + 7 * LANES, vadd(e7, tvec))
+    return dnext
+
+
+@njit(nogil=True, cache=True)
+def _pstrip4(prof, dea, hrow, frow, c, stop, reads, q, gof, bh, be, j0, tvec, d0):
+    stride = dea.size
+    zero = vsplat32(hrow, 0)
+    r0 = vload32(reads, (q + j0) * LANES)
+    r1 = vload32(reads, (q + j0 + 1) * LANES)
+    r2 = vload32(reads, (q + j0 + 2) * LANES)
+    r3 = vload32(reads, (q + j0 + 3) * LANES)
+    b = (j0 + 1) * LANES
+    h0 = vload32(bh, b)
+    h1 = vload32(bh, b + LANES)
+    h2 = vload32(bh, b + 2 * LANES)
+    h3 = vload32(bh, b + 3 * LANES)
+    e0 = vload32(be, b)
+    e1 = vload32(be, b + LANES)
+    e2 = vload32(be, b + 2 * LANES)
+    e3 = vload32(be, b + 3 * LANES)
+    dnext = h3
+    for i in range(c, stop):
+        x = i * LANES
+        y = (i - c) * LANES
+        de = vload32(dea, x)
+        hu = vload32(hrow, y)
+        u = vadd(hu, gof)
+        f = vload32(frow, y)
+        miss = vload32(prof, x)
+        hit = vload32(prof, stride + x)
+        bits = vload32(prof, 2 * stride + x)
+        n0, e0, f, u = _cell(d0, _pick(bits, r0, hit, miss, zero), e0, h0, f, u, de, gof)
+        d0 = hu
+        n1, e1, f, u = _cell(h0, _pick(bits, r1, hit, miss, zero), e1, h1, f, u, de, gof)
+        h0 = n0
+        n2, e2, f, u = _cell(h1, _pick(bits, r2, hit, miss, zero), e2, h2, f, u, de, gof)
+        h1 = n1
+        n3, e3, f, u = _cell(h2, _pick(bits, r3, hit, miss, zero), e3, h3, f, u, de, gof)
+        h2 = n2
+        h3 = n3
+        vstore32(hrow, y, n3)
+        vstore32(frow, y, f)
+    vstore32(bh, b, vadd(h0, tvec))
+    vstore32(bh, b + LANES, vadd(h1, tvec))
+    vstore32(bh, b + 2 * LANES, vadd(h2, tvec))
+    vstore32(bh, b + 3 * LANES, vadd(h3, tvec))
+    vstore32(be, b, vadd(e0, tvec))
+    vstore32(be, b + LANES, vadd(e1, tvec))
+    vstore32(be, b + 2 * LANES, vadd(e2, tvec))
+    vstore32(be, b + 3 * LANES, vadd(e3, tvec))
+    return dnext
+
+
+@njit(nogil=True, cache=True)
+def _pstrip1(prof, dea, hrow, frow, c, stop, reads, q, gof, bh, be, j0, tvec, d0):
+    stride = dea.size
+    zero = vsplat32(hrow, 0)
+    r0 = vload32(reads, (q + j0) * LANES)
+    b = (j0 + 1) * LANES
+    h0 = vload32(bh, b)
+    e0 = vload32(be, b)
+    dnext = h0
+    for i in range(c, stop):
+        x = i * LANES
+        y = (i - c) * LANES
+        de = vload32(dea, x)
+        hu = vload32(hrow, y)
+        u = vadd(hu, gof)
+        f = vload32(frow, y)
+        miss = vload32(prof, x)
+        hit = vload32(prof, stride + x)
+        bits = vload32(prof, 2 * stride + x)
+        n0, e0, f, u = _cell(d0, _pick(bits, r0, hit, miss, zero), e0, h0, f, u, de, gof)
         d0 = hu
         h0 = n0
         vstore32(hrow, y, n0)
