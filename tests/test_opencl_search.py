@@ -495,3 +495,80 @@ def test_queries_in_flight_score_as_one_at_a_time(cl_device, small_group_shapes,
         np.testing.assert_array_equal(got.scores, one.scores)
         np.testing.assert_array_equal(got.width, one.width)
     assert many[2].scores[-1] > 2**15 and many[2].width[-1] == 32
+
+
+@given(data=st.data())
+def test_query_batches_equal_the_oracle(cl_device, small_group_shapes, data):
+    """score_block: queries of mixed lengths (several plans, so several batches), empty and
+    length-1 queries, batches cut at two queries (a batch boundary inside a plan), every
+    mode and free end: each query's row is the oracle's, and the same as score() alone."""
+    from dpalign.kernels_cl import search_group
+
+    scoring, mode, ends, targets, _ = _draw_search(data, longest=40, count=12, m=2)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="query seed"))
+    high = int(max((t.max(initial=0) for t in targets), default=0)) + 1
+    lengths = data.draw(st.lists(st.integers(0, 70), min_size=0, max_size=7), label="ms")
+    queries = [rng.integers(0, high, m).astype(np.uint8) for m in lengths]
+    runner = SearchRunner(device_context(cl_device), targets, local_kernel="group")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_group, "BATCH", data.draw(st.sampled_from([1, 2, 32])))
+        block = runner.score_block(queries, scoring, mode, ends)
+    assert block.scores.shape == (len(queries), len(targets))
+    for k, query in enumerate(queries):
+        np.testing.assert_array_equal(block.scores[k], _oracle(query, targets, scoring, mode, ends))
+        one = runner.score(query, scoring, mode, ends)
+        np.testing.assert_array_equal(block.width[k], one.width)
+
+
+def test_query_batches_keep_one_plan_and_local_memory(cl_device, small_group_shapes):
+    """Batches hold queries of one plan (a power of two of the length), in length order,
+    at most BATCH, and never more than local memory holds at once."""
+    from dpalign.kernels_cl import search_group
+
+    rng = np.random.default_rng(5)
+    targets = [rng.integers(0, 20, size).astype(np.uint8) for size in (5, 17, 40)]
+    dctx = device_context(cl_device)
+    group = SearchRunner(dctx, targets, local_kernel="group")._group_kernel(
+        SearchTask.of(Scoring("BLOSUM62", (11, 1)), "local", free_ends_tuple("local")),
+        targets[0],
+    )
+    ms = [3, 100, 64, 65, 5, 128, 64, 4, 200]
+    queries = [rng.integers(0, 20, m).astype(np.uint8) for m in ms]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_group, "BATCH", 2)
+        batches = group.batches(queries)
+    assert sorted(k for b in batches for k in b) == list(range(len(ms)))
+    for batch in batches:
+        assert 1 <= len(batch) <= 2
+        assert len({group.plan_key(ms[k]) for k in batch}) == 1
+        assert [ms[k] for k in batch] == sorted(ms[k] for k in batch)
+    # Every letter but short, and two letters but longer (one plan): each fits alone, the
+    # two together (the larger table and the longer row offsets) do not.
+    wide, long = np.arange(20, dtype=np.uint8)[rng.permutation(100) % 20], np.zeros(128, np.uint8)
+    long[::2] = 1
+    need = group.geometry(wide)[2]
+    assert group.geometry(long)[2] < need
+    group.dctx = dataclasses.replace(dctx, caps=dataclasses.replace(dctx.caps, local_mem=need + 50))
+    assert group.fits(wide) and group.fits(long) and not group.batch_fits([wide, long])
+    assert group.batches([long, wide, wide]) == [[1, 2], [0]]
+
+
+def test_query_batches_recompute_wrapped_pairs_per_query(cl_device, small_group_shapes):
+    """In a batch, only the query whose best score passes 16 bits is recomputed in int32,
+    for the targets it wrapped on; the others keep width 16."""
+    rng = np.random.default_rng(31)
+    scoring = Scoring((100, -50), (20, 5))
+    ends = free_ends_tuple("local")
+    hot = rng.integers(0, 4, 400).astype(np.uint8)
+    targets = [hot.copy(), rng.integers(0, 4, 30).astype(np.uint8), np.zeros(0, np.uint8)]
+    queries = [rng.integers(0, 4, 300).astype(np.uint8), hot, hot[:260].copy()]
+    runner = SearchRunner(device_context(cl_device), targets, local_kernel="group")
+    block = runner.score_block(queries, scoring, "local", ends)
+    for k, query in enumerate(queries):
+        np.testing.assert_array_equal(
+            block.scores[k], _oracle(query, targets, scoring, "local", ends)
+        )
+    assert block.width[1].tolist() == [32, 16, 64] and block.recomputed.tolist() == [0, 1, 0]
+    assert block.width[0].tolist() == [16, 16, 64]
+    empty = runner.score_block([], scoring, "local", ends)
+    assert empty.scores.shape == (0, 3) and empty.launches == 0

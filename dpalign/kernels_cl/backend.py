@@ -215,18 +215,15 @@ class OpenCLBackend(Backend):
 
     def _score_pairwise(self, task, queries, blocks, progress):
         runner = self._search_runner(blocks)
-        total = sum(b.width for b in blocks)
-        scores = np.zeros((len(queries), total), dtype=np.int64)
-        widths = np.zeros((len(queries), total), dtype=np.uint8)
         name = f"opencl {runner.dctx.caps.name}"
         codes = [queries.codes[q, : int(queries.lengths[q])] for q in range(len(queries))]
         runner.prepare(codes, task.scoring, task.mode, task.free_ends, width=self.width)
-        results = runner.score_many(
+        result = runner.score_block(
             codes, task.scoring, task.mode, task.free_ends, width=self.width, progress=progress
         )
-        for q, result in enumerate(results):
-            scores[q], widths[q] = result.scores, result.width
-            self.stats.record(name, result.cells, result.kernel_seconds, blocks=len(blocks))
+        cells = int(queries.lengths[: len(codes)].sum()) * int(runner.lengths.sum())
+        self.stats.record(name, cells, result.kernel_seconds, blocks=len(blocks))
+        scores, widths = result.scores, result.width
         out, lane = [], 0
         for block in blocks:
             out.append(

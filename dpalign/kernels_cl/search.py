@@ -207,6 +207,25 @@ def scores_from(task: SearchTask, m: int, n: np.ndarray, out: np.ndarray) -> np.
     return score
 
 
+def scores_from_batch(
+    task: SearchTask, ms: np.ndarray, n: np.ndarray, values: np.ndarray
+) -> np.ndarray:
+    """:func:`scores_from` of many queries at once: ``values[query, target]`` holds the
+    kernel's results (local mode ``[..., 1]``: the best; else ``[..., 4]``), ``ms`` the
+    queries' lengths, ``n`` the targets'. Returns int64 ``[queries, targets]``."""
+    if task.local:
+        return np.maximum(values[:, :, -1], 0).astype(np.int64)
+    score = values[:, :, 2].astype(np.int64)
+    if task.last_col:
+        np.maximum(score, values[:, :, 1], out=score)
+        top = np.array([task.top(int(m)) for m in ms], np.int64)
+        np.maximum(score, top[:, None], out=score)
+    if task.last_row:
+        np.maximum(score, values[:, :, 0], out=score)
+        np.maximum(score, task.left(n)[None, :], out=score)
+    return score
+
+
 def query_profile(task: SearchTask, query: np.ndarray, virtual: int, pad: int, dtype):
     """The kernel's query profile ``[virtual + 1, pad + m]``: ``s + o + e`` per target residue
     (rows) and padded query column; the virtual rows and columns reproduce the borders."""
@@ -305,6 +324,19 @@ class SearchScores:
     launches: int
     cells: int
     recomputed: int
+
+
+@dataclass
+class BlockResult:
+    """Scores of many queries against every target of a :class:`SearchRunner`:
+    ``scores[q, t]`` (int64), ``width[q, t]`` (as :class:`SearchScores`), ``kernel_seconds``
+    and ``launches`` of the whole block, ``recomputed[q]``."""
+
+    scores: np.ndarray
+    width: np.ndarray
+    kernel_seconds: float
+    launches: int
+    recomputed: np.ndarray
 
 
 class SearchRunner:
@@ -590,25 +622,111 @@ class SearchRunner:
         width: int | None = None,
         progress=None,
     ) -> list[SearchScores]:
-        """:meth:`score` of each query (a list of code arrays), two queries in flight on
-        the thread-group kernel: the next query's launches are queued before this one's
-        results are read back and finished, so the device does not wait for the host."""
+        """:meth:`score` of each query (a list of code arrays), as :meth:`score_block`
+        computes them: many queries per launch on the thread-group kernel."""
+        block = self.score_block(queries, scoring, mode, free_ends, width, progress)
+        n = max(len(queries), 1)
+        m = [len(q) for q in queries]
+        total = int(self.lengths.sum())
+        return [
+            SearchScores(
+                block.scores[k],
+                block.width[k],
+                block.kernel_seconds / n,
+                block.launches,
+                m[k] * total,
+                int(block.recomputed[k]),
+            )
+            for k in range(len(queries))
+        ]
+
+    def score_block(
+        self,
+        queries,
+        scoring: Scoring,
+        mode: str = "local",
+        free_ends=(True, True, True, True),
+        width: int | None = None,
+        progress=None,
+    ) -> BlockResult:
+        """Scores of many queries (a list of code arrays) against every target.
+
+        On the thread-group kernel the queries run in batches of one length class
+        (:meth:`GroupSearch.batches <dpalign.kernels_cl.search_group.GroupSearch.batches>`),
+        each batch a launch per bucket with the queries along the range's second dimension,
+        its results read back in one copy and finished with whole-array NumPy; two batches in
+        flight, so the device computes the next batch while the host finishes this one. Pairs
+        flagged in 16 bits are recomputed per query in int32, and queries the group kernel
+        does not take (an empty query, a pair table too big for local memory, ``width=32``,
+        devices where the strip kernel runs) go through :meth:`score` one by one.
+        """
         queries = [self._checked(q, scoring, width) for q in queries]
         task = SearchTask.of(scoring, mode, free_ends)
-        groups = [self._group_kernel(task, q) if width != 32 else None for q in queries]
+        nq, n_targets = len(queries), len(self.codes)
+        scores = np.zeros((nq, n_targets), dtype=np.int64)
+        widths = np.full((nq, n_targets), 64, dtype=np.uint8)
+        recomputed = np.zeros(nq, dtype=np.int64)
+        seconds, launches = 0.0, 0
+        group = None
+        eligible: list[int] = []
+        if width != 32 and len(self.real):
+            for k, query in enumerate(queries):
+                g = self._group_kernel(task, query) if len(query) else None
+                if g is not None:
+                    group = g
+                    eligible.append(k)
+        chosen = set(eligible)
+        for k, query in enumerate(queries):
+            if k not in chosen:
+                one = self.score(query, scoring, mode, free_ends, width, progress)
+                scores[k], widths[k] = one.scores, one.width
+                seconds, launches = seconds + one.kernel_seconds, launches + one.launches
+                recomputed[k] = one.recomputed
+        if not eligible:
+            return BlockResult(scores, widths, seconds, launches, recomputed)
+        batches = [
+            [eligible[j] for j in batch] for batch in group.batches([queries[k] for k in eligible])
+        ]
+        empty = np.flatnonzero(self.lengths == 0)
+        total = int(self.lengths.sum())
         pending = {}
 
-        def launch(k: int) -> None:
-            if k < len(queries) and groups[k] is not None:
-                pending[k] = groups[k].submit(queries[k], task, slot=k % 2)
+        def launch(b: int) -> None:
+            if b < len(batches):
+                pending[b] = group.submit([queries[k] for k in batches[b]], task, slot=b % 2)
 
         launch(0)
-        out = []
-        for k, query in enumerate(queries):
-            launch(k + 1)  # slot (k + 1) % 2: query k - 1's, collected already
-            found = groups[k].collect(pending.pop(k)) if k in pending else None
-            out.append(self.score(query, scoring, mode, free_ends, width, progress, found))
-        return out
+        for b, rows in enumerate(batches):
+            launch(b + 1)  # slot (b + 1) % 2: batch b - 1's, collected already
+            got = group.collect(pending.pop(b))
+            seconds, launches = seconds + got.seconds, launches + got.launches
+            ms = np.array([len(queries[k]) for k in rows], np.int64)
+            part = scores_from_batch(task, ms, self.lengths, got.values)
+            width_part = np.where(got.real, 16, 64).astype(np.uint8)
+            for j, k in enumerate(rows):
+                if len(empty):
+                    self._empty_pairs(task, queries[k], part[j])
+                if got.flagged[j].any():  # rare: a score near 32,767 or a long global pair
+                    one = self.score(
+                        queries[k],
+                        scoring,
+                        mode,
+                        free_ends,
+                        width,
+                        None,
+                        (got.results(j), got.flagged[j], 0.0, 0),
+                    )
+                    scores[k], widths[k] = one.scores, one.width
+                    seconds, launches = seconds + one.kernel_seconds, launches + one.launches
+                    recomputed[k] = one.recomputed
+                    continue
+                widths[k] = width_part
+            flagged_rows = got.flagged.any(axis=1)
+            plain = np.asarray(rows)[~flagged_rows]
+            scores[plain] = part[~flagged_rows]
+            if progress is not None:
+                progress(int(ms.sum()) * total)
+        return BlockResult(scores, widths, seconds, launches, recomputed)
 
     def _checked(self, query, scoring: Scoring, width) -> np.ndarray:
         if width not in (None, 16, 32):

@@ -53,6 +53,10 @@ STEP_OVERHEAD = 3.0
 #: big ones. H100, 375-aa query against 200,000 proteins, best / median of five: 1 queue
 #: 3,089 / 3,087 GCUPS, 2 queues 3,439 / 3,436, 4 queues 3,527 / 3,523, 8 queues 3,593 / 3,583.
 QUEUES = 8
+#: Queries per launch at most (dimension 1 of the range): 32 UniProt-like proteins against
+#: 200,000 take ~0.2 s of an H100, so the host's share of a batch (tables, one copy back,
+#: the scores) runs while the next batch computes.
+BATCH = 32
 
 
 @dataclass
@@ -71,6 +75,41 @@ class Bucket:
     @property
     def npairs(self) -> int:
         return -(-len(self.targets) // 2)
+
+
+@dataclass
+class Lanes:
+    """One plan's buckets and where their lanes lie in a query's row of results."""
+
+    buckets: list[Bucket]
+    bases: list[int]  # each bucket's first lane (two per pair)
+    n_lanes: int
+    lane_of: np.ndarray  # every target's lane (empty targets: 0, overwritten by the host)
+
+
+@dataclass
+class GroupBatch:
+    """A batch's raw 16-bit results: ``values[query, target]`` (local mode ``[..., 1]``: the
+    best; global modes ``[..., 4]`` in the strip kernel's order), ``flagged`` (may have
+    wrapped: recompute in int32), which targets are ``real`` (non-empty), kernel
+    ``seconds`` (first start to last end) and ``launches``."""
+
+    values: np.ndarray
+    flagged: np.ndarray
+    real: np.ndarray
+    seconds: float
+    launches: int
+
+    def results(self, k: int) -> np.ndarray:
+        """Query ``k``'s results in the one-query form ``[targets, 4]`` int64 (empty targets
+        zero)."""
+        out = np.zeros((self.values.shape[1], 4), np.int64)
+        if self.values.shape[2] == 4:
+            out[:] = self.values[k]
+        else:
+            out[:, 3] = self.values[k, :, 0]
+        out[~self.real] = 0
+        return out
 
 
 def plan_buckets(lengths: np.ndarray, m: int, shapes=None, multi=None) -> list[Bucket]:
@@ -172,6 +211,8 @@ class GroupSearch:
         self._packed: dict = {}
         self._outs: dict = {}
         self._plans: dict = {}
+        self._lane_maps: dict = {}
+        self._kernels: dict = {}
         self._queues: list = []
         self._carry = None
 
@@ -216,114 +257,163 @@ class GroupSearch:
             Kernel time, first start to last end.
         launches : int
         """
-        return self.collect(self.submit(query, task))
+        batch = self.collect(self.submit([query], task))
+        return batch.results(0), batch.flagged[0], batch.seconds, batch.launches
 
-    def submit(self, query: np.ndarray, task, slot: int = 0) -> dict:
-        """Enqueue every launch of ``query`` and return at once; :meth:`collect` gives the
-        results. Queries in different ``slot``s (result buffers of their own) may be in
-        flight together: the next query's kernels run while this one's results come back."""
+    # -- batches of queries -------------------------------------------------------------------
+
+    def plan_key(self, m: int) -> int:
+        """The bucket plan a query of length ``m`` takes (queries of one plan share a batch)."""
+        return 1 << max(int(m) - 1, 0).bit_length()
+
+    def batch_fits(self, queries) -> bool:
+        """Whether one launch can hold these queries: the largest pair table and the longest
+        query's row offsets in local memory at once."""
+        words = max(self.geometry(q)[0] for q in queries)
+        qmax = max(len(q) for q in queries) + 2 * max(g for g, _ in (*SHAPES, *MULTI_SHAPES))
+        exchange = 0 if self.ptx else 8 * WG
+        return words * 4 + qmax * 4 + exchange <= self.dctx.caps.local_mem
+
+    def batches(self, queries, limit: int | None = None) -> list[list[int]]:
+        """Indices of ``queries`` (each one that :meth:`fits`) in launch batches: one plan
+        per batch (queries sorted by length), at most ``limit`` (default :data:`BATCH`)
+        queries, and what local memory holds."""
+        limit = max(1, limit or BATCH)
+        order = sorted(range(len(queries)), key=lambda k: len(queries[k]))
+        out: list[list[int]] = []
+        for k in order:
+            last = out[-1] if out else None
+            if (
+                last is not None
+                and len(last) < limit
+                and self.plan_key(len(queries[last[0]])) == self.plan_key(len(queries[k]))
+                and self.batch_fits([queries[j] for j in (*last, k)])
+            ):
+                last.append(k)
+            else:
+                out.append([k])
+        return out
+
+    def submit(self, queries, task, slot: int = 0) -> dict:
+        """Enqueue every launch of a batch of ``queries`` (one plan: see :meth:`batches`) and
+        return at once; :meth:`collect` gives the results. Batches in different ``slot``s
+        (result buffers of their own) may be in flight together: the next batch's kernels run
+        while this one's results come back and are finished."""
         import pyopencl as cl
 
-        if not self.fits(query):
+        if not queries or not all(self.fits(q) for q in queries):
             raise DpalignError(
                 "the pair table of this query does not fit the device's local memory"
             )
+        keys = {self.plan_key(len(q)) for q in queries}
+        if len(keys) != 1 or not self.batch_fits(queries):
+            raise DpalignError("the queries of a batch must share one plan and local memory")
         sc = task.scoring
         glob = not task.local
-        m = len(query)
+        nq = len(queries)
+        ms = np.array([len(q) for q in queries], np.int64)
+        m_max = int(ms.max())
         ctx, caps = self.dctx.context, self.dctx.caps
         # Global modes: each target ends on its last pass's last column, after virtual
         # columns that carry the left border (scoring 0 when that border is free, else too
         # low to matter: H there follows F down the column, -(o + e (i + 1))).
         pad_score = 0 if glob and task.top_zero else PAD_SCORE
-        table, qoff, virt_off = self._table(query, sc.matrix, pad_score)
-        buckets = self._plan(m)
+        parts = [self._table(q, sc.matrix, pad_score) for q in queries]
+        qinfo = np.zeros((nq, 8), np.int32)
+        qinfo[:, 0] = ms
+        qinfo[:, 2] = [len(t) for t, _, _ in parts]
+        qinfo[1:, 1] = np.cumsum(qinfo[:-1, 2])
+        qinfo[1:, 3] = np.cumsum(ms[:-1])
+        qinfo[:, 4] = [v for _, _, v in parts]
+        table = np.concatenate([t for t, _, _ in parts])
+        qoff = np.concatenate([o for _, o, _ in parts])
+        words_max = int(qinfo[:, 2].max())
+        lanes = self._lanes(m_max)
+        per_lane = 4 if glob else 1
+        stride = lanes.n_lanes * per_lane
+        host = np.empty((nq, stride), np.uint16)
         mf = cl.mem_flags
         queues = self._queue_list()
-        events, outs = [], []
+        cap = max(1, caps.compute_units * GROUPS_PER_CU // nq)
+        events = []
         with driver_errors(caps, "running the group search kernel"):
             table_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=table)
             qoff_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=qoff)
+            info_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=qinfo)
+            out = self._out_buffer(slot, host.nbytes)
             # Latency-bound buckets first (most steps per pair), then the biggest.
-            order = sorted(buckets, key=lambda b: (-b.passes * (m + b.G), -len(b.targets)))
-            for j, bucket in enumerate(order):
-                cols, pads, targets = self._upload(bucket, glob)
-                out = self._out_buffer(bucket, glob, slot)
+            order = sorted(
+                zip(lanes.buckets, lanes.bases, strict=True),
+                key=lambda bb: (-bb[0].passes * (m_max + bb[0].G), -len(bb[0].targets)),
+            )
+            for j, (bucket, base) in enumerate(order):
+                cols, pads, _ = self._upload(bucket, glob)
                 kernel = self._kernel(bucket, glob)
                 wgs = -(-bucket.npairs // (WG // bucket.G))
-                wgs = max(1, min(wgs, caps.compute_units * GROUPS_PER_CU))
-                size = wgs * WG
-                carry = self._carry_buffer(size // bucket.G * m * 8 if bucket.passes > 1 else 8)
+                wgs = max(1, min(wgs, cap))
+                slots = wgs * nq * (WG // bucket.G)
+                carry = self._carry_buffer(slots * m_max * 8 if bucket.passes > 1 else 8)
                 kernel.set_args(
                     cols,
                     table_buf,
                     qoff_buf,
+                    info_buf,
                     out,
                     carry,
                     pads,
                     np.int32(bucket.npairs),
-                    np.int32(m),
                     np.int32(bucket.passes),
-                    np.int32(len(table)),
                     np.int32(sc.gap_open),
                     np.int32(sc.gap_extend),
-                    np.int32(virt_off),
                     np.int32(task.left_zero),  # the kernel's row -1: the strip kernel's column 0
                     np.int32(task.top_zero),  # its column -1: the strip kernel's row 0
-                    cl.LocalMemory(4 * len(table)),
-                    cl.LocalMemory(4 * (m + 2 * bucket.G)),
+                    np.int32(base),
+                    np.int32(stride),
+                    np.int32(m_max),
+                    cl.LocalMemory(4 * words_max),
+                    cl.LocalMemory(4 * (m_max + 2 * bucket.G)),
                 )
                 # Multi-pass launches share the pass-column buffer: one queue for them (in
-                # order, also across queries in flight).
+                # order, also across batches in flight).
                 queue = queues[j % len(queues)] if bucket.passes == 1 else queues[0]
-                events.append(cl.enqueue_nd_range_kernel(queue, kernel, (size,), (WG,)))
-                outs.append((out, targets, bucket.npairs))
+                events.append(cl.enqueue_nd_range_kernel(queue, kernel, (wgs * WG, nq), (WG, 1)))
             for queue in queues:
                 queue.flush()
+            # The whole batch's results in one copy, queued behind every launch.
+            copy = cl.enqueue_copy(
+                self.dctx.copy_queue, host, out, wait_for=events, is_blocking=False
+            )
+            self.dctx.copy_queue.flush()
         # the inputs stay referenced until the launches are collected
         return {
             "task": task,
-            "m": m,
+            "ms": ms,
             "events": events,
-            "outs": outs,
-            "inputs": (table_buf, qoff_buf),
+            "copy": copy,
+            "host": host,
+            "lanes": lanes,
+            "inputs": (table_buf, qoff_buf, info_buf),
         }
 
-    def collect(self, pending: dict):
-        """The results of a :meth:`submit` (see :meth:`score`), once its launches finish."""
-        import pyopencl as cl
-
-        task, m, events = pending["task"], pending["m"], pending["events"]
-        glob = not task.local
-        words = 8 if glob else 4
+    def collect(self, pending: dict) -> GroupBatch:
+        """The results of a :meth:`submit`, once its launches and copy finish."""
+        task, ms, events = pending["task"], pending["ms"], pending["events"]
         with driver_errors(self.dctx.caps, "running the group search kernel"):
-            # Every bucket's copy queued behind its launch, one wait for the last copy (the
-            # copy queue is in order): one host sync per query, not two per bucket.
-            raws, copy = [], None
-            for event, (out, _, npairs) in zip(events, pending["outs"], strict=True):
-                raws.append(np.empty((npairs, words), np.uint32))
-                copy = cl.enqueue_copy(
-                    self.dctx.copy_queue, raws[-1], out, wait_for=[event], is_blocking=False
-                )
-            self.dctx.copy_queue.flush()
-            if copy is not None:
-                wait(copy)
-            results = np.zeros((len(self.codes), 4), np.int64)
-            for raw, (_, targets, npairs) in zip(raws, pending["outs"], strict=True):
-                values = raw.astype(np.uint16).view(np.int16).astype(np.int64)
-                if glob:  # [pair][half][4]
-                    per_lane = values.reshape(-1, 4)
-                else:  # [pair][best a, best b, 0, 0]
-                    per_lane = np.zeros((2 * npairs, 4), np.int64)
-                    per_lane[:, 3] = values[:, :2].reshape(-1)
-                real = targets >= 0
-                results[targets[real]] = per_lane[: len(targets)][real]
+            wait(pending["copy"])
+        lanes = pending["lanes"]
+        glob = not task.local
+        raw = pending["host"].view(np.int16).reshape(len(ms), lanes.n_lanes, 4 if glob else 1)
+        values = raw[:, lanes.lane_of]  # [queries, targets, 1 or 4]
+        real = self.lengths > 0
+        limit = flag_limit(task.scoring.matrix)
+        flagged = values[:, :, -1] >= limit
+        if glob:  # values that may fall below the 16-bit range, the virtual columns' included
+            for k, m in enumerate(ms.tolist()):
+                flagged[k] |= ~task.low_ok(m, self.lengths, -30_720 + 1024)
+        flagged &= real
         start = min(e.profile.start for e in events)
         end = max(e.profile.end for e in events)
-        flagged = results[:, 3] >= flag_limit(task.scoring.matrix)
-        if glob:  # values that may fall below the 16-bit range, the virtual columns' included
-            flagged |= ~task.low_ok(m, self.lengths, -30_720 + 1024)
-        return results, flagged, (end - start) * 1e-9, len(events)
+        return GroupBatch(values, flagged, real, (end - start) * 1e-9, len(events))
 
     def _table(self, query: np.ndarray, matrix: np.ndarray, pad_score: int = PAD_SCORE):
         """The pair table (uint32 words), each query row's table offset (bytes), and the
@@ -341,12 +431,26 @@ class GroupSearch:
     def _plan(self, m: int) -> list[Bucket]:
         # Plans depend on the query length only through the wavefront's fill; one per
         # power of two of m keeps the packed columns reusable across queries.
-        key = 1 << max(int(m) - 1, 0).bit_length()
+        key = self.plan_key(m)
         if key not in self._plans:
             self._plans[key] = plan_buckets(self.lengths[self.real], key)
             for bucket in self._plans[key]:
                 bucket.targets = self.real[bucket.targets]
         return self._plans[key]
+
+    def _lanes(self, m: int) -> Lanes:
+        """Where each target's results lie in a query's row of results (plan of ``m``)."""
+        key = self.plan_key(m)
+        if key not in self._lane_maps:
+            buckets = self._plan(m)
+            lane_of = np.zeros(len(self.codes), np.int64)  # empty targets: any lane
+            bases, base = [], 0
+            for bucket in buckets:
+                bases.append(base)
+                lane_of[bucket.targets] = base + np.arange(len(bucket.targets))
+                base += 2 * bucket.npairs
+            self._lane_maps[key] = Lanes(buckets, bases, max(base, 1), lane_of)
+        return self._lane_maps[key]
 
     def _upload(self, bucket: Bucket, right: bool):
         """The bucket's column pair offsets and per-pair virtual columns on the device
@@ -367,19 +471,17 @@ class GroupSearch:
                 )
         return self._packed[key]
 
-    def _out_buffer(self, bucket: Bucket, right: bool, slot: int):
-        """The bucket's result buffer for queries in ``slot`` (cached)."""
+    def _out_buffer(self, slot: int, nbytes: int):
+        """The result buffer of batches in ``slot`` (grown as needed)."""
         import pyopencl as cl
 
-        key = (*self._bucket_key(bucket, right), slot)
-        if key not in self._outs:
+        have = self._outs.get(slot)
+        if have is None or have.size < nbytes:
             with driver_errors(self.dctx.caps, "allocating the search results"):
-                self._outs[key] = cl.Buffer(
-                    self.dctx.context,
-                    cl.mem_flags.READ_WRITE,
-                    bucket.npairs * (32 if right else 16),
+                have = self._outs[slot] = cl.Buffer(
+                    self.dctx.context, cl.mem_flags.READ_WRITE, max(nbytes, 8)
                 )
-        return self._outs[key]
+        return have
 
     @staticmethod
     def _bucket_key(bucket: Bucket, right: bool) -> tuple:
@@ -425,19 +527,23 @@ class GroupSearch:
         their bucket plans); return how many programs that is."""
         from .programs import build_all
 
-        keys = {1 << max(int(m) - 1, 0).bit_length() for m in lengths if m > 0}
+        keys = {self.plan_key(m) for m in lengths if m > 0}
         shapes = {(b.G, b.R, b.passes > 1) for key in keys for b in self._plan(key)}
         defines = [self.defines(g, r, multi, glob) for g, r, multi in sorted(shapes)]
         build_all(self.dctx, "search_group.cl", defines, threads)
         return len(defines)
 
     def _kernel(self, bucket: Bucket, glob: bool):
-        import pyopencl as cl
+        # One kernel object per program: making one runs pyopencl's argument-setter
+        # generation (~0.25 ms, a per-bucket-per-query cost before batching).
+        key = (bucket.G, bucket.R, bucket.passes > 1, glob)
+        if key not in self._kernels:
+            import pyopencl as cl
 
-        defines = self.defines(bucket.G, bucket.R, bucket.passes > 1, glob)
-        program, _ = build(self.dctx, "search_group.cl", defines)
-        with driver_errors(self.dctx.caps, "preparing the group search kernel"):
-            return cl.Kernel(program, "group_search")
+            program, _ = build(self.dctx, "search_group.cl", self.defines(*key))
+            with driver_errors(self.dctx.caps, "preparing the group search kernel"):
+                self._kernels[key] = cl.Kernel(program, "group_search")
+        return self._kernels[key]
 
     def _queue_list(self) -> list:
         import pyopencl as cl
