@@ -444,8 +444,9 @@ def search_many(
 ) -> list[list[Hit]]:
     """:func:`search` for many queries: one list of hits per query.
 
-    Queries are scored together, :data:`QUERY_CHUNK` at a time, in one pass over the
-    database each (fewer, longer kernel calls than one search per query).
+    Queries are scored together, :data:`QUERY_CHUNK` at a time (or as many as the
+    backend's ``query_chunk`` asks for), in one pass over the database each (fewer, longer
+    kernel calls than one search per query).
     """
     if top < 0:
         raise OptionError(f"top must be at least 0, not {top}")
@@ -468,7 +469,8 @@ def search_many(
         )
     if both:
         q_codes = [c for codes in q_codes for c in (codes, minus_strand(codes, scoring))]
-    step = QUERY_CHUNK * (2 if both else 1)
+    chunk = engine_backend.query_chunk("pairwise", len(database)) or QUERY_CHUNK
+    step = chunk * (2 if both else 1)
     chunks = [q_codes[start : start + step] for start in range(0, len(q_codes), step)]
 
     trace_on = traceback_backend(engine_backend)
@@ -608,6 +610,9 @@ def _score_view(q_codes, database, scoring, mode, ends, backend, progress, with_
     else:
         results = backend.score(task, batch, blocks, progress)
     ids = database.ids
+    one = blocks[0] if len(blocks) == 1 else None
+    if one is not None and not with_ends and one.width == len(ids) and (one.ids >= 0).all():
+        return results[0].scores, ids, None  # one block of the whole view: no copy
     scores = np.empty((len(batch), len(ids)), dtype=np.int64)
     a_end = np.empty_like(scores) if with_ends else None
     b_end = np.empty_like(scores) if with_ends else None

@@ -572,3 +572,28 @@ def test_query_batches_recompute_wrapped_pairs_per_query(cl_device, small_group_
     assert block.width[0].tolist() == [16, 16, 64]
     empty = runner.score_block([], scoring, "local", ends)
     assert empty.scores.shape == (0, 3) and empty.launches == 0
+
+
+@pytest.mark.parametrize("mode", ["local", "global", "semiglobal"])
+def test_search_many_on_query_batches_equals_the_reference(cl_device, small_group_shapes, mode):
+    """The whole search on the batched group kernel (more queries than one call takes, mixed
+    lengths, an empty query and an empty target): the reference backend's hits."""
+    from dpalign.kernels_cl import backend as backend_module
+    from dpalign.search import Database, search_many
+
+    rng = np.random.default_rng(41)
+    letters = np.array(list("ARNDCQEGHILKMFPSTWYV"))
+    texts = ["".join(rng.choice(letters, n)) for n in rng.integers(1, 50, 40)] + [""]
+    queries = ["".join(rng.choice(letters, n)) for n in (0, 1, 5, 30, 31, 64, 65, 90, 3)]
+    queries.insert(4, texts[7][3:20])  # a real hit
+    scoring = Scoring("BLOSUM62", (11, 1))
+    db = Database(texts, sub_score=scoring)
+    device = get_backend("opencl", device=cl_device, search_kernel="group")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(backend_module, "QUERY_CHUNK_MAX", 4)  # three calls
+        got = search_many(queries, db, top=6, mode=mode, scoring=scoring, backend=device)
+    want = search_many(queries, db, top=6, mode=mode, scoring=scoring, backend="reference")
+    assert [[(h.target, h.score) for h in hits] for hits in got] == [
+        [(h.target, h.score) for h in hits] for hits in want
+    ]
+    assert device._search_cached[1]._groups  # the group kernel ran

@@ -28,6 +28,9 @@ from .search import SearchRunner
 
 #: Profiles are padded to a multiple of this many lanes (the engine's default block width).
 LANE_GROUP = config.BLOCK_WIDTH
+#: Queries per search call: at most this many, and at most this many scores in all.
+QUERY_CHUNK_MAX = 1024
+QUERY_CHUNK_CELLS = 50_000_000
 
 
 def concatenate(blocks) -> tuple[np.ndarray, np.ndarray]:
@@ -98,11 +101,16 @@ class OpenCLBackend(Backend):
         None: 16-bit packed kernels wherever they cannot overflow (PaPaRa) or did not come
         near overflowing (pairwise; those pairs are recomputed), else 32-bit; 32: always the
         int32 kernels.
+    search_kernel : {None, "auto", "strip", "group"}, optional
+        The search's 16-bit kernel (:class:`~dpalign.kernels_cl.search.SearchRunner`'s
+        ``local_kernel``; "group" runs the thread-group kernel on any device, as the PoCL
+        tests do).
     """
 
     device: str | None = None
     design: str | None = None
     width: int | None = None
+    search_kernel: str | None = None  # SearchRunner's local_kernel (None: "auto")
     stream: int = 0  # queues of their own on the device (a second host thread per GPU)
     name = "opencl"
     kind = "device"
@@ -141,6 +149,14 @@ class OpenCLBackend(Backend):
         if kernel == "papara":
             return max(LANE_GROUP, -(-n_targets // LANE_GROUP) * LANE_GROUP)
         return max(1, n_targets)
+
+    def query_chunk(self, kernel, n_targets):
+        # Many queries per call: the runner batches them per launch and keeps two batches
+        # in flight, and its pipeline drains at the end of every call. Bounded by the
+        # [queries, targets] int64 scores a call returns (~400 MB against 200,000 targets).
+        if kernel != "pairwise":
+            return None
+        return int(min(QUERY_CHUNK_MAX, max(64, QUERY_CHUNK_CELLS // max(n_targets, 1))))
 
     def block_layout(self, kernel):
         # Search targets one after another: no 2-D lane padding to unpack.
@@ -209,7 +225,9 @@ class OpenCLBackend(Backend):
         if cached is not None and cached[0] == key:
             return cached[1]
         targets = [lane for block in blocks for lane in block.lanes()]
-        runner = SearchRunner(device_context(self.device, self.stream), targets)
+        runner = SearchRunner(
+            device_context(self.device, self.stream), targets, local_kernel=self.search_kernel
+        )
         self._search_cached = (key, runner, blocks)  # holding the blocks keeps their ids unique
         return runner
 
