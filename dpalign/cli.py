@@ -1090,6 +1090,60 @@ def _warm_traceback(scoring, mode: str, backend, largest_pair: int) -> None:
         align(codes, codes, mode, scoring=scoring, threads=1, backend=backend)
 
 
+#: The child that compiles the traceback kernels into Numba's disk cache (see
+#: :func:`_start_traceback_compile`).
+_TRACEBACK_CHILD = """
+import os, pickle, sys
+os.nice(5)
+from dpalign.cli import _warm_traceback
+from dpalign.engine import cpu_backend
+scoring, mode, threads = pickle.load(sys.stdin.buffer)
+_warm_traceback(scoring, mode, cpu_backend(threads), 1 << 62)
+"""
+
+
+def _start_traceback_compile(scoring, mode: str, threads):
+    """Compile the traceback kernels in a child process while a device searches.
+
+    On a device backend the host is idle but for feeding the device, and a first run
+    (empty Numba cache) would otherwise compile the traceback kernels (~10 s on the H100
+    host) before the search starts; compiled in the same process beside the search they
+    would hold the GIL the search's host work needs. The child writes Numba's disk cache;
+    the parent loads the kernels from it once the search is done
+    (:func:`_finish_traceback_compile`).
+    Returns the child (None where it could not start: the parent compiles them itself).
+    """
+    import pickle
+    import subprocess
+
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-c", _TRACEBACK_CHILD],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        child.stdin.write(pickle.dumps((scoring, mode, threads)))
+        child.stdin.close()
+    except (OSError, pickle.PicklingError):
+        return None
+    return child
+
+
+def _finish_traceback_compile(child, timeout: float = 300.0) -> None:
+    """Wait for :func:`_start_traceback_compile`'s child (stopped after ``timeout``: the
+    parent then compiles what it needs itself)."""
+    import subprocess
+
+    if child is None:
+        return
+    try:
+        child.wait(timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
 def _trace_back(hits, threads) -> None:
     """Trace back the hits to be printed, on every core (the kernels release the GIL)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -1151,6 +1205,11 @@ def _run_search(args) -> int:
     with ThreadPoolExecutor(1, thread_name_prefix="dpalign-read") as pool:
         reading = pool.submit(_read_search_inputs, args.query, args.db, scoring)
         backend = backend_for(_backend_from_args(args), scoring)
+        compiling = None
+        if args.top and backend.kind == "device":
+            compiling = _start_traceback_compile(
+                scoring, args.mode, traceback_backend(backend).threads
+            )
         run = backend.stats
         with run.phase("jit"):  # kernel loading (JIT) is timed apart from the search
             warm = getattr(backend, "warm_up", None)
@@ -1160,9 +1219,9 @@ def _run_search(args) -> int:
     run.phases = {"read": seconds, **run.phases}  # beside the backend's start and jit
     with run.phase("pack"):
         db = Database.from_codes(residues, offsets, names, sub_score=scoring)
+    longest = max((len(c) for c in q_codes), default=0) * int(db.lengths.max(initial=0))
     with run.phase("jit"):
-        if args.top:
-            longest = max((len(c) for c in q_codes), default=0) * int(db.lengths.max(initial=0))
+        if args.top and compiling is None:
             _warm_traceback(scoring, args.mode, traceback_backend(backend), longest)
     strands = 2 if args.strand == "both" else 1
     cells = strands * sum(len(q) for q in q_codes) * db.residues
@@ -1195,6 +1254,10 @@ def _run_search(args) -> int:
     if args.mode == "local":  # an empty local alignment is no hit (BLAST reports none)
         all_hits = [[h for h in hits if h.score > 0] for hits in all_hits]
     rows = []
+    if compiling is not None:
+        with run.phase("jit"):  # what the child compiled, loaded from Numba's cache
+            _finish_traceback_compile(compiling)
+            _warm_traceback(scoring, args.mode, traceback_backend(backend), longest)
     with run.phase("traceback"):
         _trace_back([h for hits in all_hits for h in hits], args.threads)
         for rec, codes, hits in zip(queries, q_codes, all_hits, strict=True):

@@ -160,3 +160,18 @@ def test_search_progress_bar_on_request(files, capsys):
     assert code == 0 and "searching" in err and "cell" in err
     code, out, err = _run(["search", "--query", q, "--db", db, "--top", "1"], capsys)
     assert "searching" not in err  # not a terminal, few cells: no bar
+
+
+@pytest.mark.slow
+def test_search_compiles_traceback_kernels_in_a_child(tmp_path, monkeypatch):
+    """On a device backend the traceback kernels compile in a child process while the
+    device searches: the child fills Numba's disk cache, which the parent then loads."""
+    from dpalign.cli import _finish_traceback_compile, _start_traceback_compile
+    from dpalign.scoring import Scoring
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    child = _start_traceback_compile(Scoring("BLOSUM62", (11, 1)), "local", 1)
+    assert child is not None
+    _finish_traceback_compile(child)
+    assert child.returncode == 0
+    assert list(tmp_path.rglob("*.nbi"))  # Numba's cache index files
