@@ -53,6 +53,12 @@ STEP_OVERHEAD = 3.0
 #: big ones. H100, 375-aa query against 200,000 proteins, best / median of five: 1 queue
 #: 3,089 / 3,087 GCUPS, 2 queues 3,439 / 3,436, 4 queues 3,527 / 3,523, 8 queues 3,593 / 3,583.
 QUEUES = 8
+#: Query lengths the bucket plans are made for: a query takes the plan of the first length
+#: at least its own (the last for longer ones). The plan depends on the query only through
+#: the wavefront's fill (G - 1 steps against m rows), so three plans serve every length:
+#: each plan's buckets are laid out and uploaded once (~1 s of NumPy for 200,000 proteins),
+#: and queries of one plan share a launch.
+PLAN_LENGTHS = (128, 256, 1024)
 #: Queries per launch at most (dimension 1 of the range): 32 UniProt-like proteins against
 #: 200,000 take ~0.2 s of an H100, so the host's share of a batch (tables, one copy back,
 #: the scores) runs while the next batch computes.
@@ -199,12 +205,13 @@ class GroupSearch:
         self.codes = codes
         self.lengths = np.asarray(lengths, np.int64)
         self.real = np.flatnonzero(self.lengths > 0)
-        used = np.zeros(256, bool)
-        for t in self.real:
-            used[codes[t]] = True
+        used = np.zeros(256, np.int64)
+        for start in range(0, len(self.real), 4096):  # a bincount per slice of targets
+            part = [codes[t] for t in self.real[start : start + 4096]]
+            used += np.bincount(np.concatenate(part), minlength=256)
         self.letters = np.flatnonzero(used)  # compact target letter -> matrix code
         self.L = len(self.letters) + 1  # and the padding letter
-        self.compact = np.full(256, self.L - 1, np.int64)
+        self.compact = np.full(256, self.L - 1, np.uint8)
         self.compact[self.letters] = np.arange(len(self.letters))
         self.ptx = dctx.caps.ptx_s16x2 if ptx is None else bool(ptx) and dctx.caps.ptx_s16x2
         self.n_queues = max(1, queues or QUEUES)
@@ -263,8 +270,12 @@ class GroupSearch:
     # -- batches of queries -------------------------------------------------------------------
 
     def plan_key(self, m: int) -> int:
-        """The bucket plan a query of length ``m`` takes (queries of one plan share a batch)."""
-        return 1 << max(int(m) - 1, 0).bit_length()
+        """The bucket plan a query of length ``m`` takes (queries of one plan share a batch):
+        the first of :data:`PLAN_LENGTHS` at least ``m``, the last for longer queries."""
+        for key in PLAN_LENGTHS:
+            if m <= key:
+                return key
+        return PLAN_LENGTHS[-1]
 
     def batch_fits(self, queries) -> bool:
         """Whether one launch can hold these queries: the largest pair table and the longest
@@ -496,20 +507,23 @@ class GroupSearch:
         targets = bucket.targets
         if len(targets) % 2:
             targets = np.concatenate([targets, [-1]])
-        lanes = np.full((len(targets), width), self.L - 1, np.int64)
-        real = np.flatnonzero(targets >= 0)
-        lens = self.lengths[targets[real]]
-        flat = np.concatenate([self.codes[t] for t in targets[real]])
-        rows = np.repeat(real, lens)
-        at = np.arange(len(flat)) - np.repeat(np.cumsum(lens) - lens, lens)
-        pads = np.full(len(targets), width, np.int32)
-        pads[real] = width - lens if right else 0
-        if right:
-            at += np.repeat(width - lens, lens)
-        lanes[rows, at] = self.compact[flat]
+        lens = np.where(targets >= 0, self.lengths[np.maximum(targets, 0)], 0)
+        # Each lane's residues fill a run of its row (from the left, or up to the right end),
+        # and a boolean mask walks rows in order: one masked store of every residue of the
+        # bucket, concatenated in lane order (uint8 cells: the old int64 scatter of row and
+        # column indices cost ~4 s per plan for 200,000 proteins).
+        at = np.arange(width)
+        mask = at >= (width - lens)[:, None] if right else at < lens[:, None]
+        lanes = np.full((len(targets), width), self.L - 1, np.uint8)
+        lanes[mask] = self.compact[np.concatenate([self.codes[t] for t in targets[targets >= 0]])]
+        pads = (width - lens if right else np.where(lens > 0, 0, width)).astype(np.int32)
         lanes = lanes.reshape(-1, 2, width)
-        cols = ((lanes[:, 0] * self.L + lanes[:, 1]) * 4).astype(np.uint16)
-        return np.ascontiguousarray(cols), np.ascontiguousarray(pads.reshape(-1, 2)), targets
+        cols = (lanes[:, 0].astype(np.uint16) * self.L + lanes[:, 1]) * 4
+        return (
+            np.ascontiguousarray(cols, np.uint16),
+            np.ascontiguousarray(pads.reshape(-1, 2)),
+            targets,
+        )
 
     def defines(self, G: int, R: int, multi: bool, glob: bool) -> dict:
         """The ``-D`` constants of one shape's program (nothing of the query)."""
@@ -524,13 +538,22 @@ class GroupSearch:
 
     def build_for(self, lengths, glob: bool, threads: int = 8) -> int:
         """Build, side by side, the programs that queries of ``lengths`` take (the shapes of
-        their bucket plans); return how many programs that is."""
+        their bucket plans), and lay out and upload their buckets meanwhile (NumPy and the
+        driver's compiler both run without the GIL); return how many programs that is."""
+        from concurrent.futures import ThreadPoolExecutor
+
         from .programs import build_all
 
         keys = {self.plan_key(m) for m in lengths if m > 0}
-        shapes = {(b.G, b.R, b.passes > 1) for key in keys for b in self._plan(key)}
+        buckets = {self._bucket_key(b, glob): b for key in keys for b in self._plan(key)}
+        todo = [b for k, b in buckets.items() if k not in self._packed]
+        shapes = {(b.G, b.R, b.passes > 1) for b in buckets.values()}
         defines = [self.defines(g, r, multi, glob) for g, r, multi in sorted(shapes)]
-        build_all(self.dctx, "search_group.cl", defines, threads)
+        with ThreadPoolExecutor(max(1, threads), thread_name_prefix="dpalign-pack") as pool:
+            packing = [pool.submit(self._upload, b, glob) for b in todo]
+            build_all(self.dctx, "search_group.cl", defines, threads)
+            for job in packing:
+                job.result()
         return len(defines)
 
     def _kernel(self, bucket: Bucket, glob: bool):
