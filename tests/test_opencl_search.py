@@ -597,3 +597,31 @@ def test_search_many_on_query_batches_equals_the_reference(cl_device, small_grou
         [(h.target, h.score) for h in hits] for hits in want
     ]
     assert device._search_cached[1]._groups  # the group kernel ran
+
+
+@pytest.mark.parametrize("mode", ["local", "global"])
+def test_warm_up_builds_what_the_search_takes(cl_device, small_group_shapes, mode):
+    """The backend's warm-up (run while a command reads its files) builds every shape of
+    the mode before the targets are known: the search then builds nothing more."""
+    from dpalign.kernels_cl.search_group import MULTI_SHAPES, SHAPES
+    from dpalign.search import Database, search_many
+
+    rng = np.random.default_rng(8)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    device = get_backend("opencl", device=cl_device, search_kernel="group")
+    dctx = device_context(cl_device)
+    before = _group_programs(dctx)
+    device.warm_up(Task("pairwise", scoring, mode, free_ends_tuple(mode)))
+    built = _group_programs(dctx)
+    glob = f"-DGLOBAL_MODE={int(mode != 'local')}"
+    mine = {key for key in built if glob in key[1]}
+    shapes = {(g, r, False) for g, r in SHAPES} | {(g, r, True) for g, r in MULTI_SHAPES}
+    assert len(mine) == len(shapes)
+    assert before <= built
+    texts = ["".join(rng.choice(list("ARNDCQEGHILKMFPSTWYV"), n)) for n in (3, 17, 40, 9)]
+    db = Database(texts, sub_score=scoring)
+    search_many(["ARNDCQ", "W" * 20], db, top=2, mode=mode, scoring=scoring, backend=device)
+    assert _group_programs(dctx) == built
+    strip = get_backend("opencl", device=cl_device, search_kernel="strip")
+    strip.warm_up(Task("pairwise", scoring, mode, free_ends_tuple(mode)))
+    assert _group_programs(dctx) == built  # the strip kernel takes none of them

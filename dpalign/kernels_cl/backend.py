@@ -166,6 +166,22 @@ class OpenCLBackend(Backend):
         if task.kernel == "papara" and len(queries) and blocks:
             self._runner(task, blocks, int(queries.codes.max(initial=0)))
 
+    def warm_up(self, task) -> None:
+        """Build the search programs ``task`` may take before the database is read (a
+        command calls this while it reads its files): every shape of the thread-group
+        kernel for the mode, side by side, where that kernel runs. Programs in the disk
+        cache load in milliseconds; a first run compiles them beside the reading."""
+        if task.kernel != "pairwise" or self.width == 32:
+            return
+        from .search import SearchTask
+        from .search_group import build_every_shape, build_threads
+
+        dctx = device_context(self.device, self.stream)
+        probe = SearchRunner(dctx, [], local_kernel=self.search_kernel)
+        search_task = SearchTask.of(task.scoring, task.mode, task.free_ends)
+        if probe.uses_group_kernel(search_task):
+            build_every_shape(dctx, not search_task.local, probe.ptx, build_threads())
+
     def device_wait(self):
         return wait_totals()
 

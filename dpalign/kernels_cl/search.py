@@ -739,10 +739,20 @@ class SearchRunner:
         return query
 
     def prepare(
-        self, queries, scoring: Scoring, mode: str, free_ends, width=None, threads: int = 8
+        self,
+        queries,
+        scoring: Scoring,
+        mode: str,
+        free_ends,
+        width=None,
+        threads: int | None = None,
     ) -> None:
         """Build the thread-group programs that ``queries`` (a list of code arrays) will
-        take, up to ``threads`` at a time, before the first is scored."""
+        take, up to ``threads`` at a time (default: ``search_group.build_threads()``), and
+        lay out their buckets, before the first is scored."""
+        from .search_group import build_threads
+
+        threads = threads or build_threads()
         if width == 32:
             return
         task = SearchTask.of(scoring, mode, free_ends)
@@ -754,13 +764,18 @@ class SearchRunner:
         for group, ms in lengths.values():
             group.build_for(sorted(ms), not task.local, threads)
 
+    def uses_group_kernel(self, task: SearchTask) -> bool:
+        """Whether queries of ``task`` (those whose pair table fits) take the thread-group
+        kernel here."""
+        if not task.packable() or self.local_kernel == "strip":
+            return False
+        return self.local_kernel == "group" or bool(self.ptx)
+
     def _group_kernel(self, task: SearchTask, query: np.ndarray):
         """The thread-group kernel for this query, or None where the strip kernel runs
         (scorings the packed kernels cannot hold, a pair table too big for local memory, and
         by default devices without packed 16-bit PTX)."""
-        if not task.packable() or self.local_kernel == "strip":
-            return None
-        if self.local_kernel == "auto" and not self.ptx:
+        if not self.uses_group_kernel(task):
             return None
         if self.ptx not in self._groups:
             from .search_group import GroupSearch

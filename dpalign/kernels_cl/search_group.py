@@ -174,6 +174,38 @@ def _plan(n, m, shapes, multi, forbidden) -> list[Bucket]:
     return buckets
 
 
+def group_defines(G: int, R: int, multi: bool, glob: bool, ptx: bool) -> dict:
+    """The ``-D`` constants of one shape's program (nothing of the query or the targets)."""
+    return {
+        "G": G,
+        "R": R,
+        "WG": WG,
+        "USE_PTX": int(ptx),
+        "MULTI": int(multi),
+        "GLOBAL_MODE": int(glob),
+    }
+
+
+def build_every_shape(dctx: DeviceContext, glob: bool, ptx: bool, threads: int) -> int:
+    """Build every program a search in this mode may take (each of :data:`SHAPES`, each of
+    :data:`MULTI_SHAPES` in several passes), side by side, before the targets are known
+    (a first run builds them while it reads its files); return how many."""
+    from .programs import build_all
+
+    shapes = sorted({*((g, r, False) for g, r in SHAPES), *((g, r, True) for g, r in MULTI_SHAPES)})
+    defines = [group_defines(g, r, multi, glob, ptx) for g, r, multi in shapes]
+    build_all(dctx, "search_group.cl", defines, threads)
+    return len(defines)
+
+
+def build_threads() -> int:
+    """Programs built at a time: NVIDIA's compiler runs one build per thread without the
+    GIL, and a first run has ~16 programs to build."""
+    import os
+
+    return max(1, min(16, os.cpu_count() or 1))
+
+
 def flag_limit(matrix: np.ndarray) -> int:
     """Best scores at or above this may have wrapped past the 16-bit range."""
     return 32767 - max(int(matrix.max(initial=0)), 0) - 64
@@ -527,14 +559,7 @@ class GroupSearch:
 
     def defines(self, G: int, R: int, multi: bool, glob: bool) -> dict:
         """The ``-D`` constants of one shape's program (nothing of the query)."""
-        return {
-            "G": G,
-            "R": R,
-            "WG": WG,
-            "USE_PTX": int(self.ptx),
-            "MULTI": int(multi),
-            "GLOBAL_MODE": int(glob),
-        }
+        return group_defines(G, R, multi, glob, self.ptx)
 
     def build_for(self, lengths, glob: bool, threads: int = 8) -> int:
         """Build, side by side, the programs that queries of ``lengths`` take (the shapes of
