@@ -1144,12 +1144,81 @@ def _finish_traceback_compile(child, timeout: float = 300.0) -> None:
         child.wait()
 
 
-def _trace_back(hits, threads) -> None:
-    """Trace back the hits to be printed, on every core (the kernels release the GIL)."""
+#: Printed hits are traced back in worker processes from this many on (device searches,
+#: 3+ cores): a hit's traceback takes ~0.5 ms, mostly Python holding the GIL, so threads
+#: do not share it out (10,000 hits: 5.4 s on the 16 cores of the H100 host).
+TRACE_PROCESS_HITS = 2_000
+#: Hits per worker job.
+TRACE_CHUNK = 64
+
+
+def _start_trace_workers(n_hits: int, threads):
+    """Worker processes for the traceback, spawned (importing dpalign and Numba) while the
+    device searches; None for fewer than :data:`TRACE_PROCESS_HITS` hits or 3 cores."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from .config import cpu_threads
+
+    workers = min(16, cpu_threads(threads)) - 2  # two cores stay with the search
+    if n_hits < TRACE_PROCESS_HITS or workers < 2:
+        return None
+    try:
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        for _ in range(workers):
+            pool.submit(_trace_worker_ready)
+    except (OSError, RuntimeError):
+        return None
+    return pool
+
+
+def _trace_worker_ready() -> None:
+    """A traceback worker's start: the imports (its kernels load from Numba's cache on the
+    first pair, once the parent's compile child has filled it)."""
+    from . import pairwise, search  # noqa: F401
+    from .engine import cpu_backend
+
+    cpu_backend(1)
+
+
+def _trace_chunk(pairs, mode, ends, scoring) -> list:
+    """Alignments of ``(query codes, target codes)`` pairs (a worker process's share)."""
+    from .engine import cpu_backend
+    from .search import trace_pair
+
+    tracer = cpu_backend(1)
+    return [trace_pair(q, t, mode, ends, scoring, tracer) for q, t in pairs]
+
+
+def _trace_back(hits, threads, workers=None) -> None:
+    """Trace back the hits to be printed: in ``workers`` (a process pool from
+    :func:`_start_trace_workers`) where given, else on every core's thread (the kernels
+    release the GIL; the Python around them does not)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from .config import cpu_threads
 
+    if workers is not None and hits:
+        from concurrent.futures.process import BrokenProcessPool
+
+        pairs = [h.pair() for h in hits]
+        mode, ends, scoring = pairs[0][2:]
+        step = TRACE_CHUNK
+        try:
+            jobs = [
+                workers.submit(
+                    _trace_chunk, [p[:2] for p in pairs[k : k + step]], mode, ends, scoring
+                )
+                for k in range(0, len(hits), step)
+            ]
+            done = [job.result() for job in jobs]
+        except (BrokenProcessPool, OSError, RuntimeError):  # a pool that is down or shut
+            done = None  # the hits are traced back here, on threads
+        if done is not None:
+            for k, alignments in zip(range(0, len(hits), step), done, strict=True):
+                for hit, aln in zip(hits[k : k + step], alignments, strict=True):
+                    hit.adopt(aln)
+            return
     threads = min(cpu_threads(threads), len(hits))
     if threads < 2:
         return
@@ -1170,15 +1239,9 @@ def _run_search(args) -> int:
 
     from .engine import Task, backend_for
     from .errors import OptionError
-    from .gcups import gcups
     from .scoring import free_ends_tuple
     from .search import (
-        Database,
-        blast_coordinates,
-        search_many,
-        tabular_rows,
         traceback_backend,
-        within_evalue,
     )
 
     _check_outputs(
@@ -1217,6 +1280,35 @@ def _run_search(args) -> int:
                 warm(Task("pairwise", scoring, args.mode, free_ends_tuple(args.mode)))
         queries, q_codes, names, residues, offsets, seconds = reading.result()
     run.phases = {"read": seconds, **run.phases}  # beside the backend's start and jit
+    tracing = None
+    if compiling is not None:  # a device search: the traceback may take worker processes
+        strands = 2 if args.strand == "both" else 1
+        tracing = _start_trace_workers(len(q_codes) * strands * args.top, args.threads)
+    try:
+        return _search_and_write(
+            args, scoring, stats, backend, run, whole, compiling, tracing,
+            queries, q_codes, names, residues, offsets,
+        )  # fmt: skip
+    finally:
+        if tracing is not None:
+            tracing.shutdown(wait=False, cancel_futures=True)
+
+
+def _search_and_write(
+    args, scoring, stats, backend, run, whole, compiling, tracing,
+    queries, q_codes, names, residues, offsets,
+) -> int:  # fmt: skip
+    """The rest of :func:`_run_search`, once the inputs are read and the backend is up."""
+    from .gcups import gcups
+    from .search import (
+        Database,
+        blast_coordinates,
+        search_many,
+        tabular_rows,
+        traceback_backend,
+        within_evalue,
+    )
+
     with run.phase("pack"):
         db = Database.from_codes(residues, offsets, names, sub_score=scoring)
     longest = max((len(c) for c in q_codes), default=0) * int(db.lengths.max(initial=0))
@@ -1259,7 +1351,7 @@ def _run_search(args) -> int:
             _finish_traceback_compile(compiling)
             _warm_traceback(scoring, args.mode, traceback_backend(backend), longest)
     with run.phase("traceback"):
-        _trace_back([h for hits in all_hits for h in hits], args.threads)
+        _trace_back([h for hits in all_hits for h in hits], args.threads, tracing)
         for rec, codes, hits in zip(queries, q_codes, all_hits, strict=True):
             if stats is not None:
                 rows.extend(tabular_rows(rec.name, len(codes), hits, stats, db.residues, len(db)))

@@ -80,26 +80,28 @@ class Hit:
     def alignment(self) -> Alignment:
         """The traced-back alignment (computed once, on first use)."""
         if self._alignment is None:
-            strands, t_codes, mode, ends, scoring, tracer = self._context
-            q_codes = strands[self.strand == "-"]
-            t_codes = t_codes[self.index]
-            aln = align(
-                q_codes,
-                t_codes,
-                mode,
-                free_ends=ends if mode == "global" else None,
-                scoring=scoring,
-                backend=tracer,
-            )
-            known = (self._qend, self._tend) if self._qend >= 0 else (aln.a_end, aln.b_end)
-            if (aln.score, aln.a_end, aln.b_end) != (self.score, *known):  # pragma: no cover
-                raise RuntimeError(  # a kernel bug, never expected
-                    f"internal error: traceback score {aln.score} ending at "
-                    f"({aln.a_end}, {aln.b_end}) != kernel score {self.score} ending at "
-                    f"{known} for target {self.target!r}"
-                )
-            self._alignment = aln
+            q_codes, t_codes, mode, ends, scoring = self.pair()
+            _, _, _, _, _, tracer = self._context
+            self.adopt(trace_pair(q_codes, t_codes, mode, ends, scoring, tracer))
         return self._alignment
+
+    def pair(self) -> tuple:
+        """``(query codes, target codes, mode, free ends, scoring)``: what tracing this hit
+        back takes (:func:`trace_pair`), e.g. in another process."""
+        strands, t_codes, mode, ends, scoring, _ = self._context
+        return strands[self.strand == "-"], t_codes[self.index], mode, ends, scoring
+
+    def adopt(self, aln: Alignment) -> None:
+        """Keep ``aln`` (this hit's :func:`trace_pair`, traced elsewhere) as its alignment,
+        once it is checked against the score and end cell of the scoring pass."""
+        known = (self._qend, self._tend) if self._qend >= 0 else (aln.a_end, aln.b_end)
+        if (aln.score, aln.a_end, aln.b_end) != (self.score, *known):  # pragma: no cover
+            raise RuntimeError(  # a kernel bug, never expected
+                f"internal error: traceback score {aln.score} ending at "
+                f"({aln.a_end}, {aln.b_end}) != kernel score {self.score} ending at "
+                f"{known} for target {self.target!r}"
+            )
+        self._alignment = aln
 
     @property
     def query_start(self) -> int:
@@ -505,6 +507,18 @@ def search_many(
                     )
                 )
     return results
+
+
+def trace_pair(q_codes, t_codes, mode, ends, scoring, tracer) -> Alignment:
+    """The alignment of one hit's pair (:meth:`Hit.pair`) on the ``tracer`` backend."""
+    return align(
+        q_codes,
+        t_codes,
+        mode,
+        free_ends=ends if mode == "global" else None,
+        scoring=scoring,
+        backend=tracer,
+    )
 
 
 def traceback_backend(backend: Backend) -> Backend:
