@@ -1349,7 +1349,8 @@ def _search_and_write(
     if compiling is not None:
         with run.phase("jit"):  # what the child compiled, loaded from Numba's cache
             _finish_traceback_compile(compiling)
-            _warm_traceback(scoring, args.mode, traceback_backend(backend), longest)
+            if tracing is None:  # else only the worker processes trace back
+                _warm_traceback(scoring, args.mode, traceback_backend(backend), longest)
     with run.phase("traceback"):
         _trace_back([h for hits in all_hits for h in hits], args.threads, tracing)
         for rec, codes, hits in zip(queries, q_codes, all_hits, strict=True):
