@@ -337,7 +337,7 @@ def _trim(block: ReferenceBlock, lanes: int) -> ReferenceBlock:
 def _pack(codes, lengths, ids, width, ragged=False) -> list[ReferenceBlock]:
     """Blocks of ``width`` lanes (``ragged``: a block's targets one after another), filled by
     gathers from one buffer of every target."""
-    buf = np.concatenate(codes) if codes else np.zeros(0, dtype=np.uint8)
+    buf = np.concatenate(codes) if codes and not ragged else np.zeros(0, dtype=np.uint8)
     starts = np.zeros(len(codes), dtype=np.int64)
     np.cumsum(lengths[:-1], out=starts[1:])
     blocks = []
@@ -348,8 +348,8 @@ def _pack(codes, lengths, ids, width, ragged=False) -> list[ReferenceBlock]:
         lane_len = np.zeros(width, dtype=np.int64)
         lane_len[: len(chunk)] = lengths[chunk]
         spans = zip(starts[chunk].tolist(), lengths[chunk].tolist(), strict=True)
-        if ragged:
-            parts = [buf[a : a + size] for a, size in spans]
+        if ragged:  # straight from the targets' own arrays (no slices of ``buf``)
+            parts = [codes[k] for k in chunk.tolist()]
             flat = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
             blocks.append(ReferenceBlock(flat.astype(np.uint8, copy=False), lane_len, lane_ids))
             continue

@@ -385,7 +385,8 @@ class SearchRunner:
         self.dctx = dctx
         self.codes = [np.ascontiguousarray(t, dtype=np.uint8) for t in targets]
         self.lengths = np.fromiter((len(t) for t in self.codes), np.int64, len(self.codes))
-        top = max((int(t.max()) for t in self.codes if len(t)), default=0)
+        # one pass over every residue (a max per target: ~0.5 s for 200,000 proteins)
+        top = int(np.concatenate(self.codes).max(initial=0)) if self.codes else 0
         self.virtual = top + 1
         self.bits = residue_bits(self.virtual)
         self._options(strip, group, ptx, shifted, best3, profile, local_kernel)

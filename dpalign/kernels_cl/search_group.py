@@ -147,13 +147,17 @@ def plan_buckets(lengths: np.ndarray, m: int, shapes=None, multi=None) -> list[B
 
 
 def _plan(n, m, shapes, multi, forbidden) -> list[Bucket]:
+    # The choice depends on the length alone: made once per distinct length (a few
+    # thousand for 200,000 proteins), then each bucket's targets taken from the targets in
+    # length order, grouped by (shape, passes) with one stable sort.
     options = list(dict.fromkeys([*shapes, *multi]))
-    best = np.full(len(n), np.inf)
-    choice = np.zeros(len(n), np.int64)
-    npass = np.ones(len(n), np.int64)
+    lengths, inverse = np.unique(n, return_inverse=True)
+    best = np.full(len(lengths), np.inf)
+    choice = np.zeros(len(lengths), np.int64)
+    npass = np.ones(len(lengths), np.int64)
     for k, (g, r) in enumerate(options):
         w = g * r
-        passes = np.maximum(1, -(-n // w))
+        passes = np.maximum(1, -(-lengths // w))
         cost = passes * w * (m + g - 1) * (1 + STEP_OVERHEAD / r)
         if (g, r) not in multi:
             cost = np.where(passes == 1, cost, np.inf)
@@ -165,12 +169,16 @@ def _plan(n, m, shapes, multi, forbidden) -> list[Bucket]:
         choice[better] = k
         npass[better] = passes[better]
     order = np.argsort(-n, kind="stable")
+    key = (choice * (int(npass.max(initial=1)) + 1) + npass)[inverse.reshape(-1)][order]
+    grouped = np.argsort(key, kind="stable")
+    order, key = order[grouped], key[grouped]
+    cuts = np.flatnonzero(np.diff(key)) + 1
     buckets = []
-    for k, (g, r) in enumerate(options):
-        for p in np.unique(npass[choice == k]):
-            picked = order[(choice[order] == k) & (npass[order] == p)]
-            if len(picked):
-                buckets.append(Bucket(g, r, int(p), picked))
+    for picked, first in zip(np.split(order, cuts), np.split(key, cuts), strict=True):
+        if len(picked):
+            k, p = divmod(int(first[0]), int(npass.max(initial=1)) + 1)
+            g, r = options[k]
+            buckets.append(Bucket(g, r, p, picked))
     return buckets
 
 
@@ -237,10 +245,9 @@ class GroupSearch:
         self.codes = codes
         self.lengths = np.asarray(lengths, np.int64)
         self.real = np.flatnonzero(self.lengths > 0)
-        used = np.zeros(256, np.int64)
-        for start in range(0, len(self.real), 4096):  # a bincount per slice of targets
-            part = [codes[t] for t in self.real[start : start + 4096]]
-            used += np.bincount(np.concatenate(part), minlength=256)
+        used = np.zeros(256, bool)
+        if len(self.real):
+            used[np.concatenate([codes[t] for t in self.real.tolist()])] = True
         self.letters = np.flatnonzero(used)  # compact target letter -> matrix code
         self.L = len(self.letters) + 1  # and the padding letter
         self.compact = np.full(256, self.L - 1, np.uint8)
@@ -547,7 +554,9 @@ class GroupSearch:
         at = np.arange(width)
         mask = at >= (width - lens)[:, None] if right else at < lens[:, None]
         lanes = np.full((len(targets), width), self.L - 1, np.uint8)
-        lanes[mask] = self.compact[np.concatenate([self.codes[t] for t in targets[targets >= 0]])]
+        lanes[mask] = self.compact[
+            np.concatenate([self.codes[t] for t in targets[targets >= 0].tolist()])
+        ]
         pads = (width - lens if right else np.where(lens > 0, 0, width)).astype(np.int32)
         lanes = lanes.reshape(-1, 2, width)
         cols = (lanes[:, 0].astype(np.uint16) * self.L + lanes[:, 1]) * 4
