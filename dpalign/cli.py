@@ -1181,19 +1181,22 @@ def _trace_worker_ready() -> None:
     cpu_backend(1)
 
 
-def _trace_chunk(pairs, mode, ends, scoring) -> list:
-    """Alignments of ``(query codes, target codes)`` pairs (a worker process's share)."""
+def _trace_chunk(pairs, mode, ends, scoring) -> tuple[list, float]:
+    """Alignments of ``(query codes, target codes)`` pairs (a worker process's share), and
+    the seconds they took there."""
     from .engine import cpu_backend
     from .search import trace_pair
 
-    tracer = cpu_backend(1)
-    return [trace_pair(q, t, mode, ends, scoring, tracer) for q, t in pairs]
+    start = time.perf_counter()
+    tracer = cpu_backend(1)  # one thread a pair: every worker traces pairs side by side
+    done = [trace_pair(q, t, mode, ends, scoring, tracer, 1) for q, t in pairs]
+    return done, time.perf_counter() - start
 
 
-def _trace_back(hits, threads, workers=None) -> None:
+def _trace_back(hits, threads, workers=None) -> dict:
     """Trace back the hits to be printed: in ``workers`` (a process pool from
     :func:`_start_trace_workers`) where given, else on every core's thread (the kernels
-    release the GIL; the Python around them does not)."""
+    release the GIL; the Python around them does not). Returns how (for the report)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from .config import cpu_threads
@@ -1212,18 +1215,21 @@ def _trace_back(hits, threads, workers=None) -> None:
                 for k in range(0, len(hits), step)
             ]
             done = [job.result() for job in jobs]
-        except (BrokenProcessPool, OSError, RuntimeError):  # a pool that is down or shut
-            done = None  # the hits are traced back here, on threads
+        except (BrokenProcessPool, OSError, RuntimeError) as exc:  # a pool down or shut
+            done, failure = None, f"{type(exc).__name__}: {exc}"  # traced back on threads
         if done is not None:
-            for k, alignments in zip(range(0, len(hits), step), done, strict=True):
+            for k, (alignments, _) in zip(range(0, len(hits), step), done, strict=True):
                 for hit, aln in zip(hits[k : k + step], alignments, strict=True):
                     hit.adopt(aln)
-            return
+            busy = sum(seconds for _, seconds in done)
+            return {"hits": len(hits), "jobs": len(jobs), "worker_seconds": round(busy, 3)}
+    else:
+        failure = None
     threads = min(cpu_threads(threads), len(hits))
-    if threads < 2:
-        return
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(lambda hit: hit.alignment, hits))
+    if threads >= 2:
+        with ThreadPoolExecutor(threads) as pool:  # one thread a pair (no tiles on every core)
+            list(pool.map(lambda hit: hit.trace(1), hits))
+    return {"hits": len(hits), "threads": threads, "pool_failure": failure}
 
 
 def _read_search_inputs(query_path, db_path, scoring):
@@ -1352,7 +1358,7 @@ def _search_and_write(
             if tracing is None:  # else only the worker processes trace back
                 _warm_traceback(scoring, args.mode, traceback_backend(backend), longest)
     with run.phase("traceback"):
-        _trace_back([h for hits in all_hits for h in hits], args.threads, tracing)
+        traced = _trace_back([h for hits in all_hits for h in hits], args.threads, tracing)
         for rec, codes, hits in zip(queries, q_codes, all_hits, strict=True):
             if stats is not None:
                 rows.extend(tabular_rows(rec.name, len(codes), hits, stats, db.residues, len(db)))
@@ -1378,6 +1384,7 @@ def _search_and_write(
                 "outfmt": args.outfmt,
                 "backend": backend.describe(),
                 "statistics": stats.source if stats is not None else None,
+                "traceback": traced,
             },
             "seconds": total,
             **run.as_dict(),

@@ -80,9 +80,15 @@ class Hit:
     def alignment(self) -> Alignment:
         """The traced-back alignment (computed once, on first use)."""
         if self._alignment is None:
-            q_codes, t_codes, mode, ends, scoring = self.pair()
+            self.trace()
+        return self._alignment
+
+    def trace(self, threads: int | None = None) -> Alignment:
+        """Trace this hit back now (``threads``: for a long pair's tiles; 1 where many hits
+        are traced side by side) and keep the alignment."""
+        if self._alignment is None:
             _, _, _, _, _, tracer = self._context
-            self.adopt(trace_pair(q_codes, t_codes, mode, ends, scoring, tracer))
+            self.adopt(trace_pair(*self.pair(), tracer, threads))
         return self._alignment
 
     def pair(self) -> tuple:
@@ -509,8 +515,9 @@ def search_many(
     return results
 
 
-def trace_pair(q_codes, t_codes, mode, ends, scoring, tracer) -> Alignment:
-    """The alignment of one hit's pair (:meth:`Hit.pair`) on the ``tracer`` backend."""
+def trace_pair(q_codes, t_codes, mode, ends, scoring, tracer, threads=None) -> Alignment:
+    """The alignment of one hit's pair (:meth:`Hit.pair`) on the ``tracer`` backend
+    (``threads``: a long pair's tile threads, default every core)."""
     return align(
         q_codes,
         t_codes,
@@ -518,6 +525,7 @@ def trace_pair(q_codes, t_codes, mode, ends, scoring, tracer) -> Alignment:
         free_ends=ends if mode == "global" else None,
         scoring=scoring,
         backend=tracer,
+        threads=threads,
     )
 
 
