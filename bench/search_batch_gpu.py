@@ -64,7 +64,7 @@ def run_one(name, tree: Path, argv, env, cells, out_dir: Path, timeout: float) -
     report = out_dir / f"{name}.report.json"
     hits = out_dir / f"{name}.tsv"
     cmd = [sys.executable, "-m", "dpalign.cli", "search", *argv]
-    cmd += ["--out", str(hits), "--report", str(report), "--no-progress"]
+    cmd += ["--out", str(hits), "--report", str(report), "--no-progress", "-v"]
     start = time.perf_counter()
     row: dict = {"name": name, "tree": str(tree), "argv": argv, "cells": cells}
     try:
@@ -87,8 +87,9 @@ def run_one(name, tree: Path, argv, env, cells, out_dir: Path, timeout: float) -
         row["backend"] = data["settings"]["backend"]
         row["hit_rows"] = sum(1 for _ in open(hits))
         row["workers"] = data.get("workers")
+        row["traceback"] = data["settings"].get("traceback")
         report.unlink()
-    row["stderr_tail"] = proc.stderr[-1500:]
+    row["stderr_tail"] = proc.stderr[-4000:]  # -v: the search's own timings
     return row
 
 

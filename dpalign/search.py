@@ -13,6 +13,8 @@ a large database.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -31,6 +33,8 @@ from .engine import (
 from .errors import InputError, OptionError
 from .pairwise import Alignment, _is_single, align, encode_many
 from .scoring import Scoring, as_scoring, free_ends_tuple
+
+log = logging.getLogger("dpalign.search")
 
 
 class Hit:
@@ -489,11 +493,15 @@ def search_many(
         )
 
     results = []
+    waited = ranked = 0.0
     # The next chunk is scored while this one is ranked (ranking is serial host work).
     with ThreadPoolExecutor(1, thread_name_prefix="dpalign-search") as pool:
         pending = pool.submit(run, chunks[0]) if chunks else None
         for k, chunk in enumerate(chunks):
+            mark = time.perf_counter()
             scores, ids, cells = pending.result()
+            waited += time.perf_counter() - mark
+            mark = time.perf_counter()
             if k + 1 < len(chunks):
                 pending = pool.submit(run, chunks[k + 1])
             rows = range(0, len(chunk), 2) if both else range(len(chunk))
@@ -512,6 +520,11 @@ def search_many(
                         end_cells,
                     )
                 )
+            ranked += time.perf_counter() - mark
+    log.info(
+        "search: %d queries in %d chunks; %.3f s waiting for scores, %.3f s ranking",
+        len(q_codes), len(chunks), waited, ranked,
+    )  # fmt: skip
     return results
 
 

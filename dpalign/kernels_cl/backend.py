@@ -12,6 +12,8 @@ kept for the next call with the same blocks), each query is searched against all
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +27,8 @@ from .papara import KERNELS as PAPARA_KERNELS
 from .papara import PaparaRunner
 from .search import KERNELS as SEARCH_KERNELS
 from .search import SearchRunner
+
+log = logging.getLogger("dpalign.opencl")
 
 #: Profiles are padded to a multiple of this many lanes (the engine's default block width).
 LANE_GROUP = config.BLOCK_WIDTH
@@ -248,10 +252,16 @@ class OpenCLBackend(Backend):
         return runner
 
     def _score_pairwise(self, task, queries, blocks, progress):
+        began = time.perf_counter()
         runner = self._search_runner(blocks)
+        made = time.perf_counter()
         name = f"opencl {runner.dctx.caps.name}"
         codes = [queries.codes[q, : int(queries.lengths[q])] for q in range(len(queries))]
         runner.prepare(codes, task.scoring, task.mode, task.free_ends, width=self.width)
+        log.info(
+            "opencl search: targets on the device %.3f s, programs and layouts started %.3f s",
+            made - began, time.perf_counter() - made,
+        )  # fmt: skip
         result = runner.score_block(
             codes, task.scoring, task.mode, task.free_ends, width=self.width, progress=progress
         )

@@ -42,6 +42,8 @@ elsewhere). Its arithmetic wraps, so a result is never trusted blindly:
 from __future__ import annotations
 
 import copy
+import logging
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +53,8 @@ from ..errors import DpalignError, OptionError
 from ..scoring import MODES, Scoring
 from .context import DeviceContext, driver_errors, wait
 from .programs import build
+
+log = logging.getLogger("dpalign.opencl")
 
 #: Work-items per chunk (one warp): a chunk's lanes run the same number of rows.
 CHUNK = 32
@@ -661,6 +665,7 @@ class SearchRunner:
         does not take (an empty query, a pair table too big for local memory, ``width=32``,
         devices where the strip kernel runs) go through :meth:`score` one by one.
         """
+        began = time.perf_counter()
         queries = [self._checked(q, scoring, width) for q in queries]
         task = SearchTask.of(scoring, mode, free_ends)
         nq, n_targets = len(queries), len(self.codes)
@@ -697,9 +702,13 @@ class SearchRunner:
                 pending[b] = group.submit([queries[k] for k in batches[b]], task, slot=b % 2)
 
         launch(0)
+        first = time.perf_counter()
+        waited = 0.0
         for b, rows in enumerate(batches):
             launch(b + 1)  # slot (b + 1) % 2: batch b - 1's, collected already
+            mark = time.perf_counter()
             got = group.collect(pending.pop(b))
+            waited += time.perf_counter() - mark
             seconds, launches = seconds + got.seconds, launches + got.launches
             ms = np.array([len(queries[k]) for k in rows], np.int64)
             part = scores_from_batch(task, ms, self.lengths, got.values)
@@ -727,6 +736,13 @@ class SearchRunner:
             scores[plain] = part[~flagged_rows]
             if progress is not None:
                 progress(int(ms.sum()) * total)
+        end = time.perf_counter()
+        log.info(
+            "opencl search: %d queries in %d batches, %.3f s: %.3f s to the first launch, "
+            "%.3f s waiting for results, %.3f s on the host after it; kernels %.3f s",
+            nq, len(batches), end - began, first - began, waited, end - first - waited,
+            seconds,
+        )  # fmt: skip
         return BlockResult(scores, widths, seconds, launches, recomputed)
 
     def _checked(self, query, scoring: Scoring, width) -> np.ndarray:

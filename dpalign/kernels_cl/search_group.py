@@ -259,6 +259,7 @@ class GroupSearch:
         self._plans: dict = {}
         self._lane_maps: dict = {}
         self._kernels: dict = {}
+        self._packing: dict = {}  # bucket key -> layout job of build_for still under way
         self._queues: list = []
         self._carry = None
 
@@ -320,7 +321,10 @@ class GroupSearch:
         """Whether one launch can hold these queries: the largest pair table and the longest
         query's row offsets in local memory at once."""
         words = max(self.geometry(q)[0] for q in queries)
-        qmax = max(len(q) for q in queries) + 2 * max(g for g, _ in (*SHAPES, *MULTI_SHAPES))
+        return self._local_need(words, max(len(q) for q in queries))
+
+    def _local_need(self, words: int, m: int) -> bool:
+        qmax = m + 2 * max(g for g, _ in (*SHAPES, *MULTI_SHAPES))
         exchange = 0 if self.ptx else 8 * WG
         return words * 4 + qmax * 4 + exchange <= self.dctx.caps.local_mem
 
@@ -330,18 +334,22 @@ class GroupSearch:
         queries, and what local memory holds."""
         limit = max(1, limit or BATCH)
         order = sorted(range(len(queries)), key=lambda k: len(queries[k]))
+        words = [self.geometry(q)[0] for q in queries]
         out: list[list[int]] = []
+        widest = 0
         for k in order:
             last = out[-1] if out else None
             if (
                 last is not None
                 and len(last) < limit
                 and self.plan_key(len(queries[last[0]])) == self.plan_key(len(queries[k]))
-                and self.batch_fits([queries[j] for j in (*last, k)])
+                and self._local_need(max(widest, words[k]), len(queries[k]))  # the longest
             ):
                 last.append(k)
+                widest = max(widest, words[k])
             else:
                 out.append([k])
+                widest = words[k]
         return out
 
     def submit(self, queries, task, slot: int = 0) -> dict:
@@ -504,22 +512,29 @@ class GroupSearch:
 
     def _upload(self, bucket: Bucket, right: bool):
         """The bucket's column pair offsets and per-pair virtual columns on the device
-        (cached); ``right``: each target ends on the last column (global modes), else it
-        starts on the first (local mode)."""
+        (cached; laid out here unless :meth:`build_for`'s threads are at it); ``right``:
+        each target ends on the last column (global modes), else it starts on the first
+        (local mode)."""
+        key = self._bucket_key(bucket, right)
+        job = self._packing.pop(key, None)
+        if job is not None:
+            job.result()
+        if key not in self._packed:
+            self._lay_out(key, bucket, right)
+        return self._packed[key]
+
+    def _lay_out(self, key, bucket: Bucket, right: bool) -> None:
         import pyopencl as cl
 
-        key = self._bucket_key(bucket, right)
-        if key not in self._packed:
-            cols, pads, targets = self._pack(bucket, right)
-            mf = cl.mem_flags
-            ctx = self.dctx.context
-            with driver_errors(self.dctx.caps, "uploading the search targets"):
-                self._packed[key] = (
-                    cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=cols),
-                    cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=pads),
-                    targets,
-                )
-        return self._packed[key]
+        cols, pads, targets = self._pack(bucket, right)
+        mf = cl.mem_flags
+        ctx = self.dctx.context
+        with driver_errors(self.dctx.caps, "uploading the search targets"):
+            self._packed[key] = (
+                cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=cols),
+                cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=pads),
+                targets,
+            )
 
     def _out_buffer(self, slot: int, nbytes: int):
         """The result buffer of batches in ``slot`` (grown as needed)."""
@@ -572,22 +587,29 @@ class GroupSearch:
 
     def build_for(self, lengths, glob: bool, threads: int = 8) -> int:
         """Build, side by side, the programs that queries of ``lengths`` take (the shapes of
-        their bucket plans), and lay out and upload their buckets meanwhile (NumPy and the
-        driver's compiler both run without the GIL); return how many programs that is."""
+        their bucket plans), and start laying out and uploading their buckets on threads that
+        carry on after this returns (:meth:`submit` waits for each bucket's own layout);
+        return how many programs that is."""
         from concurrent.futures import ThreadPoolExecutor
 
         from .programs import build_all
 
         keys = {self.plan_key(m) for m in lengths if m > 0}
         buckets = {self._bucket_key(b, glob): b for key in keys for b in self._plan(key)}
-        todo = [b for k, b in buckets.items() if k not in self._packed]
         shapes = {(b.G, b.R, b.passes > 1) for b in buckets.values()}
         defines = [self.defines(g, r, multi, glob) for g, r, multi in sorted(shapes)]
-        with ThreadPoolExecutor(max(1, threads), thread_name_prefix="dpalign-pack") as pool:
-            packing = [pool.submit(self._upload, b, glob) for b in todo]
-            build_all(self.dctx, "search_group.cl", defines, threads)
-            for job in packing:
-                job.result()
+        # Laid out in the order the launches take them (see submit), on threads that keep
+        # going after this returns: the first launches wait for their own buckets only
+        # (_upload), so the device starts while the rest are packed.
+        todo = [
+            (k, b) for k, b in buckets.items() if k not in self._packed and k not in self._packing
+        ]
+        todo.sort(key=lambda kb: (-kb[1].passes * (max(keys) + kb[1].G), -len(kb[1].targets)))
+        pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="dpalign-pack")
+        for k, b in todo:
+            self._packing[k] = pool.submit(self._lay_out, k, b, glob)
+        pool.shutdown(wait=False)  # the queued layouts still run
+        build_all(self.dctx, "search_group.cl", defines, threads)
         return len(defines)
 
     def _kernel(self, bucket: Bucket, glob: bool):
