@@ -1164,12 +1164,25 @@ def _start_trace_workers(n_hits: int, threads):
     if n_hits < TRACE_PROCESS_HITS or workers < 2:
         return None
     try:
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        pool = ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_nice_worker
+        )
         for _ in range(workers):
             pool.submit(_trace_worker_ready)
     except (OSError, RuntimeError):
         return None
     return pool
+
+
+def _nice_worker() -> None:
+    """A traceback worker's first step: a lower priority, so that its imports (while the
+    device searches) leave the cores to the search's own host work."""
+    import os
+
+    try:
+        os.nice(10)
+    except OSError:  # pragma: no cover - not allowed here: the default priority
+        pass
 
 
 def _trace_worker_ready() -> None:
