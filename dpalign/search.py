@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -494,33 +495,40 @@ def search_many(
 
     results = []
     waited = ranked = 0.0
-    # The next chunk is scored while this one is ranked (ranking is serial host work).
+    # The next chunks are scored while this one is ranked (ranking is serial host work);
+    # two are queued, so the scoring thread goes from one chunk to the next without waiting
+    # for this thread to hand it over.
     with ThreadPoolExecutor(1, thread_name_prefix="dpalign-search") as pool:
-        pending = pool.submit(run, chunks[0]) if chunks else None
-        for k, chunk in enumerate(chunks):
-            mark = time.perf_counter()
-            scores, ids, cells = pending.result()
-            waited += time.perf_counter() - mark
-            mark = time.perf_counter()
-            if k + 1 < len(chunks):
-                pending = pool.submit(run, chunks[k + 1])
-            rows = range(0, len(chunk), 2) if both else range(len(chunk))
-            for row in rows:
-                strands = (chunk[row], chunk[row + 1]) if both else (chunk[row],)
-                here = slice(row, row + len(strands))
-                end_cells = None if cells is None else (cells[0][here], cells[1][here])
-                results.append(
-                    _top_hits(
-                        strands,
-                        scores[here],
-                        ids,
-                        database,
-                        top,
-                        (scoring, mode, ends, trace_on),
-                        end_cells,
+        pending = deque(pool.submit(run, chunk) for chunk in chunks[:2])
+        try:
+            for k, chunk in enumerate(chunks):
+                mark = time.perf_counter()
+                scores, ids, cells = pending.popleft().result()
+                waited += time.perf_counter() - mark
+                mark = time.perf_counter()
+                if k + 2 < len(chunks):
+                    pending.append(pool.submit(run, chunks[k + 2]))
+                rows = range(0, len(chunk), 2) if both else range(len(chunk))
+                for row in rows:
+                    strands = (chunk[row], chunk[row + 1]) if both else (chunk[row],)
+                    here = slice(row, row + len(strands))
+                    end_cells = None if cells is None else (cells[0][here], cells[1][here])
+                    results.append(
+                        _top_hits(
+                            strands,
+                            scores[here],
+                            ids,
+                            database,
+                            top,
+                            (scoring, mode, ends, trace_on),
+                            end_cells,
+                        )
                     )
-                )
-            ranked += time.perf_counter() - mark
+                ranked += time.perf_counter() - mark
+        except BaseException:  # an error or an interrupt: no chunk is scored after it
+            for job in pending:
+                job.cancel()
+            raise
     log.info(
         "search: %d queries in %d chunks; %.3f s waiting for scores, %.3f s ranking",
         len(q_codes), len(chunks), waited, ranked,
