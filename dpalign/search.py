@@ -591,7 +591,7 @@ def _top_hits(strands, scores, ids, database, top, settings, end_cells) -> list[
         best_strand = np.argmax(scores, axis=0)  # first maximum: plus wins ties
         best = np.take_along_axis(scores, best_strand[None], 0)[0]
     if top < len(best):  # partial selection first: ranking needs only the best ``top``
-        cut = np.argpartition(-best, top - 1)[:top]
+        cut = np.argpartition(best, len(best) - top)[len(best) - top :]  # no negated copy
         threshold = best[cut].min()
         keep = np.flatnonzero(best >= threshold)
     else:
