@@ -466,8 +466,11 @@ class GroupSearch:
         limit = flag_limit(task.scoring.matrix)
         flagged = values[:, :, -1] >= limit
         if glob:  # values that may fall below the 16-bit range, the virtual columns' included
+            # low_ok is linear in the target length: the shortest and longest decide for all
+            ends = np.array([self.lengths.min(initial=0), self.lengths.max(initial=0)])
             for k, m in enumerate(ms.tolist()):
-                flagged[k] |= ~task.low_ok(m, self.lengths, -30_720 + 1024)
+                if not task.low_ok(m, ends, -30_720 + 1024).all():
+                    flagged[k] |= ~task.low_ok(m, self.lengths, -30_720 + 1024)
         flagged &= real
         start = min(e.profile.start for e in events)
         end = max(e.profile.end for e in events)
