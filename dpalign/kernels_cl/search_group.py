@@ -435,8 +435,7 @@ class GroupSearch:
                 # order, also across batches in flight).
                 queue = queues[j % len(queues)] if bucket.passes == 1 else queues[0]
                 events.append(cl.enqueue_nd_range_kernel(queue, kernel, (wgs * WG, nq), (WG, 1)))
-            for queue in queues:
-                queue.flush()
+                queue.flush()  # running while the next bucket's layout may still be under way
             # The whole batch's results in one copy, queued behind every launch.
             copy = cl.enqueue_copy(
                 self.dctx.copy_queue, host, out, wait_for=events, is_blocking=False
