@@ -44,6 +44,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,6 +77,9 @@ CPU_STRIP = 8
 #: Work-items per work-group (the query profile is copied once per group).
 GPU_GROUP = 256
 CPU_GROUP = 64
+#: Query batches in flight on the group kernel (result buffers on the device): the device
+#: computes the next two while the host finishes one.
+FLIGHT = 3
 #: Default kernel options (measured on the H100, BENCHMARKS.md): global mode in the shifted
 #: frame, local mode's running best by three-input max.
 SHIFTED = True
@@ -216,9 +220,10 @@ def scores_from_batch(
 ) -> np.ndarray:
     """:func:`scores_from` of many queries at once: ``values[query, target]`` holds the
     kernel's results (local mode ``[..., 1]``: the best; else ``[..., 4]``), ``ms`` the
-    queries' lengths, ``n`` the targets'. Returns int64 ``[queries, targets]``."""
+    queries' lengths, ``n`` the targets'. Returns ``[queries, targets]``: int64, or in local
+    mode the kernel's int16 (scores there are 0 ... 32,767; the caller widens on copying)."""
     if task.local:
-        return np.maximum(values[:, :, -1], 0).astype(np.int64)
+        return np.maximum(values[:, :, -1], 0)
     score = values[:, :, 2].astype(np.int64)
     if task.last_col:
         np.maximum(score, values[:, :, 1], out=score)
@@ -669,8 +674,9 @@ class SearchRunner:
         queries = [self._checked(q, scoring, width) for q in queries]
         task = SearchTask.of(scoring, mode, free_ends)
         nq, n_targets = len(queries), len(self.codes)
-        scores = np.zeros((nq, n_targets), dtype=np.int64)
-        widths = np.full((nq, n_targets), 64, dtype=np.uint8)
+        # every row is written below (by score() or a batch), so no fill pass first
+        scores = np.empty((nq, n_targets), dtype=np.int64)
+        widths = np.empty((nq, n_targets), dtype=np.uint8)
         recomputed = np.zeros(nq, dtype=np.int64)
         seconds, launches = 0.0, 0
         group = None
@@ -695,47 +701,53 @@ class SearchRunner:
         ]
         empty = np.flatnonzero(self.lengths == 0)
         total = int(self.lengths.sum())
-        pending = {}
+        width_part = np.where(self.lengths > 0, 16, 64).astype(np.uint8)
+        pending: dict = {}
+        wrapped: list = []  # (query, its one-query results, flags): recomputed below
 
         def launch(b: int) -> None:
             if b < len(batches):
-                pending[b] = group.submit([queries[k] for k in batches[b]], task, slot=b % 2)
+                slot = b % FLIGHT
+                pending[b] = group.submit([queries[k] for k in batches[b]], task, slot=slot)
 
-        launch(0)
-        first = time.perf_counter()
-        waited = 0.0
-        for b, rows in enumerate(batches):
-            launch(b + 1)  # slot (b + 1) % 2: batch b - 1's, collected already
-            mark = time.perf_counter()
-            got = group.collect(pending.pop(b))
-            waited += time.perf_counter() - mark
-            seconds, launches = seconds + got.seconds, launches + got.launches
+        def finish(rows, got) -> None:
+            """A collected batch into its rows of ``scores`` and ``widths`` (NumPy, on the
+            finishing thread: the submitting thread goes straight back to the device)."""
             ms = np.array([len(queries[k]) for k in rows], np.int64)
             part = scores_from_batch(task, ms, self.lengths, got.values)
-            width_part = np.where(got.real, 16, 64).astype(np.uint8)
+            hot = got.flagged.any(axis=1)
             for j, k in enumerate(rows):
                 if len(empty):
                     self._empty_pairs(task, queries[k], part[j])
-                if got.flagged[j].any():  # rare: a score near 32,767 or a long global pair
-                    one = self.score(
-                        queries[k],
-                        scoring,
-                        mode,
-                        free_ends,
-                        width,
-                        None,
-                        (got.results(j), got.flagged[j], 0.0, 0),
-                    )
-                    scores[k], widths[k] = one.scores, one.width
-                    seconds, launches = seconds + one.kernel_seconds, launches + one.launches
-                    recomputed[k] = one.recomputed
-                    continue
+                if hot[j]:  # rare: a score near 32,767 or a long global pair
+                    wrapped.append((k, got.results(j), got.flagged[j]))
                 widths[k] = width_part
-            flagged_rows = got.flagged.any(axis=1)
-            plain = np.asarray(rows)[~flagged_rows]
-            scores[plain] = part[~flagged_rows]
+            scores[rows] = part
             if progress is not None:
                 progress(int(ms.sum()) * total)
+
+        first = time.perf_counter()
+        waited = 0.0
+        with ThreadPoolExecutor(1, thread_name_prefix="dpalign-finish") as finisher:
+            done = []
+            for b in range(FLIGHT - 1):
+                launch(b)
+            for b, rows in enumerate(batches):
+                launch(b + FLIGHT - 1)  # its slot's last batch (b - 1) is collected
+                mark = time.perf_counter()
+                got = group.collect(pending.pop(b))
+                waited += time.perf_counter() - mark
+                seconds, launches = seconds + got.seconds, launches + got.launches
+                done.append(finisher.submit(finish, rows, got))
+            for job in done:
+                job.result()
+        for k, found, flagged in wrapped:
+            one = self.score(
+                queries[k], scoring, mode, free_ends, width, None, (found, flagged, 0.0, 0)
+            )
+            scores[k], widths[k] = one.scores, one.width
+            seconds, launches = seconds + one.kernel_seconds, launches + one.launches
+            recomputed[k] = one.recomputed
         end = time.perf_counter()
         log.info(
             "opencl search: %d queries in %d batches, %.3f s: %.3f s to the first launch, "
