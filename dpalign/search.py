@@ -18,9 +18,11 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 
 import numpy as np
 
+from . import config
 from .alphabet import reverse_complement_codes
 from .engine import (
     Backend,
@@ -373,6 +375,11 @@ def _pack(codes, lengths, ids, width, ragged=False) -> list[ReferenceBlock]:
     return blocks
 
 
+#: Threads that rank a chunk's queries (their partial selections run without the GIL), for
+#: databases of at least this many targets.
+RANK_THREADS = 8
+RANK_THREADS_TARGETS = 10_000
+
 #: Queries scored together in one pass over the database by :func:`search_many` (the kernels
 #: loop over them inside each block; a chunk's scores take ``chunk x targets`` int64).
 QUERY_CHUNK = 64
@@ -498,7 +505,11 @@ def search_many(
     # The next chunks are scored while this one is ranked (ranking is serial host work);
     # two are queued, so the scoring thread goes from one chunk to the next without waiting
     # for this thread to hand it over.
-    with ThreadPoolExecutor(1, thread_name_prefix="dpalign-search") as pool:
+    rank_threads = min(RANK_THREADS, config.cpu_threads(threads)) if len(q_codes) > 1 else 1
+    ranking = ThreadPoolExecutor(rank_threads, "dpalign-rank") if rank_threads > 1 else None
+    with ThreadPoolExecutor(1, thread_name_prefix="dpalign-search") as pool, ExitStack() as stack:
+        if ranking is not None:
+            stack.callback(ranking.shutdown)
         pending = deque(pool.submit(run, chunk) for chunk in chunks[:2])
         try:
             for k, chunk in enumerate(chunks):
@@ -509,21 +520,18 @@ def search_many(
                 if k + 2 < len(chunks):
                     pending.append(pool.submit(run, chunks[k + 2]))
                 rows = range(0, len(chunk), 2) if both else range(len(chunk))
-                for row in rows:
+
+                def rank(row, chunk=chunk, scores=scores, ids=ids, cells=cells):
                     strands = (chunk[row], chunk[row + 1]) if both else (chunk[row],)
                     here = slice(row, row + len(strands))
                     end_cells = None if cells is None else (cells[0][here], cells[1][here])
-                    results.append(
-                        _top_hits(
-                            strands,
-                            scores[here],
-                            ids,
-                            database,
-                            top,
-                            (scoring, mode, ends, trace_on),
-                            end_cells,
-                        )
-                    )
+                    settings = (scoring, mode, ends, trace_on)
+                    return _top_hits(strands, scores[here], ids, database, top, settings, end_cells)
+
+                if ranking is not None and len(ids) >= RANK_THREADS_TARGETS:
+                    results.extend(ranking.map(rank, rows))  # the selections free the GIL
+                else:
+                    results.extend(rank(row) for row in rows)
                 ranked += time.perf_counter() - mark
         except BaseException:  # an error or an interrupt: no chunk is scored after it
             for job in pending:
@@ -585,7 +593,7 @@ def _top_hits(strands, scores, ids, database, top, settings, end_cells) -> list[
     if top == 0 or not len(ids):
         return []
     if len(strands) == 1:
-        best_strand = np.zeros(scores.shape[1], dtype=np.intp)
+        best_strand = None  # the plus strand everywhere
         best = scores[0]
     else:
         best_strand = np.argmax(scores, axis=0)  # first maximum: plus wins ties
@@ -597,7 +605,7 @@ def _top_hits(strands, scores, ids, database, top, settings, end_cells) -> list[
     else:
         keep = np.arange(len(best))
     ranked = keep[np.lexsort((ids[keep], -best[keep]))][:top]
-    chosen = best_strand[ranked]
+    chosen = np.zeros(len(ranked), np.intp) if best_strand is None else best_strand[ranked]
     context = (strands, database.codes(scoring.alphabet), mode, ends, scoring, trace_on)
     names = database.names
     index = ids[ranked].tolist()
