@@ -1091,17 +1091,159 @@ def _warm_traceback(scoring, mode: str, backend, largest_pair: int) -> None:
         align(codes, codes, mode, scoring=scoring, threads=1, backend=backend)
 
 
-def _trace_back(hits, threads) -> None:
-    """Trace back the hits to be printed, on every core (the kernels release the GIL)."""
+#: The child that compiles the traceback kernels into Numba's disk cache (see
+#: :func:`_start_traceback_compile`).
+_TRACEBACK_CHILD = """
+import os, pickle, sys
+os.nice(5)
+from dpalign.cli import _warm_traceback
+from dpalign.engine import cpu_backend
+scoring, mode, threads = pickle.load(sys.stdin.buffer)
+_warm_traceback(scoring, mode, cpu_backend(threads), 1 << 62)
+"""
+
+
+def _start_traceback_compile(scoring, mode: str, threads):
+    """Compile the traceback kernels in a child process while a device searches.
+
+    On a device backend the host is idle but for feeding the device, and a first run
+    (empty Numba cache) would otherwise compile the traceback kernels (~10 s on the H100
+    host) before the search starts; compiled in the same process beside the search they
+    would hold the GIL the search's host work needs. The child writes Numba's disk cache;
+    the parent loads the kernels from it once the search is done
+    (:func:`_finish_traceback_compile`).
+    Returns the child (None where it could not start: the parent compiles them itself).
+    """
+    import pickle
+    import subprocess
+
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-c", _TRACEBACK_CHILD],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        child.stdin.write(pickle.dumps((scoring, mode, threads)))
+        child.stdin.close()
+    except (OSError, pickle.PicklingError):
+        return None
+    return child
+
+
+def _finish_traceback_compile(child, timeout: float = 300.0) -> None:
+    """Wait for :func:`_start_traceback_compile`'s child (stopped after ``timeout``: the
+    parent then compiles what it needs itself)."""
+    import subprocess
+
+    if child is None:
+        return
+    try:
+        child.wait(timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+#: Printed hits are traced back in worker processes from this many on (device searches,
+#: 3+ cores): a hit's traceback takes ~0.5 ms, mostly Python holding the GIL, so threads
+#: do not share it out (10,000 hits: 5.4 s on the 16 cores of the H100 host).
+TRACE_PROCESS_HITS = 2_000
+#: Hits per worker job.
+TRACE_CHUNK = 64
+
+
+def _start_trace_workers(n_hits: int, threads):
+    """Worker processes for the traceback, spawned (importing dpalign and Numba) while the
+    device searches; None for fewer than :data:`TRACE_PROCESS_HITS` hits or 3 cores."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from .config import cpu_threads
+
+    workers = min(16, cpu_threads(threads)) - 2  # two cores stay with the search
+    if n_hits < TRACE_PROCESS_HITS or workers < 2:
+        return None
+    try:
+        pool = ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_nice_worker
+        )
+        for _ in range(workers):
+            pool.submit(_trace_worker_ready)
+    except (OSError, RuntimeError):
+        return None
+    return pool
+
+
+def _nice_worker() -> None:
+    """A traceback worker's first step: a lower priority, so that its imports (while the
+    device searches) leave the cores to the search's own host work."""
+    import os
+
+    try:
+        os.nice(10)
+    except OSError:  # pragma: no cover - not allowed here: the default priority
+        pass
+
+
+def _trace_worker_ready() -> None:
+    """A traceback worker's start: the imports (its kernels load from Numba's cache on the
+    first pair, once the parent's compile child has filled it)."""
+    from . import pairwise, search  # noqa: F401
+    from .engine import cpu_backend
+
+    cpu_backend(1)
+
+
+def _trace_chunk(pairs, mode, ends, scoring) -> tuple[list, float]:
+    """Alignments of ``(query codes, target codes)`` pairs (a worker process's share), and
+    the seconds they took there."""
+    from .engine import cpu_backend
+    from .search import trace_pair
+
+    start = time.perf_counter()
+    tracer = cpu_backend(1)  # one thread a pair: every worker traces pairs side by side
+    done = [trace_pair(q, t, mode, ends, scoring, tracer, 1) for q, t in pairs]
+    return done, time.perf_counter() - start
+
+
+def _trace_back(hits, threads, workers=None) -> dict:
+    """Trace back the hits to be printed: in ``workers`` (a process pool from
+    :func:`_start_trace_workers`) where given, else on every core's thread (the kernels
+    release the GIL; the Python around them does not). Returns how (for the report)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from .config import cpu_threads
 
+    if workers is not None and hits:
+        from concurrent.futures.process import BrokenProcessPool
+
+        pairs = [h.pair() for h in hits]
+        mode, ends, scoring = pairs[0][2:]
+        step = TRACE_CHUNK
+        try:
+            jobs = [
+                workers.submit(
+                    _trace_chunk, [p[:2] for p in pairs[k : k + step]], mode, ends, scoring
+                )
+                for k in range(0, len(hits), step)
+            ]
+            done = [job.result() for job in jobs]
+        except (BrokenProcessPool, OSError, RuntimeError) as exc:  # a pool down or shut
+            done, failure = None, f"{type(exc).__name__}: {exc}"  # traced back on threads
+        if done is not None:
+            for k, (alignments, _) in zip(range(0, len(hits), step), done, strict=True):
+                for hit, aln in zip(hits[k : k + step], alignments, strict=True):
+                    hit.adopt(aln)
+            busy = sum(seconds for _, seconds in done)
+            return {"hits": len(hits), "jobs": len(jobs), "worker_seconds": round(busy, 3)}
+    else:
+        failure = None
     threads = min(cpu_threads(threads), len(hits))
-    if threads < 2:
-        return
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(lambda hit: hit.alignment, hits))
+    if threads >= 2:
+        with ThreadPoolExecutor(threads) as pool:  # one thread a pair (no tiles on every core)
+            list(pool.map(lambda hit: hit.trace(1), hits))
+    return {"hits": len(hits), "threads": threads, "pool_failure": failure}
 
 
 def _read_search_inputs(query_path, db_path, scoring):
@@ -1117,15 +1259,9 @@ def _run_search(args) -> int:
 
     from .engine import Task, backend_for
     from .errors import OptionError
-    from .gcups import gcups
     from .scoring import free_ends_tuple
     from .search import (
-        Database,
-        blast_coordinates,
-        search_many,
-        tabular_rows,
         traceback_backend,
-        within_evalue,
     )
 
     _check_outputs(
@@ -1152,6 +1288,11 @@ def _run_search(args) -> int:
     with ThreadPoolExecutor(1, thread_name_prefix="dpalign-read") as pool:
         reading = pool.submit(_read_search_inputs, args.query, args.db, scoring)
         backend = backend_for(_backend_from_args(args), scoring)
+        compiling = None
+        if args.top and backend.kind == "device":
+            compiling = _start_traceback_compile(
+                scoring, args.mode, traceback_backend(backend).threads
+            )
         run = backend.stats
         with run.phase("jit"):  # kernel loading (JIT) is timed apart from the search
             warm = getattr(backend, "warm_up", None)
@@ -1159,11 +1300,40 @@ def _run_search(args) -> int:
                 warm(Task("pairwise", scoring, args.mode, free_ends_tuple(args.mode)))
         queries, q_codes, names, residues, offsets, seconds = reading.result()
     run.phases = {"read": seconds, **run.phases}  # beside the backend's start and jit
+    tracing = None
+    if compiling is not None:  # a device search: the traceback may take worker processes
+        strands = 2 if args.strand == "both" else 1
+        tracing = _start_trace_workers(len(q_codes) * strands * args.top, args.threads)
+    try:
+        return _search_and_write(
+            args, scoring, stats, backend, run, whole, compiling, tracing,
+            queries, q_codes, names, residues, offsets,
+        )  # fmt: skip
+    finally:
+        if tracing is not None:
+            tracing.shutdown(wait=False, cancel_futures=True)
+
+
+def _search_and_write(
+    args, scoring, stats, backend, run, whole, compiling, tracing,
+    queries, q_codes, names, residues, offsets,
+) -> int:  # fmt: skip
+    """The rest of :func:`_run_search`, once the inputs are read and the backend is up."""
+    from .gcups import gcups
+    from .search import (
+        Database,
+        blast_coordinates,
+        search_many,
+        tabular_rows,
+        traceback_backend,
+        within_evalue,
+    )
+
     with run.phase("pack"):
         db = Database.from_codes(residues, offsets, names, sub_score=scoring)
+    longest = max((len(c) for c in q_codes), default=0) * int(db.lengths.max(initial=0))
     with run.phase("jit"):
-        if args.top:
-            longest = max((len(c) for c in q_codes), default=0) * int(db.lengths.max(initial=0))
+        if args.top and compiling is None:
             _warm_traceback(scoring, args.mode, traceback_backend(backend), longest)
     strands = 2 if args.strand == "both" else 1
     cells = strands * sum(len(q) for q in q_codes) * db.residues
@@ -1196,8 +1366,13 @@ def _run_search(args) -> int:
     if args.mode == "local":  # an empty local alignment is no hit (BLAST reports none)
         all_hits = [[h for h in hits if h.score > 0] for hits in all_hits]
     rows = []
+    if compiling is not None:
+        with run.phase("jit"):  # what the child compiled, loaded from Numba's cache
+            _finish_traceback_compile(compiling)
+            if tracing is None:  # else only the worker processes trace back
+                _warm_traceback(scoring, args.mode, traceback_backend(backend), longest)
     with run.phase("traceback"):
-        _trace_back([h for hits in all_hits for h in hits], args.threads)
+        traced = _trace_back([h for hits in all_hits for h in hits], args.threads, tracing)
         for rec, codes, hits in zip(queries, q_codes, all_hits, strict=True):
             if stats is not None:
                 rows.extend(tabular_rows(rec.name, len(codes), hits, stats, db.residues, len(db)))
@@ -1223,6 +1398,7 @@ def _run_search(args) -> int:
                 "outfmt": args.outfmt,
                 "backend": backend.describe(),
                 "statistics": stats.source if stats is not None else None,
+                "traceback": traced,
             },
             "seconds": total,
             **run.as_dict(),

@@ -257,6 +257,11 @@ class Backend(abc.ABC):
         kernel family (the engine's packer asks once per run)."""
         return config.BLOCK_WIDTH
 
+    def query_chunk(self, kernel: str, n_targets: int) -> int | None:
+        """Queries a driver should hand to one :meth:`score` call against ``n_targets``
+        references (None: the driver's own default)."""
+        return None
+
     def block_layout(self, kernel: str) -> str:
         """``"lanes"`` (the inter-reference 2-D layout every kernel reads) or ``"ragged"``
         (references one after another, for a backend that lays its targets out itself)."""

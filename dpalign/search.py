@@ -13,11 +13,16 @@ a large database.
 
 from __future__ import annotations
 
+import logging
+import time
+from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 
 import numpy as np
 
+from . import config
 from .alphabet import reverse_complement_codes
 from .engine import (
     Backend,
@@ -31,6 +36,8 @@ from .engine import (
 from .errors import InputError, OptionError
 from .pairwise import Alignment, _is_single, align, encode_many
 from .scoring import Scoring, as_scoring, free_ends_tuple
+
+log = logging.getLogger("dpalign.search")
 
 
 class Hit:
@@ -80,26 +87,34 @@ class Hit:
     def alignment(self) -> Alignment:
         """The traced-back alignment (computed once, on first use)."""
         if self._alignment is None:
-            strands, t_codes, mode, ends, scoring, tracer = self._context
-            q_codes = strands[self.strand == "-"]
-            t_codes = t_codes[self.index]
-            aln = align(
-                q_codes,
-                t_codes,
-                mode,
-                free_ends=ends if mode == "global" else None,
-                scoring=scoring,
-                backend=tracer,
-            )
-            known = (self._qend, self._tend) if self._qend >= 0 else (aln.a_end, aln.b_end)
-            if (aln.score, aln.a_end, aln.b_end) != (self.score, *known):  # pragma: no cover
-                raise RuntimeError(  # a kernel bug, never expected
-                    f"internal error: traceback score {aln.score} ending at "
-                    f"({aln.a_end}, {aln.b_end}) != kernel score {self.score} ending at "
-                    f"{known} for target {self.target!r}"
-                )
-            self._alignment = aln
+            self.trace()
         return self._alignment
+
+    def trace(self, threads: int | None = None) -> Alignment:
+        """Trace this hit back now (``threads``: for a long pair's tiles; 1 where many hits
+        are traced side by side) and keep the alignment."""
+        if self._alignment is None:
+            _, _, _, _, _, tracer = self._context
+            self.adopt(trace_pair(*self.pair(), tracer, threads))
+        return self._alignment
+
+    def pair(self) -> tuple:
+        """``(query codes, target codes, mode, free ends, scoring)``: what tracing this hit
+        back takes (:func:`trace_pair`), e.g. in another process."""
+        strands, t_codes, mode, ends, scoring, _ = self._context
+        return strands[self.strand == "-"], t_codes[self.index], mode, ends, scoring
+
+    def adopt(self, aln: Alignment) -> None:
+        """Keep ``aln`` (this hit's :func:`trace_pair`, traced elsewhere) as its alignment,
+        once it is checked against the score and end cell of the scoring pass."""
+        known = (self._qend, self._tend) if self._qend >= 0 else (aln.a_end, aln.b_end)
+        if (aln.score, aln.a_end, aln.b_end) != (self.score, *known):  # pragma: no cover
+            raise RuntimeError(  # a kernel bug, never expected
+                f"internal error: traceback score {aln.score} ending at "
+                f"({aln.a_end}, {aln.b_end}) != kernel score {self.score} ending at "
+                f"{known} for target {self.target!r}"
+            )
+        self._alignment = aln
 
     @property
     def query_start(self) -> int:
@@ -335,7 +350,7 @@ def _trim(block: ReferenceBlock, lanes: int) -> ReferenceBlock:
 def _pack(codes, lengths, ids, width, ragged=False) -> list[ReferenceBlock]:
     """Blocks of ``width`` lanes (``ragged``: a block's targets one after another), filled by
     gathers from one buffer of every target."""
-    buf = np.concatenate(codes) if codes else np.zeros(0, dtype=np.uint8)
+    buf = np.concatenate(codes) if codes and not ragged else np.zeros(0, dtype=np.uint8)
     starts = np.zeros(len(codes), dtype=np.int64)
     np.cumsum(lengths[:-1], out=starts[1:])
     blocks = []
@@ -346,8 +361,8 @@ def _pack(codes, lengths, ids, width, ragged=False) -> list[ReferenceBlock]:
         lane_len = np.zeros(width, dtype=np.int64)
         lane_len[: len(chunk)] = lengths[chunk]
         spans = zip(starts[chunk].tolist(), lengths[chunk].tolist(), strict=True)
-        if ragged:
-            parts = [buf[a : a + size] for a, size in spans]
+        if ragged:  # straight from the targets' own arrays (no slices of ``buf``)
+            parts = [codes[k] for k in chunk.tolist()]
             flat = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
             blocks.append(ReferenceBlock(flat.astype(np.uint8, copy=False), lane_len, lane_ids))
             continue
@@ -359,6 +374,11 @@ def _pack(codes, lengths, ids, width, ragged=False) -> list[ReferenceBlock]:
         blocks.append(ReferenceBlock(packed, lane_len, lane_ids))
     return blocks
 
+
+#: Threads that rank a chunk's queries (their partial selections run without the GIL), for
+#: databases of at least this many targets.
+RANK_THREADS = 8
+RANK_THREADS_TARGETS = 10_000
 
 #: Queries scored together in one pass over the database by :func:`search_many` (the kernels
 #: loop over them inside each block; a chunk's scores take ``chunk x targets`` int64).
@@ -444,8 +464,9 @@ def search_many(
 ) -> list[list[Hit]]:
     """:func:`search` for many queries: one list of hits per query.
 
-    Queries are scored together, :data:`QUERY_CHUNK` at a time, in one pass over the
-    database each (fewer, longer kernel calls than one search per query).
+    Queries are scored together, :data:`QUERY_CHUNK` at a time (or as many as the
+    backend's ``query_chunk`` asks for), in one pass over the database each (fewer, longer
+    kernel calls than one search per query).
     """
     if top < 0:
         raise OptionError(f"top must be at least 0, not {top}")
@@ -468,7 +489,8 @@ def search_many(
         )
     if both:
         q_codes = [c for codes in q_codes for c in (codes, minus_strand(codes, scoring))]
-    step = QUERY_CHUNK * (2 if both else 1)
+    chunk = engine_backend.query_chunk("pairwise", len(database)) or QUERY_CHUNK
+    step = chunk * (2 if both else 1)
     chunks = [q_codes[start : start + step] for start in range(0, len(q_codes), step)]
 
     trace_on = traceback_backend(engine_backend)
@@ -479,30 +501,61 @@ def search_many(
         )
 
     results = []
-    # The next chunk is scored while this one is ranked (ranking is serial host work).
-    with ThreadPoolExecutor(1, thread_name_prefix="dpalign-search") as pool:
-        pending = pool.submit(run, chunks[0]) if chunks else None
-        for k, chunk in enumerate(chunks):
-            scores, ids, cells = pending.result()
-            if k + 1 < len(chunks):
-                pending = pool.submit(run, chunks[k + 1])
-            rows = range(0, len(chunk), 2) if both else range(len(chunk))
-            for row in rows:
-                strands = (chunk[row], chunk[row + 1]) if both else (chunk[row],)
-                here = slice(row, row + len(strands))
-                end_cells = None if cells is None else (cells[0][here], cells[1][here])
-                results.append(
-                    _top_hits(
-                        strands,
-                        scores[here],
-                        ids,
-                        database,
-                        top,
-                        (scoring, mode, ends, trace_on),
-                        end_cells,
-                    )
-                )
+    waited = ranked = 0.0
+    # The next chunks are scored while this one is ranked (ranking is serial host work);
+    # two are queued, so the scoring thread goes from one chunk to the next without waiting
+    # for this thread to hand it over.
+    rank_threads = min(RANK_THREADS, config.cpu_threads(threads)) if len(q_codes) > 1 else 1
+    ranking = ThreadPoolExecutor(rank_threads, "dpalign-rank") if rank_threads > 1 else None
+    with ThreadPoolExecutor(1, thread_name_prefix="dpalign-search") as pool, ExitStack() as stack:
+        if ranking is not None:
+            stack.callback(ranking.shutdown)
+        pending = deque(pool.submit(run, chunk) for chunk in chunks[:2])
+        try:
+            for k, chunk in enumerate(chunks):
+                mark = time.perf_counter()
+                scores, ids, cells = pending.popleft().result()
+                waited += time.perf_counter() - mark
+                mark = time.perf_counter()
+                if k + 2 < len(chunks):
+                    pending.append(pool.submit(run, chunks[k + 2]))
+                rows = range(0, len(chunk), 2) if both else range(len(chunk))
+
+                def rank(row, chunk=chunk, scores=scores, ids=ids, cells=cells):
+                    strands = (chunk[row], chunk[row + 1]) if both else (chunk[row],)
+                    here = slice(row, row + len(strands))
+                    end_cells = None if cells is None else (cells[0][here], cells[1][here])
+                    settings = (scoring, mode, ends, trace_on)
+                    return _top_hits(strands, scores[here], ids, database, top, settings, end_cells)
+
+                if ranking is not None and len(ids) >= RANK_THREADS_TARGETS:
+                    results.extend(ranking.map(rank, rows))  # the selections free the GIL
+                else:
+                    results.extend(rank(row) for row in rows)
+                ranked += time.perf_counter() - mark
+        except BaseException:  # an error or an interrupt: no chunk is scored after it
+            for job in pending:
+                job.cancel()
+            raise
+    log.info(
+        "search: %d queries in %d chunks; %.3f s waiting for scores, %.3f s ranking",
+        len(q_codes), len(chunks), waited, ranked,
+    )  # fmt: skip
     return results
+
+
+def trace_pair(q_codes, t_codes, mode, ends, scoring, tracer, threads=None) -> Alignment:
+    """The alignment of one hit's pair (:meth:`Hit.pair`) on the ``tracer`` backend
+    (``threads``: a long pair's tile threads, default every core)."""
+    return align(
+        q_codes,
+        t_codes,
+        mode,
+        free_ends=ends if mode == "global" else None,
+        scoring=scoring,
+        backend=tracer,
+        threads=threads,
+    )
 
 
 def traceback_backend(backend: Backend) -> Backend:
@@ -540,19 +593,19 @@ def _top_hits(strands, scores, ids, database, top, settings, end_cells) -> list[
     if top == 0 or not len(ids):
         return []
     if len(strands) == 1:
-        best_strand = np.zeros(scores.shape[1], dtype=np.intp)
+        best_strand = None  # the plus strand everywhere
         best = scores[0]
     else:
         best_strand = np.argmax(scores, axis=0)  # first maximum: plus wins ties
         best = np.take_along_axis(scores, best_strand[None], 0)[0]
     if top < len(best):  # partial selection first: ranking needs only the best ``top``
-        cut = np.argpartition(-best, top - 1)[:top]
+        cut = np.argpartition(best, len(best) - top)[len(best) - top :]  # no negated copy
         threshold = best[cut].min()
         keep = np.flatnonzero(best >= threshold)
     else:
         keep = np.arange(len(best))
     ranked = keep[np.lexsort((ids[keep], -best[keep]))][:top]
-    chosen = best_strand[ranked]
+    chosen = np.zeros(len(ranked), np.intp) if best_strand is None else best_strand[ranked]
     context = (strands, database.codes(scoring.alphabet), mode, ends, scoring, trace_on)
     names = database.names
     index = ids[ranked].tolist()
@@ -608,6 +661,9 @@ def _score_view(q_codes, database, scoring, mode, ends, backend, progress, with_
     else:
         results = backend.score(task, batch, blocks, progress)
     ids = database.ids
+    one = blocks[0] if len(blocks) == 1 else None
+    if one is not None and not with_ends and one.width == len(ids) and (one.ids >= 0).all():
+        return results[0].scores, ids, None  # one block of the whole view: no copy
     scores = np.empty((len(batch), len(ids)), dtype=np.int64)
     a_end = np.empty_like(scores) if with_ends else None
     b_end = np.empty_like(scores) if with_ends else None

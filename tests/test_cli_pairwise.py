@@ -160,3 +160,58 @@ def test_search_progress_bar_on_request(files, capsys):
     assert code == 0 and "searching" in err and "cell" in err
     code, out, err = _run(["search", "--query", q, "--db", db, "--top", "1"], capsys)
     assert "searching" not in err  # not a terminal, few cells: no bar
+
+
+@pytest.mark.slow
+def test_search_compiles_traceback_kernels_in_a_child(tmp_path, monkeypatch):
+    """On a device backend the traceback kernels compile in a child process while the
+    device searches: the child fills Numba's disk cache, which the parent then loads."""
+    from dpalign.cli import _finish_traceback_compile, _start_traceback_compile
+    from dpalign.scoring import Scoring
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    child = _start_traceback_compile(Scoring("BLOSUM62", (11, 1)), "local", 1)
+    assert child is not None
+    _finish_traceback_compile(child)
+    assert child.returncode == 0
+    assert list(tmp_path.rglob("*.nbi"))  # Numba's cache index files
+
+
+def test_hits_traced_back_in_worker_processes_are_the_same():
+    """The process-pool traceback (device searches with many hits) gives every hit the
+    alignment it would trace itself, and a broken pool leaves the work to threads."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    import numpy as np
+
+    from dpalign.cli import _trace_back
+    from dpalign.scoring import Scoring
+    from dpalign.search import search_many
+
+    rng = np.random.default_rng(3)
+    letters = np.array(list("ARNDCQEGHILKMFPSTWYV"))
+    texts = ["".join(rng.choice(letters, n)) for n in rng.integers(20, 300, 60)]
+    queries = [texts[k][5:90] for k in (1, 7)] + ["".join(rng.choice(letters, 120))]
+    scoring = Scoring("BLOSUM62", (11, 1))
+
+    def hits():
+        found = search_many(queries, texts, top=7, scoring=scoring, backend="reference")
+        return [h for per_query in found for h in per_query]
+
+    want = [h.alignment for h in hits()]
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    got = hits()
+    try:
+        _trace_back(got, 1, pool)
+        assert all(h._alignment is not None for h in got)  # traced in the workers
+    finally:
+        pool.shutdown()
+    assert [(a.score, a.cigar, a.a_start, a.b_start) for a in (h.alignment for h in got)] == [
+        (a.score, a.cigar, a.a_start, a.b_start) for a in want
+    ]
+    broken = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    broken.shutdown()
+    again = hits()
+    _trace_back(again, 2, broken)  # submit fails on a shut pool: threads take over
+    assert [h.alignment.cigar for h in again] == [a.cigar for a in want]

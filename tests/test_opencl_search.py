@@ -495,3 +495,133 @@ def test_queries_in_flight_score_as_one_at_a_time(cl_device, small_group_shapes,
         np.testing.assert_array_equal(got.scores, one.scores)
         np.testing.assert_array_equal(got.width, one.width)
     assert many[2].scores[-1] > 2**15 and many[2].width[-1] == 32
+
+
+@given(data=st.data())
+def test_query_batches_equal_the_oracle(cl_device, small_group_shapes, data):
+    """score_block: queries of mixed lengths (up to three plans, so several batches), empty and
+    length-1 queries, batches cut at two queries (a batch boundary inside a plan), every
+    mode and free end: each query's row is the oracle's, and the same as score() alone."""
+    from dpalign.kernels_cl import search_group
+
+    scoring, mode, ends, targets, _ = _draw_search(data, longest=40, count=12, m=2)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="query seed"))
+    high = int(max((t.max(initial=0) for t in targets), default=0)) + 1
+    lengths = data.draw(st.lists(st.integers(0, 300), min_size=0, max_size=7), label="ms")
+    queries = [rng.integers(0, high, m).astype(np.uint8) for m in lengths]
+    runner = SearchRunner(device_context(cl_device), targets, local_kernel="group")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_group, "BATCH", data.draw(st.sampled_from([1, 2, 32])))
+        block = runner.score_block(queries, scoring, mode, ends)
+    assert block.scores.shape == (len(queries), len(targets))
+    for k, query in enumerate(queries):
+        np.testing.assert_array_equal(block.scores[k], _oracle(query, targets, scoring, mode, ends))
+        one = runner.score(query, scoring, mode, ends)
+        np.testing.assert_array_equal(block.width[k], one.width)
+
+
+def test_query_batches_keep_one_plan_and_local_memory(cl_device, small_group_shapes):
+    """Batches hold queries of one plan (a power of two of the length), in length order,
+    at most BATCH, and never more than local memory holds at once."""
+    from dpalign.kernels_cl import search_group
+
+    rng = np.random.default_rng(5)
+    targets = [rng.integers(0, 20, size).astype(np.uint8) for size in (5, 17, 40)]
+    dctx = device_context(cl_device)
+    group = SearchRunner(dctx, targets, local_kernel="group")._group_kernel(
+        SearchTask.of(Scoring("BLOSUM62", (11, 1)), "local", free_ends_tuple("local")),
+        targets[0],
+    )
+    ms = [3, 100, 64, 65, 5, 128, 64, 4, 200]
+    queries = [rng.integers(0, 20, m).astype(np.uint8) for m in ms]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_group, "BATCH", 2)
+        batches = group.batches(queries)
+    assert sorted(k for b in batches for k in b) == list(range(len(ms)))
+    for batch in batches:
+        assert 1 <= len(batch) <= 2
+        assert len({group.plan_key(ms[k]) for k in batch}) == 1
+        assert [ms[k] for k in batch] == sorted(ms[k] for k in batch)
+    # Every letter but short, and two letters but longer (one plan): each fits alone, the
+    # two together (the larger table and the longer row offsets) do not.
+    wide, long = np.arange(20, dtype=np.uint8)[rng.permutation(100) % 20], np.zeros(128, np.uint8)
+    long[::2] = 1
+    need = group.geometry(wide)[2]
+    assert group.geometry(long)[2] < need
+    group.dctx = dataclasses.replace(dctx, caps=dataclasses.replace(dctx.caps, local_mem=need + 50))
+    assert group.fits(wide) and group.fits(long) and not group.batch_fits([wide, long])
+    assert group.batches([long, wide, wide]) == [[1, 2], [0]]
+
+
+def test_query_batches_recompute_wrapped_pairs_per_query(cl_device, small_group_shapes):
+    """In a batch, only the query whose best score passes 16 bits is recomputed in int32,
+    for the targets it wrapped on; the others keep width 16."""
+    rng = np.random.default_rng(31)
+    scoring = Scoring((100, -50), (20, 5))
+    ends = free_ends_tuple("local")
+    hot = rng.integers(0, 4, 400).astype(np.uint8)
+    targets = [hot.copy(), rng.integers(0, 4, 30).astype(np.uint8), np.zeros(0, np.uint8)]
+    queries = [rng.integers(0, 4, 300).astype(np.uint8), hot, hot[:260].copy()]
+    runner = SearchRunner(device_context(cl_device), targets, local_kernel="group")
+    block = runner.score_block(queries, scoring, "local", ends)
+    for k, query in enumerate(queries):
+        np.testing.assert_array_equal(
+            block.scores[k], _oracle(query, targets, scoring, "local", ends)
+        )
+    assert block.width[1].tolist() == [32, 16, 64] and block.recomputed.tolist() == [0, 1, 0]
+    assert block.width[0].tolist() == [16, 16, 64]
+    empty = runner.score_block([], scoring, "local", ends)
+    assert empty.scores.shape == (0, 3) and empty.launches == 0
+
+
+@pytest.mark.parametrize("mode", ["local", "global", "semiglobal"])
+def test_search_many_on_query_batches_equals_the_reference(cl_device, small_group_shapes, mode):
+    """The whole search on the batched group kernel (more queries than one call takes, mixed
+    lengths, an empty query and an empty target): the reference backend's hits."""
+    from dpalign.kernels_cl import backend as backend_module
+    from dpalign.search import Database, search_many
+
+    rng = np.random.default_rng(41)
+    letters = np.array(list("ARNDCQEGHILKMFPSTWYV"))
+    texts = ["".join(rng.choice(letters, n)) for n in rng.integers(1, 50, 40)] + [""]
+    queries = ["".join(rng.choice(letters, n)) for n in (0, 1, 5, 30, 31, 64, 65, 90, 3)]
+    queries.insert(4, texts[7][3:20])  # a real hit
+    scoring = Scoring("BLOSUM62", (11, 1))
+    db = Database(texts, sub_score=scoring)
+    device = get_backend("opencl", device=cl_device, search_kernel="group")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(backend_module, "QUERY_CHUNK_MAX", 4)  # three calls
+        got = search_many(queries, db, top=6, mode=mode, scoring=scoring, backend=device)
+    want = search_many(queries, db, top=6, mode=mode, scoring=scoring, backend="reference")
+    assert [[(h.target, h.score) for h in hits] for hits in got] == [
+        [(h.target, h.score) for h in hits] for hits in want
+    ]
+    assert device._search_cached[1]._groups  # the group kernel ran
+
+
+@pytest.mark.parametrize("mode", ["local", "global"])
+def test_warm_up_builds_what_the_search_takes(cl_device, small_group_shapes, mode):
+    """The backend's warm-up (run while a command reads its files) builds every shape of
+    the mode before the targets are known: the search then builds nothing more."""
+    from dpalign.kernels_cl.search_group import MULTI_SHAPES, SHAPES
+    from dpalign.search import Database, search_many
+
+    rng = np.random.default_rng(8)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    device = get_backend("opencl", device=cl_device, search_kernel="group")
+    dctx = device_context(cl_device)
+    before = _group_programs(dctx)
+    device.warm_up(Task("pairwise", scoring, mode, free_ends_tuple(mode)))
+    built = _group_programs(dctx)
+    glob = f"-DGLOBAL_MODE={int(mode != 'local')}"
+    mine = {key for key in built if glob in key[1]}
+    shapes = {(g, r, False) for g, r in SHAPES} | {(g, r, True) for g, r in MULTI_SHAPES}
+    assert len(mine) == len(shapes)
+    assert before <= built
+    texts = ["".join(rng.choice(list("ARNDCQEGHILKMFPSTWYV"), n)) for n in (3, 17, 40, 9)]
+    db = Database(texts, sub_score=scoring)
+    search_many(["ARNDCQ", "W" * 20], db, top=2, mode=mode, scoring=scoring, backend=device)
+    assert _group_programs(dctx) == built
+    strip = get_backend("opencl", device=cl_device, search_kernel="strip")
+    strip.warm_up(Task("pairwise", scoring, mode, free_ends_tuple(mode)))
+    assert _group_programs(dctx) == built  # the strip kernel takes none of them

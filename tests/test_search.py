@@ -145,3 +145,28 @@ def test_search_many_equals_one_search_per_query(monkeypatch):
         assert [(h.index, h.score, h.cigar) for h in hits] == [
             (h.index, h.score, h.cigar) for h in one
         ]
+
+
+@pytest.mark.parametrize("strand", ["plus", "both"])
+def test_ranking_on_threads_equals_ranking_in_turn(monkeypatch, strand):
+    """Large databases rank a chunk's queries on threads: the same hits, in the same order,
+    as one query after another (ties included: few distinct scores)."""
+    import importlib
+
+    S = importlib.import_module("dpalign.search")
+
+    rng = np.random.default_rng(23)
+    targets = _random_db(rng, 300, lo=1, hi=12)
+    queries = [t[1:9] for t in targets[:9]] + ["ACGTAC"] * 3
+    db = Database(targets)
+
+    def hits():
+        found = S.search_many(queries, db, 6, "local", (2, -3), (5, 2), strand=strand, threads=2)
+        return [[(h.index, h.score, h.strand, h.query_end, h.target_end) for h in q] for q in found]
+
+    monkeypatch.setattr(S, "RANK_THREADS", 1)
+    serial = hits()
+    monkeypatch.setattr(S, "RANK_THREADS", 4)
+    monkeypatch.setattr(S, "RANK_THREADS_TARGETS", 0)
+    assert hits() == serial
+    assert any(len({h[1] for h in q}) < len(q) for q in serial)  # ties were ranked

@@ -12,6 +12,8 @@ kept for the next call with the same blocks), each query is searched against all
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,8 +28,13 @@ from .papara import PaparaRunner
 from .search import KERNELS as SEARCH_KERNELS
 from .search import SearchRunner
 
+log = logging.getLogger("dpalign.opencl")
+
 #: Profiles are padded to a multiple of this many lanes (the engine's default block width).
 LANE_GROUP = config.BLOCK_WIDTH
+#: Queries per search call: at most this many, and at most this many scores in all.
+QUERY_CHUNK_MAX = 1024
+QUERY_CHUNK_CELLS = 50_000_000
 
 
 def concatenate(blocks) -> tuple[np.ndarray, np.ndarray]:
@@ -98,11 +105,16 @@ class OpenCLBackend(Backend):
         None: 16-bit packed kernels wherever they cannot overflow (PaPaRa) or did not come
         near overflowing (pairwise; those pairs are recomputed), else 32-bit; 32: always the
         int32 kernels.
+    search_kernel : {None, "auto", "strip", "group"}, optional
+        The search's 16-bit kernel (:class:`~dpalign.kernels_cl.search.SearchRunner`'s
+        ``local_kernel``; "group" runs the thread-group kernel on any device, as the PoCL
+        tests do).
     """
 
     device: str | None = None
     design: str | None = None
     width: int | None = None
+    search_kernel: str | None = None  # SearchRunner's local_kernel (None: "auto")
     stream: int = 0  # queues of their own on the device (a second host thread per GPU)
     name = "opencl"
     kind = "device"
@@ -142,6 +154,14 @@ class OpenCLBackend(Backend):
             return max(LANE_GROUP, -(-n_targets // LANE_GROUP) * LANE_GROUP)
         return max(1, n_targets)
 
+    def query_chunk(self, kernel, n_targets):
+        # Many queries per call: the runner batches them per launch and keeps two batches
+        # in flight, and its pipeline drains at the end of every call. Bounded by the
+        # [queries, targets] int64 scores a call returns (~400 MB against 200,000 targets).
+        if kernel != "pairwise":
+            return None
+        return int(min(QUERY_CHUNK_MAX, max(64, QUERY_CHUNK_CELLS // max(n_targets, 1))))
+
     def block_layout(self, kernel):
         # Search targets one after another: no 2-D lane padding to unpack.
         return "ragged" if kernel == "pairwise" else "lanes"
@@ -149,6 +169,22 @@ class OpenCLBackend(Backend):
     def prepare(self, task, queries, blocks):
         if task.kernel == "papara" and len(queries) and blocks:
             self._runner(task, blocks, int(queries.codes.max(initial=0)))
+
+    def warm_up(self, task) -> None:
+        """Build the search programs ``task`` may take before the database is read (a
+        command calls this while it reads its files): every shape of the thread-group
+        kernel for the mode, side by side, where that kernel runs. Programs in the disk
+        cache load in milliseconds; a first run compiles them beside the reading."""
+        if task.kernel != "pairwise" or self.width == 32:
+            return
+        from .search import SearchTask
+        from .search_group import build_every_shape, build_threads
+
+        dctx = device_context(self.device, self.stream)
+        probe = SearchRunner(dctx, [], local_kernel=self.search_kernel)
+        search_task = SearchTask.of(task.scoring, task.mode, task.free_ends)
+        if probe.uses_group_kernel(search_task):
+            build_every_shape(dctx, not search_task.local, probe.ptx, build_threads())
 
     def device_wait(self):
         return wait_totals()
@@ -209,24 +245,29 @@ class OpenCLBackend(Backend):
         if cached is not None and cached[0] == key:
             return cached[1]
         targets = [lane for block in blocks for lane in block.lanes()]
-        runner = SearchRunner(device_context(self.device, self.stream), targets)
+        runner = SearchRunner(
+            device_context(self.device, self.stream), targets, local_kernel=self.search_kernel
+        )
         self._search_cached = (key, runner, blocks)  # holding the blocks keeps their ids unique
         return runner
 
     def _score_pairwise(self, task, queries, blocks, progress):
+        began = time.perf_counter()
         runner = self._search_runner(blocks)
-        total = sum(b.width for b in blocks)
-        scores = np.zeros((len(queries), total), dtype=np.int64)
-        widths = np.zeros((len(queries), total), dtype=np.uint8)
+        made = time.perf_counter()
         name = f"opencl {runner.dctx.caps.name}"
         codes = [queries.codes[q, : int(queries.lengths[q])] for q in range(len(queries))]
         runner.prepare(codes, task.scoring, task.mode, task.free_ends, width=self.width)
-        results = runner.score_many(
+        log.info(
+            "opencl search: targets on the device %.3f s, programs and layouts started %.3f s",
+            made - began, time.perf_counter() - made,
+        )  # fmt: skip
+        result = runner.score_block(
             codes, task.scoring, task.mode, task.free_ends, width=self.width, progress=progress
         )
-        for q, result in enumerate(results):
-            scores[q], widths[q] = result.scores, result.width
-            self.stats.record(name, result.cells, result.kernel_seconds, blocks=len(blocks))
+        cells = int(queries.lengths[: len(codes)].sum()) * int(runner.lengths.sum())
+        self.stats.record(name, cells, result.kernel_seconds, blocks=len(blocks))
+        scores, widths = result.scores, result.width
         out, lane = [], 0
         for block in blocks:
             out.append(

@@ -42,6 +42,9 @@ elsewhere). Its arithmetic wraps, so a result is never trusted blindly:
 from __future__ import annotations
 
 import copy
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +54,8 @@ from ..errors import DpalignError, OptionError
 from ..scoring import MODES, Scoring
 from .context import DeviceContext, driver_errors, wait
 from .programs import build
+
+log = logging.getLogger("dpalign.opencl")
 
 #: Work-items per chunk (one warp): a chunk's lanes run the same number of rows.
 CHUNK = 32
@@ -72,6 +77,9 @@ CPU_STRIP = 8
 #: Work-items per work-group (the query profile is copied once per group).
 GPU_GROUP = 256
 CPU_GROUP = 64
+#: Query batches in flight on the group kernel (result buffers on the device): the device
+#: computes the next two while the host finishes one.
+FLIGHT = 3
 #: Default kernel options (measured on the H100, BENCHMARKS.md): global mode in the shifted
 #: frame, local mode's running best by three-input max.
 SHIFTED = True
@@ -207,6 +215,26 @@ def scores_from(task: SearchTask, m: int, n: np.ndarray, out: np.ndarray) -> np.
     return score
 
 
+def scores_from_batch(
+    task: SearchTask, ms: np.ndarray, n: np.ndarray, values: np.ndarray
+) -> np.ndarray:
+    """:func:`scores_from` of many queries at once: ``values[query, target]`` holds the
+    kernel's results (local mode ``[..., 1]``: the best; else ``[..., 4]``), ``ms`` the
+    queries' lengths, ``n`` the targets'. Returns ``[queries, targets]``: int64, or in local
+    mode the kernel's int16 (scores there are 0 ... 32,767; the caller widens on copying)."""
+    if task.local:
+        return np.maximum(values[:, :, -1], 0)
+    score = values[:, :, 2].astype(np.int64)
+    if task.last_col:
+        np.maximum(score, values[:, :, 1], out=score)
+        top = np.array([task.top(int(m)) for m in ms], np.int64)
+        np.maximum(score, top[:, None], out=score)
+    if task.last_row:
+        np.maximum(score, values[:, :, 0], out=score)
+        np.maximum(score, task.left(n)[None, :], out=score)
+    return score
+
+
 def query_profile(task: SearchTask, query: np.ndarray, virtual: int, pad: int, dtype):
     """The kernel's query profile ``[virtual + 1, pad + m]``: ``s + o + e`` per target residue
     (rows) and padded query column; the virtual rows and columns reproduce the borders."""
@@ -307,6 +335,19 @@ class SearchScores:
     recomputed: int
 
 
+@dataclass
+class BlockResult:
+    """Scores of many queries against every target of a :class:`SearchRunner`:
+    ``scores[q, t]`` (int64), ``width[q, t]`` (as :class:`SearchScores`), ``kernel_seconds``
+    and ``launches`` of the whole block, ``recomputed[q]``."""
+
+    scores: np.ndarray
+    width: np.ndarray
+    kernel_seconds: float
+    launches: int
+    recomputed: np.ndarray
+
+
 class SearchRunner:
     """Targets uploaded to one device, ready to be searched with any number of queries.
 
@@ -353,7 +394,8 @@ class SearchRunner:
         self.dctx = dctx
         self.codes = [np.ascontiguousarray(t, dtype=np.uint8) for t in targets]
         self.lengths = np.fromiter((len(t) for t in self.codes), np.int64, len(self.codes))
-        top = max((int(t.max()) for t in self.codes if len(t)), default=0)
+        # one pass over every residue (a max per target: ~0.5 s for 200,000 proteins)
+        top = int(np.concatenate(self.codes).max(initial=0)) if self.codes else 0
         self.virtual = top + 1
         self.bits = residue_bits(self.virtual)
         self._options(strip, group, ptx, shifted, best3, profile, local_kernel)
@@ -590,25 +632,130 @@ class SearchRunner:
         width: int | None = None,
         progress=None,
     ) -> list[SearchScores]:
-        """:meth:`score` of each query (a list of code arrays), two queries in flight on
-        the thread-group kernel: the next query's launches are queued before this one's
-        results are read back and finished, so the device does not wait for the host."""
+        """:meth:`score` of each query (a list of code arrays), as :meth:`score_block`
+        computes them: many queries per launch on the thread-group kernel."""
+        block = self.score_block(queries, scoring, mode, free_ends, width, progress)
+        n = max(len(queries), 1)
+        m = [len(q) for q in queries]
+        total = int(self.lengths.sum())
+        return [
+            SearchScores(
+                block.scores[k],
+                block.width[k],
+                block.kernel_seconds / n,
+                block.launches,
+                m[k] * total,
+                int(block.recomputed[k]),
+            )
+            for k in range(len(queries))
+        ]
+
+    def score_block(
+        self,
+        queries,
+        scoring: Scoring,
+        mode: str = "local",
+        free_ends=(True, True, True, True),
+        width: int | None = None,
+        progress=None,
+    ) -> BlockResult:
+        """Scores of many queries (a list of code arrays) against every target.
+
+        On the thread-group kernel the queries run in batches of one length class
+        (:meth:`GroupSearch.batches <dpalign.kernels_cl.search_group.GroupSearch.batches>`),
+        each batch a launch per bucket with the queries along the range's second dimension,
+        its results read back in one copy and finished with whole-array NumPy; two batches in
+        flight, so the device computes the next batch while the host finishes this one. Pairs
+        flagged in 16 bits are recomputed per query in int32, and queries the group kernel
+        does not take (an empty query, a pair table too big for local memory, ``width=32``,
+        devices where the strip kernel runs) go through :meth:`score` one by one.
+        """
+        began = time.perf_counter()
         queries = [self._checked(q, scoring, width) for q in queries]
         task = SearchTask.of(scoring, mode, free_ends)
-        groups = [self._group_kernel(task, q) if width != 32 else None for q in queries]
-        pending = {}
-
-        def launch(k: int) -> None:
-            if k < len(queries) and groups[k] is not None:
-                pending[k] = groups[k].submit(queries[k], task, slot=k % 2)
-
-        launch(0)
-        out = []
+        nq, n_targets = len(queries), len(self.codes)
+        # every row is written below (by score() or a batch), so no fill pass first
+        scores = np.empty((nq, n_targets), dtype=np.int64)
+        widths = np.empty((nq, n_targets), dtype=np.uint8)
+        recomputed = np.zeros(nq, dtype=np.int64)
+        seconds, launches = 0.0, 0
+        group = None
+        eligible: list[int] = []
+        if width != 32 and len(self.real):
+            for k, query in enumerate(queries):
+                g = self._group_kernel(task, query) if len(query) else None
+                if g is not None:
+                    group = g
+                    eligible.append(k)
+        chosen = set(eligible)
         for k, query in enumerate(queries):
-            launch(k + 1)  # slot (k + 1) % 2: query k - 1's, collected already
-            found = groups[k].collect(pending.pop(k)) if k in pending else None
-            out.append(self.score(query, scoring, mode, free_ends, width, progress, found))
-        return out
+            if k not in chosen:
+                one = self.score(query, scoring, mode, free_ends, width, progress)
+                scores[k], widths[k] = one.scores, one.width
+                seconds, launches = seconds + one.kernel_seconds, launches + one.launches
+                recomputed[k] = one.recomputed
+        if not eligible:
+            return BlockResult(scores, widths, seconds, launches, recomputed)
+        batches = [
+            [eligible[j] for j in batch] for batch in group.batches([queries[k] for k in eligible])
+        ]
+        empty = np.flatnonzero(self.lengths == 0)
+        total = int(self.lengths.sum())
+        width_part = np.where(self.lengths > 0, 16, 64).astype(np.uint8)
+        pending: dict = {}
+        wrapped: list = []  # (query, its one-query results, flags): recomputed below
+
+        def launch(b: int) -> None:
+            if b < len(batches):
+                slot = b % FLIGHT
+                pending[b] = group.submit([queries[k] for k in batches[b]], task, slot=slot)
+
+        def finish(rows, got) -> None:
+            """A collected batch into its rows of ``scores`` and ``widths`` (NumPy, on the
+            finishing thread: the submitting thread goes straight back to the device)."""
+            ms = np.array([len(queries[k]) for k in rows], np.int64)
+            part = scores_from_batch(task, ms, self.lengths, got.values)
+            hot = got.flagged.any(axis=1)
+            for j, k in enumerate(rows):
+                if len(empty):
+                    self._empty_pairs(task, queries[k], part[j])
+                if hot[j]:  # rare: a score near 32,767 or a long global pair
+                    wrapped.append((k, got.results(j), got.flagged[j]))
+                widths[k] = width_part
+            scores[rows] = part
+            if progress is not None:
+                progress(int(ms.sum()) * total)
+
+        first = time.perf_counter()
+        waited = 0.0
+        with ThreadPoolExecutor(1, thread_name_prefix="dpalign-finish") as finisher:
+            done = []
+            for b in range(FLIGHT - 1):
+                launch(b)
+            for b, rows in enumerate(batches):
+                launch(b + FLIGHT - 1)  # its slot's last batch (b - 1) is collected
+                mark = time.perf_counter()
+                got = group.collect(pending.pop(b))
+                waited += time.perf_counter() - mark
+                seconds, launches = seconds + got.seconds, launches + got.launches
+                done.append(finisher.submit(finish, rows, got))
+            for job in done:
+                job.result()
+        for k, found, flagged in wrapped:
+            one = self.score(
+                queries[k], scoring, mode, free_ends, width, None, (found, flagged, 0.0, 0)
+            )
+            scores[k], widths[k] = one.scores, one.width
+            seconds, launches = seconds + one.kernel_seconds, launches + one.launches
+            recomputed[k] = one.recomputed
+        end = time.perf_counter()
+        log.info(
+            "opencl search: %d queries in %d batches, %.3f s: %.3f s to the first launch, "
+            "%.3f s waiting for results, %.3f s on the host after it; kernels %.3f s",
+            nq, len(batches), end - began, first - began, waited, end - first - waited,
+            seconds,
+        )  # fmt: skip
+        return BlockResult(scores, widths, seconds, launches, recomputed)
 
     def _checked(self, query, scoring: Scoring, width) -> np.ndarray:
         if width not in (None, 16, 32):
@@ -621,10 +768,20 @@ class SearchRunner:
         return query
 
     def prepare(
-        self, queries, scoring: Scoring, mode: str, free_ends, width=None, threads: int = 8
+        self,
+        queries,
+        scoring: Scoring,
+        mode: str,
+        free_ends,
+        width=None,
+        threads: int | None = None,
     ) -> None:
         """Build the thread-group programs that ``queries`` (a list of code arrays) will
-        take, up to ``threads`` at a time, before the first is scored."""
+        take, up to ``threads`` at a time (default: ``search_group.build_threads()``), and
+        lay out their buckets, before the first is scored."""
+        from .search_group import build_threads
+
+        threads = threads or build_threads()
         if width == 32:
             return
         task = SearchTask.of(scoring, mode, free_ends)
@@ -636,13 +793,18 @@ class SearchRunner:
         for group, ms in lengths.values():
             group.build_for(sorted(ms), not task.local, threads)
 
+    def uses_group_kernel(self, task: SearchTask) -> bool:
+        """Whether queries of ``task`` (those whose pair table fits) take the thread-group
+        kernel here."""
+        if not task.packable() or self.local_kernel == "strip":
+            return False
+        return self.local_kernel == "group" or bool(self.ptx)
+
     def _group_kernel(self, task: SearchTask, query: np.ndarray):
         """The thread-group kernel for this query, or None where the strip kernel runs
         (scorings the packed kernels cannot hold, a pair table too big for local memory, and
         by default devices without packed 16-bit PTX)."""
-        if not task.packable() or self.local_kernel == "strip":
-            return None
-        if self.local_kernel == "auto" and not self.ptx:
+        if not self.uses_group_kernel(task):
             return None
         if self.ptx not in self._groups:
             from .search_group import GroupSearch

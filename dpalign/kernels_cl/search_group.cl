@@ -43,8 +43,12 @@
  * that passes 32767 - max(s) - 64 is exact and lands in the best; the host flags such pairs
  * and recomputes them in int32 (the strip kernel).
  *
- * Results per pair, raw 16-bit values: local mode (best a, best b, 0, 0); global modes four per
- * half, in the strip kernel's order (search.cl).
+ * Many queries per launch: dimension 1 of the range is the query of the batch (its pair table,
+ * row offsets and length in qinfo); each query's results are one row of `out`, a bucket's
+ * lanes from `out_base` on (the host reads a whole batch back in one copy).
+ *
+ * Results per lane (one target), raw 16-bit values: local mode its best; global modes four, in
+ * the strip kernel's order (search.cl).
  *
  * Compile-time constants (-D): G, R (even), WG (work-items per work-group, a multiple of G),
  * USE_PTX, MULTI (multi-pass), GLOBAL_MODE. Nothing of the query is: the pair table (its
@@ -227,40 +231,51 @@ inline __attribute__((always_inline)) void step(
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void group_search(
     __global const ushort *cols, /* per pair: passes * W column letter-pair byte offsets */
-    __global const uint *table,  /* [query letters + 1 virtual][L * L] */
-    __global const int *qoff,    /* [m] byte offset of each query row's table row */
-    __global uint *out,          /* per pair: 4 words (local) or 8 (global), raw 16-bit */
-    __global uint2 *carry,       /* MULTI: per group slot, [m] (H, E) */
+    __global const uint *table,  /* every query's [query letters + 1 virtual][L * L], one after another */
+    __global const int *qoff,    /* every query's [m] byte offsets of its rows' table rows */
+    __global const int *qinfo,   /* per query: m, first table word, table words, first qoff,
+                                    virtual row's byte offset, 0, 0, 0 */
+    __global ushort *out,        /* per query (dimension 1): raw 16-bit results per lane */
+    __global uint2 *carry,       /* MULTI: per group slot, [cstride] (H, E) */
     __global const int2 *pad_of, /* global modes: per pair, virtual columns before each target */
-    const int npairs, const int m, const int passes, const int ntab, const int o, const int e,
-    const int virt_off,          /* byte offset of the virtual table row */
+    const int npairs, const int passes, const int o, const int e,
     const int topz,              /* global modes: row -1 is all zeros */
     const int leftz,             /* global modes: column -1 is all zeros */
-    __local uint *ltab,          /* [ntab]: the pair table, copied in */
-    __local int *lq) {           /* [m + 2 G]: each query row's table offset, copied in */
+    const int out_base,          /* this bucket's first lane in a query's results */
+    const int out_stride,        /* ushorts per query in out */
+    const int cstride,           /* carry rows per group slot (the batch's longest query) */
+    __local uint *ltab,          /* [the batch's largest table]: this query's pair table */
+    __local int *lq) {           /* [longest m + 2 G]: each query row's table offset */
 #if !USE_PTX
     __local uint xh[WG], xe[WG];
 #endif
     const int lid = get_local_id(0);
     const int t = lid % G;
-    for (int k = lid; k < ntab; k += WG) ltab[k] = table[k];
+    const int q = get_group_id(1);
+    __global const int *qi = qinfo + 8 * q;
+    const int m = qi[0], ntab = qi[2], virt_off = qi[4];
+    __global const uint *qtab = table + qi[1];
+    __global const int *qrow = qoff + qi[3];
+    for (int k = lid; k < ntab; k += WG) ltab[k] = qtab[k];
     for (int k = lid; k < m + 2 * G; k += WG)
-        lq[k] = (k >= G - 1 && k < m + G - 1) ? qoff[k - (G - 1)] : virt_off;
+        lq[k] = (k >= G - 1 && k < m + G - 1) ? qrow[k - (G - 1)] : virt_off;
     barrier(CLK_LOCAL_MEM_FENCE);
 
     const int ngroups = get_global_size(0) / G;
-    const int gslot = get_global_id(0) / G;
     const int wg_group0 = get_group_id(0) * (WG / G);
+    const int pslot = get_global_id(0) / G; /* this group's first pair */
     const cell_t NE = SPLAT(-e), NOE = SPLAT(-(o + e));
 #if MULTI
-    __global uint2 *cbuf = carry + (size_t)gslot * m;
+    const size_t gslot = ((size_t)q * get_num_groups(0) + get_group_id(0)) * (WG / G) + lid / G;
+    __global uint2 *cbuf = carry + gslot * cstride;
 #endif
+    __global ushort *qout = out + (size_t)q * out_stride;
 
     /* Persistent groups: each takes pair after pair (the loop bound is uniform per
        work-group, as the barriers of the portable exchange need). */
     for (int p0 = 0;; p0 += ngroups) {
         if (p0 + wg_group0 >= npairs) break;
-        const int p = p0 + gslot;
+        const int p = p0 + pslot;
         const int pp = p < npairs ? p : npairs - 1; /* idle groups repeat the last pair */
 #if GLOBAL_MODE
         const int2 pads = pad_of[pp];
@@ -341,26 +356,25 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void group_search(
 #endif
         if (p < npairs) {
 #if GLOBAL_MODE
-            /* per half: last column (the target's last, where the pass ends), last row,
-               corner, best; in the strip kernel's order (search.cl's lanes) */
+            /* per lane (half): last column (the target's last, where the pass ends), last
+               row, corner, best; in the strip kernel's order (search.cl's lanes) */
+            __global ushort *o2 = qout + 4 * ((size_t)out_base + 2 * p);
             if (t == G - 1) {
-                out[8 * p + 0] = lastc & 0xFFFFu;
-                out[8 * p + 4] = lastc >> 16;
-                out[8 * p + 2] = corner & 0xFFFFu;
-                out[8 * p + 6] = corner >> 16;
+                o2[0] = (ushort)(lastc & 0xFFFFu);
+                o2[4] = (ushort)(lastc >> 16);
+                o2[2] = (ushort)(corner & 0xFFFFu);
+                o2[6] = (ushort)(corner >> 16);
             }
             if (t == 0) {
-                out[8 * p + 1] = lastr & 0xFFFFu;
-                out[8 * p + 5] = lastr >> 16;
-                out[8 * p + 3] = best & 0xFFFFu;
-                out[8 * p + 7] = best >> 16;
+                o2[1] = (ushort)(lastr & 0xFFFFu);
+                o2[5] = (ushort)(lastr >> 16);
+                o2[3] = (ushort)(best & 0xFFFFu);
+                o2[7] = (ushort)(best >> 16);
             }
 #else
             if (t == 0) {
-                out[4 * p + 0] = best & 0xFFFFu;
-                out[4 * p + 1] = best >> 16;
-                out[4 * p + 2] = 0u;
-                out[4 * p + 3] = 0u;
+                qout[out_base + 2 * p] = (ushort)(best & 0xFFFFu);
+                qout[out_base + 2 * p + 1] = (ushort)(best >> 16);
             }
 #endif
         }

@@ -53,6 +53,16 @@ STEP_OVERHEAD = 3.0
 #: big ones. H100, 375-aa query against 200,000 proteins, best / median of five: 1 queue
 #: 3,089 / 3,087 GCUPS, 2 queues 3,439 / 3,436, 4 queues 3,527 / 3,523, 8 queues 3,593 / 3,583.
 QUEUES = 8
+#: Query lengths the bucket plans are made for: a query takes the plan of the first length
+#: at least its own (the last for longer ones). The plan depends on the query only through
+#: the wavefront's fill (G - 1 steps against m rows), so three plans serve every length:
+#: each plan's buckets are laid out and uploaded once (~1 s of NumPy for 200,000 proteins),
+#: and queries of one plan share a launch.
+PLAN_LENGTHS = (128, 256, 1024)
+#: Queries per launch at most (dimension 1 of the range): 32 UniProt-like proteins against
+#: 200,000 take ~0.2 s of an H100, so the host's share of a batch (tables, one copy back,
+#: the scores) runs while the next batch computes.
+BATCH = 32
 
 
 @dataclass
@@ -71,6 +81,41 @@ class Bucket:
     @property
     def npairs(self) -> int:
         return -(-len(self.targets) // 2)
+
+
+@dataclass
+class Lanes:
+    """One plan's buckets and where their lanes lie in a query's row of results."""
+
+    buckets: list[Bucket]
+    bases: list[int]  # each bucket's first lane (two per pair)
+    n_lanes: int
+    lane_of: np.ndarray  # every target's lane (empty targets: 0, overwritten by the host)
+
+
+@dataclass
+class GroupBatch:
+    """A batch's raw 16-bit results: ``values[query, target]`` (local mode ``[..., 1]``: the
+    best; global modes ``[..., 4]`` in the strip kernel's order), ``flagged`` (may have
+    wrapped: recompute in int32), which targets are ``real`` (non-empty), kernel
+    ``seconds`` (first start to last end) and ``launches``."""
+
+    values: np.ndarray
+    flagged: np.ndarray
+    real: np.ndarray
+    seconds: float
+    launches: int
+
+    def results(self, k: int) -> np.ndarray:
+        """Query ``k``'s results in the one-query form ``[targets, 4]`` int64 (empty targets
+        zero)."""
+        out = np.zeros((self.values.shape[1], 4), np.int64)
+        if self.values.shape[2] == 4:
+            out[:] = self.values[k]
+        else:
+            out[:, 3] = self.values[k, :, 0]
+        out[~self.real] = 0
+        return out
 
 
 def plan_buckets(lengths: np.ndarray, m: int, shapes=None, multi=None) -> list[Bucket]:
@@ -102,13 +147,17 @@ def plan_buckets(lengths: np.ndarray, m: int, shapes=None, multi=None) -> list[B
 
 
 def _plan(n, m, shapes, multi, forbidden) -> list[Bucket]:
+    # The choice depends on the length alone: made once per distinct length (a few
+    # thousand for 200,000 proteins), then each bucket's targets taken from the targets in
+    # length order, grouped by (shape, passes) with one stable sort.
     options = list(dict.fromkeys([*shapes, *multi]))
-    best = np.full(len(n), np.inf)
-    choice = np.zeros(len(n), np.int64)
-    npass = np.ones(len(n), np.int64)
+    lengths, inverse = np.unique(n, return_inverse=True)
+    best = np.full(len(lengths), np.inf)
+    choice = np.zeros(len(lengths), np.int64)
+    npass = np.ones(len(lengths), np.int64)
     for k, (g, r) in enumerate(options):
         w = g * r
-        passes = np.maximum(1, -(-n // w))
+        passes = np.maximum(1, -(-lengths // w))
         cost = passes * w * (m + g - 1) * (1 + STEP_OVERHEAD / r)
         if (g, r) not in multi:
             cost = np.where(passes == 1, cost, np.inf)
@@ -120,13 +169,49 @@ def _plan(n, m, shapes, multi, forbidden) -> list[Bucket]:
         choice[better] = k
         npass[better] = passes[better]
     order = np.argsort(-n, kind="stable")
+    key = (choice * (int(npass.max(initial=1)) + 1) + npass)[inverse.reshape(-1)][order]
+    grouped = np.argsort(key, kind="stable")
+    order, key = order[grouped], key[grouped]
+    cuts = np.flatnonzero(np.diff(key)) + 1
     buckets = []
-    for k, (g, r) in enumerate(options):
-        for p in np.unique(npass[choice == k]):
-            picked = order[(choice[order] == k) & (npass[order] == p)]
-            if len(picked):
-                buckets.append(Bucket(g, r, int(p), picked))
+    for picked, first in zip(np.split(order, cuts), np.split(key, cuts), strict=True):
+        if len(picked):
+            k, p = divmod(int(first[0]), int(npass.max(initial=1)) + 1)
+            g, r = options[k]
+            buckets.append(Bucket(g, r, p, picked))
     return buckets
+
+
+def group_defines(G: int, R: int, multi: bool, glob: bool, ptx: bool) -> dict:
+    """The ``-D`` constants of one shape's program (nothing of the query or the targets)."""
+    return {
+        "G": G,
+        "R": R,
+        "WG": WG,
+        "USE_PTX": int(ptx),
+        "MULTI": int(multi),
+        "GLOBAL_MODE": int(glob),
+    }
+
+
+def build_every_shape(dctx: DeviceContext, glob: bool, ptx: bool, threads: int) -> int:
+    """Build every program a search in this mode may take (each of :data:`SHAPES`, each of
+    :data:`MULTI_SHAPES` in several passes), side by side, before the targets are known
+    (a first run builds them while it reads its files); return how many."""
+    from .programs import build_all
+
+    shapes = sorted({*((g, r, False) for g, r in SHAPES), *((g, r, True) for g, r in MULTI_SHAPES)})
+    defines = [group_defines(g, r, multi, glob, ptx) for g, r, multi in shapes]
+    build_all(dctx, "search_group.cl", defines, threads)
+    return len(defines)
+
+
+def build_threads() -> int:
+    """Programs built at a time: NVIDIA's compiler runs one build per thread without the
+    GIL, and a first run has ~16 programs to build."""
+    import os
+
+    return max(1, min(16, os.cpu_count() or 1))
 
 
 def flag_limit(matrix: np.ndarray) -> int:
@@ -161,17 +246,20 @@ class GroupSearch:
         self.lengths = np.asarray(lengths, np.int64)
         self.real = np.flatnonzero(self.lengths > 0)
         used = np.zeros(256, bool)
-        for t in self.real:
-            used[codes[t]] = True
+        if len(self.real):
+            used[np.concatenate([codes[t] for t in self.real.tolist()])] = True
         self.letters = np.flatnonzero(used)  # compact target letter -> matrix code
         self.L = len(self.letters) + 1  # and the padding letter
-        self.compact = np.full(256, self.L - 1, np.int64)
+        self.compact = np.full(256, self.L - 1, np.uint8)
         self.compact[self.letters] = np.arange(len(self.letters))
         self.ptx = dctx.caps.ptx_s16x2 if ptx is None else bool(ptx) and dctx.caps.ptx_s16x2
         self.n_queues = max(1, queues or QUEUES)
         self._packed: dict = {}
         self._outs: dict = {}
         self._plans: dict = {}
+        self._lane_maps: dict = {}
+        self._kernels: dict = {}
+        self._packing: dict = {}  # bucket key -> layout job of build_for still under way
         self._queues: list = []
         self._carry = None
 
@@ -216,114 +304,176 @@ class GroupSearch:
             Kernel time, first start to last end.
         launches : int
         """
-        return self.collect(self.submit(query, task))
+        batch = self.collect(self.submit([query], task))
+        return batch.results(0), batch.flagged[0], batch.seconds, batch.launches
 
-    def submit(self, query: np.ndarray, task, slot: int = 0) -> dict:
-        """Enqueue every launch of ``query`` and return at once; :meth:`collect` gives the
-        results. Queries in different ``slot``s (result buffers of their own) may be in
-        flight together: the next query's kernels run while this one's results come back."""
+    # -- batches of queries -------------------------------------------------------------------
+
+    def plan_key(self, m: int) -> int:
+        """The bucket plan a query of length ``m`` takes (queries of one plan share a batch):
+        the first of :data:`PLAN_LENGTHS` at least ``m``, the last for longer queries."""
+        for key in PLAN_LENGTHS:
+            if m <= key:
+                return key
+        return PLAN_LENGTHS[-1]
+
+    def batch_fits(self, queries) -> bool:
+        """Whether one launch can hold these queries: the largest pair table and the longest
+        query's row offsets in local memory at once."""
+        words = max(self.geometry(q)[0] for q in queries)
+        return self._local_need(words, max(len(q) for q in queries))
+
+    def _local_need(self, words: int, m: int) -> bool:
+        qmax = m + 2 * max(g for g, _ in (*SHAPES, *MULTI_SHAPES))
+        exchange = 0 if self.ptx else 8 * WG
+        return words * 4 + qmax * 4 + exchange <= self.dctx.caps.local_mem
+
+    def batches(self, queries, limit: int | None = None) -> list[list[int]]:
+        """Indices of ``queries`` (each one that :meth:`fits`) in launch batches: one plan
+        per batch (queries sorted by length), at most ``limit`` (default :data:`BATCH`)
+        queries, and what local memory holds."""
+        limit = max(1, limit or BATCH)
+        order = sorted(range(len(queries)), key=lambda k: len(queries[k]))
+        words = [self.geometry(q)[0] for q in queries]
+        out: list[list[int]] = []
+        widest = 0
+        for k in order:
+            last = out[-1] if out else None
+            if (
+                last is not None
+                and len(last) < limit
+                and self.plan_key(len(queries[last[0]])) == self.plan_key(len(queries[k]))
+                and self._local_need(max(widest, words[k]), len(queries[k]))  # the longest
+            ):
+                last.append(k)
+                widest = max(widest, words[k])
+            else:
+                out.append([k])
+                widest = words[k]
+        return out
+
+    def submit(self, queries, task, slot: int = 0) -> dict:
+        """Enqueue every launch of a batch of ``queries`` (one plan: see :meth:`batches`) and
+        return at once; :meth:`collect` gives the results. Batches in different ``slot``s
+        (result buffers of their own) may be in flight together: the next batch's kernels run
+        while this one's results come back and are finished."""
         import pyopencl as cl
 
-        if not self.fits(query):
+        if not queries or not all(self.fits(q) for q in queries):
             raise DpalignError(
                 "the pair table of this query does not fit the device's local memory"
             )
+        keys = {self.plan_key(len(q)) for q in queries}
+        if len(keys) != 1 or not self.batch_fits(queries):
+            raise DpalignError("the queries of a batch must share one plan and local memory")
         sc = task.scoring
         glob = not task.local
-        m = len(query)
+        nq = len(queries)
+        ms = np.array([len(q) for q in queries], np.int64)
+        m_max = int(ms.max())
         ctx, caps = self.dctx.context, self.dctx.caps
         # Global modes: each target ends on its last pass's last column, after virtual
         # columns that carry the left border (scoring 0 when that border is free, else too
         # low to matter: H there follows F down the column, -(o + e (i + 1))).
         pad_score = 0 if glob and task.top_zero else PAD_SCORE
-        table, qoff, virt_off = self._table(query, sc.matrix, pad_score)
-        buckets = self._plan(m)
+        parts = [self._table(q, sc.matrix, pad_score) for q in queries]
+        qinfo = np.zeros((nq, 8), np.int32)
+        qinfo[:, 0] = ms
+        qinfo[:, 2] = [len(t) for t, _, _ in parts]
+        qinfo[1:, 1] = np.cumsum(qinfo[:-1, 2])
+        qinfo[1:, 3] = np.cumsum(ms[:-1])
+        qinfo[:, 4] = [v for _, _, v in parts]
+        table = np.concatenate([t for t, _, _ in parts])
+        qoff = np.concatenate([o for _, o, _ in parts])
+        words_max = int(qinfo[:, 2].max())
+        lanes = self._lanes(m_max)
+        per_lane = 4 if glob else 1
+        stride = lanes.n_lanes * per_lane
+        host = np.empty((nq, stride), np.uint16)
         mf = cl.mem_flags
         queues = self._queue_list()
-        events, outs = [], []
+        cap = max(1, caps.compute_units * GROUPS_PER_CU // nq)
+        events = []
         with driver_errors(caps, "running the group search kernel"):
             table_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=table)
             qoff_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=qoff)
+            info_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=qinfo)
+            out = self._out_buffer(slot, host.nbytes)
             # Latency-bound buckets first (most steps per pair), then the biggest.
-            order = sorted(buckets, key=lambda b: (-b.passes * (m + b.G), -len(b.targets)))
-            for j, bucket in enumerate(order):
-                cols, pads, targets = self._upload(bucket, glob)
-                out = self._out_buffer(bucket, glob, slot)
+            order = sorted(
+                zip(lanes.buckets, lanes.bases, strict=True),
+                key=lambda bb: (-bb[0].passes * (m_max + bb[0].G), -len(bb[0].targets)),
+            )
+            for j, (bucket, base) in enumerate(order):
+                cols, pads, _ = self._upload(bucket, glob)
                 kernel = self._kernel(bucket, glob)
                 wgs = -(-bucket.npairs // (WG // bucket.G))
-                wgs = max(1, min(wgs, caps.compute_units * GROUPS_PER_CU))
-                size = wgs * WG
-                carry = self._carry_buffer(size // bucket.G * m * 8 if bucket.passes > 1 else 8)
+                wgs = max(1, min(wgs, cap))
+                slots = wgs * nq * (WG // bucket.G)
+                carry = self._carry_buffer(slots * m_max * 8 if bucket.passes > 1 else 8)
                 kernel.set_args(
                     cols,
                     table_buf,
                     qoff_buf,
+                    info_buf,
                     out,
                     carry,
                     pads,
                     np.int32(bucket.npairs),
-                    np.int32(m),
                     np.int32(bucket.passes),
-                    np.int32(len(table)),
                     np.int32(sc.gap_open),
                     np.int32(sc.gap_extend),
-                    np.int32(virt_off),
                     np.int32(task.left_zero),  # the kernel's row -1: the strip kernel's column 0
                     np.int32(task.top_zero),  # its column -1: the strip kernel's row 0
-                    cl.LocalMemory(4 * len(table)),
-                    cl.LocalMemory(4 * (m + 2 * bucket.G)),
+                    np.int32(base),
+                    np.int32(stride),
+                    np.int32(m_max),
+                    cl.LocalMemory(4 * words_max),
+                    cl.LocalMemory(4 * (m_max + 2 * bucket.G)),
                 )
                 # Multi-pass launches share the pass-column buffer: one queue for them (in
-                # order, also across queries in flight).
+                # order, also across batches in flight).
                 queue = queues[j % len(queues)] if bucket.passes == 1 else queues[0]
-                events.append(cl.enqueue_nd_range_kernel(queue, kernel, (size,), (WG,)))
-                outs.append((out, targets, bucket.npairs))
-            for queue in queues:
-                queue.flush()
+                events.append(cl.enqueue_nd_range_kernel(queue, kernel, (wgs * WG, nq), (WG, 1)))
+                queue.flush()  # running while the next bucket's layout may still be under way
+            # The whole batch's results in one copy, queued behind every launch.
+            copy = cl.enqueue_copy(
+                self.dctx.copy_queue, host, out, wait_for=events, is_blocking=False
+            )
+            self.dctx.copy_queue.flush()
         # the inputs stay referenced until the launches are collected
         return {
             "task": task,
-            "m": m,
+            "ms": ms,
             "events": events,
-            "outs": outs,
-            "inputs": (table_buf, qoff_buf),
+            "copy": copy,
+            "host": host,
+            "lanes": lanes,
+            "inputs": (table_buf, qoff_buf, info_buf),
         }
 
-    def collect(self, pending: dict):
-        """The results of a :meth:`submit` (see :meth:`score`), once its launches finish."""
-        import pyopencl as cl
-
-        task, m, events = pending["task"], pending["m"], pending["events"]
-        glob = not task.local
-        words = 8 if glob else 4
+    def collect(self, pending: dict) -> GroupBatch:
+        """The results of a :meth:`submit`, once its launches and copy finish."""
+        task, ms, events = pending["task"], pending["ms"], pending["events"]
         with driver_errors(self.dctx.caps, "running the group search kernel"):
-            # Every bucket's copy queued behind its launch, one wait for the last copy (the
-            # copy queue is in order): one host sync per query, not two per bucket.
-            raws, copy = [], None
-            for event, (out, _, npairs) in zip(events, pending["outs"], strict=True):
-                raws.append(np.empty((npairs, words), np.uint32))
-                copy = cl.enqueue_copy(
-                    self.dctx.copy_queue, raws[-1], out, wait_for=[event], is_blocking=False
-                )
-            self.dctx.copy_queue.flush()
-            if copy is not None:
-                wait(copy)
-            results = np.zeros((len(self.codes), 4), np.int64)
-            for raw, (_, targets, npairs) in zip(raws, pending["outs"], strict=True):
-                values = raw.astype(np.uint16).view(np.int16).astype(np.int64)
-                if glob:  # [pair][half][4]
-                    per_lane = values.reshape(-1, 4)
-                else:  # [pair][best a, best b, 0, 0]
-                    per_lane = np.zeros((2 * npairs, 4), np.int64)
-                    per_lane[:, 3] = values[:, :2].reshape(-1)
-                real = targets >= 0
-                results[targets[real]] = per_lane[: len(targets)][real]
+            wait(pending["copy"])
+        lanes = pending["lanes"]
+        glob = not task.local
+        raw = pending["host"].view(np.int16).reshape(len(ms), lanes.n_lanes, 4 if glob else 1)
+        values = raw[:, lanes.lane_of]  # [queries, targets, 1 or 4]
+        real = self.lengths > 0
+        limit = flag_limit(task.scoring.matrix)
+        flagged = values[:, :, -1] >= limit
+        if glob:  # values that may fall below the 16-bit range, the virtual columns' included
+            # low_ok is linear in the target length: the shortest and longest decide for all
+            ends = np.array([self.lengths.min(initial=0), self.lengths.max(initial=0)])
+            for k, m in enumerate(ms.tolist()):
+                if not task.low_ok(m, ends, -30_720 + 1024).all():
+                    flagged[k] |= ~task.low_ok(m, self.lengths, -30_720 + 1024)
+        flagged &= real
         start = min(e.profile.start for e in events)
         end = max(e.profile.end for e in events)
-        flagged = results[:, 3] >= flag_limit(task.scoring.matrix)
-        if glob:  # values that may fall below the 16-bit range, the virtual columns' included
-            flagged |= ~task.low_ok(m, self.lengths, -30_720 + 1024)
-        return results, flagged, (end - start) * 1e-9, len(events)
+        return GroupBatch(values, flagged, real, (end - start) * 1e-9, len(events))
 
     def _table(self, query: np.ndarray, matrix: np.ndarray, pad_score: int = PAD_SCORE):
         """The pair table (uint32 words), each query row's table offset (bytes), and the
@@ -341,45 +491,64 @@ class GroupSearch:
     def _plan(self, m: int) -> list[Bucket]:
         # Plans depend on the query length only through the wavefront's fill; one per
         # power of two of m keeps the packed columns reusable across queries.
-        key = 1 << max(int(m) - 1, 0).bit_length()
+        key = self.plan_key(m)
         if key not in self._plans:
             self._plans[key] = plan_buckets(self.lengths[self.real], key)
             for bucket in self._plans[key]:
                 bucket.targets = self.real[bucket.targets]
         return self._plans[key]
 
+    def _lanes(self, m: int) -> Lanes:
+        """Where each target's results lie in a query's row of results (plan of ``m``)."""
+        key = self.plan_key(m)
+        if key not in self._lane_maps:
+            buckets = self._plan(m)
+            lane_of = np.zeros(len(self.codes), np.int64)  # empty targets: any lane
+            bases, base = [], 0
+            for bucket in buckets:
+                bases.append(base)
+                lane_of[bucket.targets] = base + np.arange(len(bucket.targets))
+                base += 2 * bucket.npairs
+            self._lane_maps[key] = Lanes(buckets, bases, max(base, 1), lane_of)
+        return self._lane_maps[key]
+
     def _upload(self, bucket: Bucket, right: bool):
         """The bucket's column pair offsets and per-pair virtual columns on the device
-        (cached); ``right``: each target ends on the last column (global modes), else it
-        starts on the first (local mode)."""
-        import pyopencl as cl
-
+        (cached; laid out here unless :meth:`build_for`'s threads are at it); ``right``:
+        each target ends on the last column (global modes), else it starts on the first
+        (local mode)."""
         key = self._bucket_key(bucket, right)
+        job = self._packing.pop(key, None)
+        if job is not None:
+            job.result()
         if key not in self._packed:
-            cols, pads, targets = self._pack(bucket, right)
-            mf = cl.mem_flags
-            ctx = self.dctx.context
-            with driver_errors(self.dctx.caps, "uploading the search targets"):
-                self._packed[key] = (
-                    cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=cols),
-                    cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=pads),
-                    targets,
-                )
+            self._lay_out(key, bucket, right)
         return self._packed[key]
 
-    def _out_buffer(self, bucket: Bucket, right: bool, slot: int):
-        """The bucket's result buffer for queries in ``slot`` (cached)."""
+    def _lay_out(self, key, bucket: Bucket, right: bool) -> None:
         import pyopencl as cl
 
-        key = (*self._bucket_key(bucket, right), slot)
-        if key not in self._outs:
+        cols, pads, targets = self._pack(bucket, right)
+        mf = cl.mem_flags
+        ctx = self.dctx.context
+        with driver_errors(self.dctx.caps, "uploading the search targets"):
+            self._packed[key] = (
+                cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=cols),
+                cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=pads),
+                targets,
+            )
+
+    def _out_buffer(self, slot: int, nbytes: int):
+        """The result buffer of batches in ``slot`` (grown as needed)."""
+        import pyopencl as cl
+
+        have = self._outs.get(slot)
+        if have is None or have.size < nbytes:
             with driver_errors(self.dctx.caps, "allocating the search results"):
-                self._outs[key] = cl.Buffer(
-                    self.dctx.context,
-                    cl.mem_flags.READ_WRITE,
-                    bucket.npairs * (32 if right else 16),
+                have = self._outs[slot] = cl.Buffer(
+                    self.dctx.context, cl.mem_flags.READ_WRITE, max(nbytes, 8)
                 )
-        return self._outs[key]
+        return have
 
     @staticmethod
     def _bucket_key(bucket: Bucket, right: bool) -> tuple:
@@ -394,50 +563,68 @@ class GroupSearch:
         targets = bucket.targets
         if len(targets) % 2:
             targets = np.concatenate([targets, [-1]])
-        lanes = np.full((len(targets), width), self.L - 1, np.int64)
-        real = np.flatnonzero(targets >= 0)
-        lens = self.lengths[targets[real]]
-        flat = np.concatenate([self.codes[t] for t in targets[real]])
-        rows = np.repeat(real, lens)
-        at = np.arange(len(flat)) - np.repeat(np.cumsum(lens) - lens, lens)
-        pads = np.full(len(targets), width, np.int32)
-        pads[real] = width - lens if right else 0
-        if right:
-            at += np.repeat(width - lens, lens)
-        lanes[rows, at] = self.compact[flat]
+        lens = np.where(targets >= 0, self.lengths[np.maximum(targets, 0)], 0)
+        # Each lane's residues fill a run of its row (from the left, or up to the right end),
+        # and a boolean mask walks rows in order: one masked store of every residue of the
+        # bucket, concatenated in lane order (uint8 cells: the old int64 scatter of row and
+        # column indices cost ~4 s per plan for 200,000 proteins).
+        at = np.arange(width)
+        mask = at >= (width - lens)[:, None] if right else at < lens[:, None]
+        lanes = np.full((len(targets), width), self.L - 1, np.uint8)
+        lanes[mask] = self.compact[
+            np.concatenate([self.codes[t] for t in targets[targets >= 0].tolist()])
+        ]
+        pads = (width - lens if right else np.where(lens > 0, 0, width)).astype(np.int32)
         lanes = lanes.reshape(-1, 2, width)
-        cols = ((lanes[:, 0] * self.L + lanes[:, 1]) * 4).astype(np.uint16)
-        return np.ascontiguousarray(cols), np.ascontiguousarray(pads.reshape(-1, 2)), targets
+        cols = (lanes[:, 0].astype(np.uint16) * self.L + lanes[:, 1]) * 4
+        return (
+            np.ascontiguousarray(cols, np.uint16),
+            np.ascontiguousarray(pads.reshape(-1, 2)),
+            targets,
+        )
 
     def defines(self, G: int, R: int, multi: bool, glob: bool) -> dict:
         """The ``-D`` constants of one shape's program (nothing of the query)."""
-        return {
-            "G": G,
-            "R": R,
-            "WG": WG,
-            "USE_PTX": int(self.ptx),
-            "MULTI": int(multi),
-            "GLOBAL_MODE": int(glob),
-        }
+        return group_defines(G, R, multi, glob, self.ptx)
 
     def build_for(self, lengths, glob: bool, threads: int = 8) -> int:
         """Build, side by side, the programs that queries of ``lengths`` take (the shapes of
-        their bucket plans); return how many programs that is."""
+        their bucket plans), and start laying out and uploading their buckets on threads that
+        carry on after this returns (:meth:`submit` waits for each bucket's own layout);
+        return how many programs that is."""
+        from concurrent.futures import ThreadPoolExecutor
+
         from .programs import build_all
 
-        keys = {1 << max(int(m) - 1, 0).bit_length() for m in lengths if m > 0}
-        shapes = {(b.G, b.R, b.passes > 1) for key in keys for b in self._plan(key)}
+        keys = {self.plan_key(m) for m in lengths if m > 0}
+        buckets = {self._bucket_key(b, glob): b for key in keys for b in self._plan(key)}
+        shapes = {(b.G, b.R, b.passes > 1) for b in buckets.values()}
         defines = [self.defines(g, r, multi, glob) for g, r, multi in sorted(shapes)]
+        # Laid out in the order the launches take them (see submit), on threads that keep
+        # going after this returns: the first launches wait for their own buckets only
+        # (_upload), so the device starts while the rest are packed.
+        todo = [
+            (k, b) for k, b in buckets.items() if k not in self._packed and k not in self._packing
+        ]
+        todo.sort(key=lambda kb: (-kb[1].passes * (max(keys) + kb[1].G), -len(kb[1].targets)))
+        pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="dpalign-pack")
+        for k, b in todo:
+            self._packing[k] = pool.submit(self._lay_out, k, b, glob)
+        pool.shutdown(wait=False)  # the queued layouts still run
         build_all(self.dctx, "search_group.cl", defines, threads)
         return len(defines)
 
     def _kernel(self, bucket: Bucket, glob: bool):
-        import pyopencl as cl
+        # One kernel object per program: making one runs pyopencl's argument-setter
+        # generation (~0.25 ms, a per-bucket-per-query cost before batching).
+        key = (bucket.G, bucket.R, bucket.passes > 1, glob)
+        if key not in self._kernels:
+            import pyopencl as cl
 
-        defines = self.defines(bucket.G, bucket.R, bucket.passes > 1, glob)
-        program, _ = build(self.dctx, "search_group.cl", defines)
-        with driver_errors(self.dctx.caps, "preparing the group search kernel"):
-            return cl.Kernel(program, "group_search")
+            program, _ = build(self.dctx, "search_group.cl", self.defines(*key))
+            with driver_errors(self.dctx.caps, "preparing the group search kernel"):
+                self._kernels[key] = cl.Kernel(program, "group_search")
+        return self._kernels[key]
 
     def _queue_list(self) -> list:
         import pyopencl as cl
