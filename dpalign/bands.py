@@ -1,0 +1,381 @@
+"""One long pair on several fillers at once: column bands in a wavefront pipeline.
+
+The DP region is cut into ``k`` column bands (one per filler: an OpenCL device, a single-threaded
+CPU filler, a Dask worker) and into row chunks. Band ``b`` fills its chunks top to bottom; chunk
+``r`` of band ``b`` needs the bottom row of chunk ``r-1`` of the same band (its top boundary,
+kept by the band itself) and the right column of chunk ``r`` of band ``b-1`` (its left boundary:
+H and I, passed on). So band ``b`` works on chunk ``r`` while band ``b+1`` works on chunk
+``r-1``: with ``R`` chunks the ``k`` bands finish in ``R + k - 1`` piece times instead of
+``R k``. Every piece is one call of the engine's region contract
+(:class:`dpalign.contract.RegionFiller`) with tile-aligned cuts, and the checkpoints of the
+pieces are written into the region's own checkpoint rows and columns, so the result (scores,
+checkpoints, local best cell, and hence the traceback) is identical to one filler's.
+
+The same pipeline reports progress: after each piece the callback receives its cells (with a
+single band the region is still cut into row chunks, so that a long fill reports as it goes).
+
+>>> import numpy as np
+>>> from dpalign.longpair import align_long
+>>> from dpalign.scoring import Scoring
+>>> s = Scoring((1, -1), 2)
+>>> a, b = s.encode("ACGTTGCA" * 40), s.encode("ACGTAGCA" * 40)
+>>> plain = align_long(a, b, s, "local")
+>>> banded = align_long(a, b, s, "local", bands=Bands(cpu=3, chunk_rows=64))
+>>> (banded.score, banded.ops) == (plain.score, plain.ops)
+True
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .contract import Progress, RegionFill, RegionFiller
+from .errors import OptionError
+
+log = logging.getLogger(__name__)
+
+#: Row chunks per band that the pipeline aims for (pipeline efficiency k R / (R + k - 1):
+#: 0.94 for two bands, 0.84 for eight).
+CHUNKS_PER_BAND = 16
+#: With one band and a progress callback: chunks for the bar (each a full-width fill).
+PROGRESS_CHUNKS = 32
+
+
+@dataclass
+class Bands:
+    """How a long pair's large regions are split across fillers.
+
+    Attributes
+    ----------
+    cpu : int
+        Column bands filled by single-threaded CPU fillers (Numba's anti-diagonal tiles) in
+        the calling process; 0 or 1: the region is filled by one filler on every thread (the
+        plain path).
+    devices : list of Backend
+        One band per device backend (``engine.device_regions`` of each): every OpenCL GPU of
+        the host, or two queues of one device (``OpenCLBackend(stream=1)``).
+    cluster : Backend, optional
+        A Dask backend (``kind == "cluster"``): one actor per worker, one band per actor, each
+        filling on its worker's CPU cores.
+    chunk_rows : int, optional
+        Rows per chunk (rounded to whole tiles); default: ``CHUNKS_PER_BAND`` chunks per band,
+        but at least ``min_chunk_tiles`` tile rows.
+    min_chunk_tiles : int
+        The fewest tile rows in one chunk (a device fills a chunk's tile diagonals in
+        parallel; short chunks starve it).
+    min_cells : int
+        Regions with fewer cells are filled by the plain filler (traceback recomputations).
+    """
+
+    cpu: int = 0
+    devices: list = field(default_factory=list)
+    cluster: object | None = None
+    chunk_rows: int | None = None
+    min_chunk_tiles: int = 8
+    min_cells: int = 1 << 24
+
+    def __post_init__(self) -> None:
+        if self.cpu < 0:
+            raise OptionError("Bands.cpu must be 0 or more")
+        if self.chunk_rows is not None and self.chunk_rows < 1:
+            raise OptionError("Bands.chunk_rows must be at least 1")
+        if sum((self.cpu > 1, bool(self.devices), self.cluster is not None)) > 1:
+            raise OptionError("bands go on CPU fillers, devices or a Dask cluster: one of them")
+
+    @property
+    def active(self) -> bool:
+        """More than one band."""
+        return self.cpu > 1 or len(self.devices) > 1 or self.cluster is not None
+
+
+class PieceFiller(RegionFiller):
+    """Fills a region as a grid of (row chunk, column band) pieces, band ``b`` on
+    ``fills[b]``, in a wavefront pipeline of one host thread per band.
+
+    Parameters
+    ----------
+    fills : list of callables
+        ``fill(r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads)`` returning
+        a :class:`RegionFill` (a filler's ``fill_region``, or a call to a remote actor).
+    chunk_rows : int or None
+        See :class:`Bands`.
+    min_chunk_tiles : int
+    threads : int
+        Threads each piece fill is given.
+    progress : callable, optional
+        Called with the cells of each finished piece (from the band threads, serialised).
+    members : list of RegionFiller, optional
+        The fillers behind ``fills`` (tile shape, label and statistics).
+    """
+
+    def __init__(
+        self,
+        fills: Sequence[Callable[..., RegionFill]],
+        chunk_rows: int | None = None,
+        min_chunk_tiles: int = 8,
+        threads: int | None = None,
+        progress: Progress | None = None,
+        members: Sequence[RegionFiller] = (),
+    ) -> None:
+        if not fills:
+            raise OptionError("a banded fill needs at least one filler")
+        self.fills = list(fills)
+        self.chunk_rows = chunk_rows
+        self.min_chunk_tiles = min_chunk_tiles
+        self.threads = threads
+        self.progress = progress
+        self.members = list(dict.fromkeys(members))
+        if self.members:
+            first = self.members[0]
+            self.tile_rows, self.tile_cols = first.tile_rows, first.tile_cols
+            self.label = first.label
+        self._lock = threading.Lock()
+
+    def _report(self, cells: int) -> None:
+        if self.progress is not None:
+            with self._lock:
+                self.progress(cells)
+
+    def fill_region(self, r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads):
+        h, w = left.shape[1] - 1, top.shape[1] - 1
+        th, tw = int(tile_rows), int(tile_cols)
+        n_rows, n_cols = -(-h // th), -(-w // tw)
+        k = min(len(self.fills), n_cols)
+        # bands: whole tile columns, as equal as they come
+        col_edges = [round(n_cols * b / k) for b in range(k + 1)]
+        if self.chunk_rows is not None:
+            per = max(1, -(-self.chunk_rows // th))
+        else:
+            want = CHUNKS_PER_BAND * k if k > 1 else PROGRESS_CHUNKS
+            per = max(self.min_chunk_tiles, -(-n_rows // want))
+        row_edges = list(range(0, n_rows, per)) + [n_rows]
+        threads = self.threads if self.threads is not None else threads
+        dtype = top.dtype
+        row_store = np.empty((max(int(row_slot.max(initial=-1)) + 1, 0), 2, w + 1), dtype)
+        col_store = np.empty((max(int(col_slot.max(initial=-1)) + 1, 0), 2, h + 1), dtype)
+        last_row = np.empty((2, w + 1), dtype)
+        bests: list[tuple[int, int, int]] = []
+        borders = [queue.SimpleQueue() for _ in range(k + 1)]
+        failed: list[BaseException] = []
+
+        def band(b: int) -> None:
+            t0, t1 = col_edges[b], col_edges[b + 1]
+            cb0, cb1 = t0 * tw, min(t1 * tw, w)
+            own = 0 if b == 0 else 1
+            local_cols, globals_c = _relabel(col_slot[t0:t1], keep_last=b < k - 1)
+            band_top = np.ascontiguousarray(top[:, cb0 : cb1 + 1])
+            for r in range(len(row_edges) - 1):
+                s0, s1 = row_edges[r], row_edges[r + 1]
+                rr0, rr1 = s0 * th, min(s1 * th, h)
+                if b == 0:
+                    band_left = np.ascontiguousarray(left[:, rr0 : rr1 + 1])
+                else:
+                    band_left = borders[b].get()
+                    if band_left is None:  # a band to the left failed
+                        borders[b + 1].put(None)
+                        return
+                local_rows, globals_r = _relabel(row_slot[s0:s1], keep_last=False)
+                piece = self.fills[b](
+                    r0 + rr0,
+                    c0 + cb0,
+                    band_top,
+                    band_left,
+                    local_rows,
+                    local_cols,
+                    th,
+                    tw,
+                    threads,
+                )
+                if b < k - 1:
+                    borders[b + 1].put(np.ascontiguousarray(piece.col_store[-1]))
+                # a band's first column is its left neighbour's last, where only that
+                # neighbour knows D (the border passes H and I)
+                for slot, g in enumerate(globals_r):
+                    row_store[g, :, cb0 + own : cb1 + 1] = piece.row_store[slot, :, own:]
+                for slot, g in enumerate(globals_c):
+                    first = 0 if r == 0 else 1
+                    col_store[g, :, rr0 + first : rr1 + 1] = piece.col_store[slot, :, first:]
+                value, i, j = (int(x) for x in piece.best)
+                if value > 0:
+                    bests.append((value, i + rr0, j + cb0))
+                band_top = piece.last_row
+                self._report((rr1 - rr0) * (cb1 - cb0))
+            last_row[:, cb0 + own : cb1 + 1] = band_top[:, own:]
+
+        def guarded(b: int) -> None:
+            try:
+                band(b)
+            except BaseException as exc:
+                failed.append(exc)
+                borders[b + 1].put(None)
+
+        if k == 1:
+            band(0)
+        else:
+            workers = [
+                threading.Thread(target=guarded, args=(b,), name=f"dpalign-band-{b}")
+                for b in range(k)
+            ]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+            if failed:
+                raise failed[0]
+        best = (0, 0, 0)
+        for value, i, j in bests:
+            if value > best[0] or (value == best[0] and (i, j) < best[1:]):
+                best = (value, i, j)
+        return RegionFill(last_row, row_store, col_store, best)
+
+    @property
+    def cells(self) -> int:
+        return sum(member.cells for member in self.members)
+
+    @property
+    def kernel_seconds(self) -> float:
+        return sum(member.kernel_seconds for member in self.members)
+
+
+def _relabel(slots: np.ndarray, keep_last: bool) -> tuple[np.ndarray, list[int]]:
+    """Slots of one piece's tile rows (or columns), numbered from 0, and the region slot of
+    each; ``keep_last`` also keeps the last one (a band's right border), as the last slot."""
+    kept = np.flatnonzero(slots >= 0)
+    local = np.full(len(slots), -1, np.int64)
+    local[kept] = np.arange(len(kept))
+    globals_ = [int(slots[t]) for t in kept]
+    if keep_last and local[-1] < 0:  # (a kept last one is the last slot already)
+        local[-1] = len(kept)
+    return local, globals_
+
+
+class CountingFiller(RegionFiller):
+    """A filler that reports the cells of each region it fills (small regions: the
+    traceback's recomputations)."""
+
+    def __init__(self, inner: RegionFiller, progress: Progress) -> None:
+        self.inner, self.progress = inner, progress
+        self.tile_rows, self.tile_cols, self.label = inner.tile_rows, inner.tile_cols, inner.label
+
+    def fill_region(self, r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads):
+        fill = self.inner.fill_region(
+            r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads
+        )
+        self.progress((left.shape[1] - 1) * (top.shape[1] - 1))
+        return fill
+
+    @property
+    def cells(self) -> int:
+        return self.inner.cells
+
+    @property
+    def kernel_seconds(self) -> float:
+        return self.inner.kernel_seconds
+
+
+#: Fewest tile rows per chunk on a device (a GPU fills up to one tile per tile row of a tile
+#: diagonal at once: 1024 rows of 128-row tiles keep an H100's 132 SMs busy).
+DEVICE_CHUNK_TILES = 1024
+
+
+class Plan:
+    """Chooses the filler of each region of one long pair (the long-pair driver's hook).
+
+    Parameters
+    ----------
+    bands : Bands or None
+    progress : callable, optional
+        Called with cells filled (forward pass and traceback recomputations).
+    device_fillers : list of RegionFiller
+        The pair held on each device of ``bands.devices`` (the first is the driver's own).
+    remote : list of callables
+        The fill calls of the Dask actors (``bands.cluster``).
+    """
+
+    def __init__(self, bands, progress=None, device_fillers=(), remote=()) -> None:
+        self.bands = bands or Bands()
+        self.progress = progress
+        self.device_fillers = list(device_fillers)
+        self.remote = list(remote)
+
+    def __call__(self, filler: RegionFiller, on_device: bool, cells: int) -> RegionFiller:
+        """The filler for a region of ``cells`` cells that ``filler`` would fill alone."""
+        bands = self.bands
+        if cells < bands.min_cells:
+            return filler if self.progress is None else CountingFiller(filler, self.progress)
+        chunk_tiles = DEVICE_CHUNK_TILES if on_device else bands.min_chunk_tiles
+        common = dict(
+            chunk_rows=bands.chunk_rows, min_chunk_tiles=chunk_tiles, progress=self.progress
+        )
+        if on_device and len(self.device_fillers) > 1:
+            fills = [f.fill_region for f in self.device_fillers]
+            return PieceFiller(fills, members=self.device_fillers, **common)
+        if not on_device and self.remote:
+            return PieceFiller(self.remote, members=[filler], **common)
+        if not on_device and bands.cpu > 1:
+            fills = [filler.fill_region] * bands.cpu
+            return PieceFiller(fills, threads=1, members=[filler], **common)
+        if self.progress is None:
+            return filler
+        return PieceFiller([filler.fill_region], members=[filler], **common)
+
+
+# --------------------------------------------------------------------------------------------
+# Dask: one actor per band
+# --------------------------------------------------------------------------------------------
+
+
+class BandActor:
+    """A Dask actor holding one long pair on its worker, filling regions on the worker's CPU
+    cores (the engine's CPU region filler)."""
+
+    def __init__(self, a, b, matrix, gap_open, gap_extend, local, neg, neg_store, relative):
+        from . import engine
+
+        self.filler = engine.cpu_regions(
+            a, b, matrix, gap_open, gap_extend, local, neg, neg_store, relative
+        )
+
+    def fill(self, r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads):
+        """One region fill (see :meth:`RegionFiller.fill_region`), as plain arrays."""
+        fill = self.filler.fill_region(
+            r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads
+        )
+        return fill.last_row, fill.row_store, fill.col_store, tuple(int(x) for x in fill.best)
+
+
+def dask_fills(cluster, args: tuple, threads: int | None = None) -> list[Callable[..., RegionFill]]:
+    """One :class:`BandActor` per worker of the Dask backend ``cluster``, holding the pair
+    (``args``: the CPU region filler's arguments); their fill calls, one per band.
+
+    ``threads``: CPU threads each actor fills with (default: its worker's threads).
+    """
+    client = cluster.client()
+    workers = client.scheduler_info()["workers"]
+    if not workers:
+        raise OptionError("the Dask cluster has no workers")
+    futures = [
+        client.submit(BandActor, *args, actor=True, workers=[address], pure=False)
+        for address in sorted(workers)
+    ]
+    actors = [future.result() for future in futures]
+    counts = [
+        threads or int(workers[address].get("nthreads", 1) or 1) for address in sorted(workers)
+    ]
+
+    def call(actor, count):
+        def fill(r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, _threads):
+            last_row, rows, cols, best = actor.fill(
+                r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, count
+            ).result()
+            return RegionFill(last_row, rows, cols, best)
+
+        return fill
+
+    return [call(actor, count) for actor, count in zip(actors, counts, strict=True)]
