@@ -985,11 +985,11 @@ def _pretty(name_a: str, name_b: str, aln, width: int = 60) -> str:
 
 
 def _align_bands(args):
-    """``(backend, Bands or None, closer)`` for --device lists, --bands and Dask."""
+    """``(backend, device, Bands or None, closer)`` for --device lists, --bands and Dask."""
     from .bands import Bands
     from .engine import get_backend
 
-    specs = [s for s in (args.device or "").split(",") if s.strip()]
+    specs = [s.strip() for s in (args.device or "").split(",") if s.strip()]
     dask = args.scheduler or args.dask_workers is not None
     chosen = sum((len(specs) > 1 or args.device == "all", args.bands is not None, bool(dask)))
     if chosen > 1:
@@ -1007,16 +1007,17 @@ def _align_bands(args):
     if len(specs) > 1:
         # a device named twice gets queues of its own per band
         devices = [
-            get_backend("opencl", device=spec.strip(), stream=specs[:k].count(spec))
+            get_backend("opencl", device=spec, stream=specs[:k].count(spec))
             for k, spec in enumerate(specs)
         ]
-        return devices[0], Bands(devices=devices), None
+        return devices[0], None, Bands(devices=devices), None
+    device = specs[0] if specs else None
     if args.bands is not None:
-        return args.backend, Bands(cpu=args.bands), None
+        return args.backend, device, Bands(cpu=args.bands), None
     if dask:
         cluster = get_backend("dask", scheduler=args.scheduler, workers=args.dask_workers)
-        return args.backend, Bands(cluster=cluster), cluster.close
-    return args.backend, None, None
+        return args.backend, device, Bands(cluster=cluster), cluster.close
+    return args.backend, device, None, None
 
 
 def _long_pair_cells(pairs) -> int:
@@ -1061,7 +1062,7 @@ def _run_align(args) -> int:
                 )
     strands = 1 if args.strand != "both" else 2
     bar = _progress_bar(_long_pair_cells(lengths) * strands, args.progress, "aligning")
-    backend, bands, close = _align_bands(args)
+    backend, device, bands, close = _align_bands(args)
     try:
         with ExitStack() as stack:
             out = sys.stdout if args.out == "-" else stack.enter_context(atomic_output(args.out))
@@ -1082,7 +1083,7 @@ def _run_align(args) -> int:
                         scoring=scoring,
                         backend=backend,
                         cigar=args.cigar,
-                        device=None if bands is not None and bands.devices else args.device,
+                        device=device,
                         strand=args.strand,
                         threads=args.threads,
                         progress=bar.update if bar else None,

@@ -220,3 +220,13 @@ def test_memory_stays_linear(tmp_path):
     assert done.returncode == 0, done.stderr
     peak_mb = int(done.stdout.split()[-1]) / 1024
     assert peak_mb < 1000, peak_mb
+
+
+def test_device_lists_give_the_same_alignment(files, capsys, cl_device):
+    a, b = _related(2000, 5)
+    fa = files("a.fa", _fasta([("a", a)]))
+    fb = files("b.fa", _fasta([("b", b)]))
+    base = ["align", fa, fb, "--mode", "local", "--format", "cigar", "--backend", "opencl"]
+    plain = _run([*base, "--device", cl_device], capsys)[1]
+    assert _run([*base, "--device", f"{cl_device},{cl_device}"], capsys)[1] == plain
+    assert _run([*base, "--device", "all"], capsys)[1] == plain
