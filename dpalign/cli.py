@@ -956,11 +956,20 @@ def _strand_note(aln) -> str:
 
 
 def _pretty(name_a: str, name_b: str, aln, width: int = 60) -> str:
+    import numpy as np
+
     top, bottom = aln.gapped()
-    middle = "".join(
-        "|" if x == y else ("." if "-" not in (x, y) else " ")
-        for x, y in zip(top, bottom, strict=True)
-    )
+    if top.isascii() and bottom.isascii():
+        t = np.frombuffer(top.encode("ascii"), np.uint8)
+        u = np.frombuffer(bottom.encode("ascii"), np.uint8)
+        gap = (t == ord("-")) | (u == ord("-"))
+        marks = np.where(t == u, ord("|"), np.where(gap, ord(" "), ord(".")))
+        middle = marks.astype(np.uint8).tobytes().decode("ascii")
+    else:
+        middle = "".join(
+            "|" if x == y else ("." if "-" not in (x, y) else " ")
+            for x, y in zip(top, bottom, strict=True)
+        )
     a0, a1 = _span(aln.a_start, aln.a_end)
     b0, b1 = _span(aln.b_start, aln.b_end)
     label = max(len(name_a), len(name_b))
