@@ -43,8 +43,10 @@ log = logging.getLogger(__name__)
 #: Row chunks per band that the pipeline aims for (pipeline efficiency k R / (R + k - 1):
 #: 0.94 for two bands, 0.84 for eight).
 CHUNKS_PER_BAND = 16
-#: With one band and a progress callback: chunks for the bar (each a full-width fill).
-PROGRESS_CHUNKS = 32
+#: With one filler and a progress callback: pieces for the bar, on the CPU and on a device
+#: (fewer: each piece has its own fill and drain of the tile wavefront).
+PROGRESS_PIECES = 32
+DEVICE_PROGRESS_PIECES = 16
 
 
 @dataclass
@@ -112,6 +114,11 @@ class PieceFiller(RegionFiller):
         Called with the cells of each finished piece (from the band threads, serialised).
     members : list of RegionFiller, optional
         The fillers behind ``fills`` (tile shape, label and statistics).
+    pieces : int, optional
+        One filler (``fills[0]``) cutting the region into about this many pieces, filled one
+        after another (progress reports of a single filler): row chunks of at least
+        ``min_chunk_tiles`` tile rows where the region is tall enough, column bands as well
+        where it is wide and short.
     """
 
     def __init__(
@@ -122,6 +129,7 @@ class PieceFiller(RegionFiller):
         threads: int | None = None,
         progress: Progress | None = None,
         members: Sequence[RegionFiller] = (),
+        pieces: int | None = None,
     ) -> None:
         if not fills:
             raise OptionError("a banded fill needs at least one filler")
@@ -130,6 +138,7 @@ class PieceFiller(RegionFiller):
         self.min_chunk_tiles = min_chunk_tiles
         self.threads = threads
         self.progress = progress
+        self.pieces = pieces
         self.members = list(dict.fromkeys(members))
         if self.members:
             first = self.members[0]
@@ -146,16 +155,25 @@ class PieceFiller(RegionFiller):
         h, w = left.shape[1] - 1, top.shape[1] - 1
         th, tw = int(tile_rows), int(tile_cols)
         n_rows, n_cols = -(-h // th), -(-w // tw)
-        k = min(len(self.fills), n_cols)
+        threads = self.threads if self.threads is not None else threads
+        # each worker thread of a fill takes a tile row: a chunk of fewer rows idles some
+        least = max(self.min_chunk_tiles, 4 * threads if threads > 1 else 1)
+        if self.pieces is not None:
+            # one filler, about `pieces` pieces: row chunks where the region is tall enough,
+            # else column bands too (filled one after another)
+            chunks = max(1, min(self.pieces, n_rows // least))
+            k = max(1, min(n_cols, -(-self.pieces // chunks)))
+            want = chunks
+        else:
+            k = min(len(self.fills), n_cols)
+            want = CHUNKS_PER_BAND * k
         # bands: whole tile columns, as equal as they come
         col_edges = [round(n_cols * b / k) for b in range(k + 1)]
         if self.chunk_rows is not None:
             per = max(1, -(-self.chunk_rows // th))
         else:
-            want = CHUNKS_PER_BAND * k if k > 1 else PROGRESS_CHUNKS
-            per = max(self.min_chunk_tiles, -(-n_rows // want))
+            per = max(least if self.pieces is None else 1, -(-n_rows // want))
         row_edges = list(range(0, n_rows, per)) + [n_rows]
-        threads = self.threads if self.threads is not None else threads
         dtype = top.dtype
         row_store = np.empty((max(int(row_slot.max(initial=-1)) + 1, 0), 2, w + 1), dtype)
         col_store = np.empty((max(int(col_slot.max(initial=-1)) + 1, 0), 2, h + 1), dtype)
@@ -181,7 +199,7 @@ class PieceFiller(RegionFiller):
                         borders[b + 1].put(None)
                         return
                 local_rows, globals_r = _relabel(row_slot[s0:s1], keep_last=False)
-                piece = self.fills[b](
+                piece = self.fills[b % len(self.fills)](
                     r0 + rr0,
                     c0 + cb0,
                     band_top,
@@ -215,8 +233,9 @@ class PieceFiller(RegionFiller):
                 failed.append(exc)
                 borders[b + 1].put(None)
 
-        if k == 1:
-            band(0)
+        if k == 1 or self.pieces is not None:
+            for b in range(k):
+                band(b)
         else:
             workers = [
                 threading.Thread(target=guarded, args=(b,), name=f"dpalign-band-{b}")
@@ -323,7 +342,8 @@ class Plan:
             return PieceFiller(fills, threads=1, members=[filler], **common)
         if self.progress is None:
             return filler
-        return PieceFiller([filler.fill_region], members=[filler], **common)
+        pieces = DEVICE_PROGRESS_PIECES if on_device else PROGRESS_PIECES
+        return PieceFiller([filler.fill_region], members=[filler], pieces=pieces, **common)
 
 
 # --------------------------------------------------------------------------------------------

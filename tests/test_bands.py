@@ -111,9 +111,13 @@ def test_piece_fill_leaves_the_same_checkpoints(problem, k, chunk, data):
     col_slot = np.where(cols, np.cumsum(cols) - 1, -1).astype(np.int64)
     args = (region.top, region.left, row_slot, col_slot, th, tw)
     plain = job.cpu.fill_region(0, 0, *args, 1)
-    banded = PieceFiller([job.cpu.fill_region] * k, chunk_rows=chunk, threads=1).fill_region(
-        0, 0, *args, 1
-    )
+    pieces = data.draw(st.one_of(st.none(), st.integers(1, 12)), label="pieces")
+    if pieces is None:
+        filler = PieceFiller([job.cpu.fill_region] * k, chunk_rows=chunk, threads=1)
+    else:  # one filler, the grid chosen for about `pieces` pieces
+        least = data.draw(st.integers(1, 3), label="min_chunk_tiles")
+        filler = PieceFiller([job.cpu.fill_region], pieces=pieces, min_chunk_tiles=least)
+    banded = filler.fill_region(0, 0, *args, data.draw(st.integers(1, 2), label="threads"))
     np.testing.assert_array_equal(banded.last_row, plain.last_row)
     np.testing.assert_array_equal(banded.row_store, plain.row_store)
     np.testing.assert_array_equal(banded.col_store, plain.col_store)
@@ -160,6 +164,22 @@ def test_progress_counts_forward_and_traceback_cells():
     assert sum(cells) > forward
     # the estimate is of the right size (it only drives a progress bar)
     assert 0.5 < expected_cells(300, 280, True, TINY) / sum(cells) < 2
+
+
+def test_one_filler_cuts_wide_regions_into_column_pieces():
+    scoring = Scoring((1, -1), 2)
+    a, b = _pair(np.random.default_rng(7), 12, 400, 4, True)
+    lanes = plan_lanes(scoring, 12, 400, "local", TINY)
+    job = _Aligner(a, b, scoring, "local", (False,) * 4, TINY, 1, lanes)
+    region = job.global_region()
+    cells = []
+    filler = PieceFiller([job.cpu.fill_region], pieces=10, min_chunk_tiles=8, progress=cells.append)
+    args = (region.top, region.left, np.full(3, -1), np.full(134, -1), 4, 3, 1)
+    got = filler.fill_region(0, 0, *args)
+    want = job.cpu.fill_region(0, 0, *args)
+    assert len(cells) == 10 and sum(cells) == 12 * 400  # 3 tile rows: column pieces only
+    np.testing.assert_array_equal(got.last_row, want.last_row)
+    assert tuple(got.best) == tuple(int(x) for x in want.best)
 
 
 def test_counting_filler_reports_each_region():
