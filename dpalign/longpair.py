@@ -453,8 +453,10 @@ def align_long(
     else:
         stop = job.walk(region, points, a_end, b_end, STATE_H)
         result = job.finish(score, a_end, b_end, stop)
-    if pair is not None and stats is not None:
-        stats.record(pair.label, pair.cells, pair.kernel_seconds)
+    if stats is not None:
+        for k, held in enumerate(others):  # one account per device (bands)
+            label = held.label if len(others) == 1 else f"{held.label} #{k}"
+            stats.record(label, held.cells, held.kernel_seconds)
     return result
 
 

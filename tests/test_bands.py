@@ -260,3 +260,22 @@ def test_dask_bands_equal_the_oracle(dask_backend, mode):
             bands=Bands(cluster=dask_backend, chunk_rows=20, min_cells=1),
         )
         assert got == _oracle(a, b, scoring, mode, None)
+
+
+def test_both_device_queues_do_work(cl_device):
+    from dpalign.gcups import RunStats
+    from dpalign.kernels_cl.backend import OpenCLBackend
+
+    scoring = Scoring((2, -3), (5, 2))
+    a, b = _pair(np.random.default_rng(9), 70, 80, 4, True)
+    devices = [OpenCLBackend(device=cl_device), OpenCLBackend(device=cl_device, stream=1)]
+    tiling = Tiling(tile_rows=6, tile_cols=5, device_cells=1, device_tile=(3, 2, 2))
+    stats = RunStats()
+    got = align_long(
+        a, b, scoring, "local", tiling=tiling, stats=stats,
+        bands=Bands(devices=devices, chunk_rows=9, min_cells=1),
+    )  # fmt: skip
+    assert got == _oracle(a, b, scoring, "local", None)
+    accounts = list(stats.workers.values())
+    assert len(accounts) == 2 and all(w.cells > 0 for w in accounts)
+    assert sum(w.cells for w in accounts) >= 70 * 80
