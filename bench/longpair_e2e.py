@@ -8,7 +8,8 @@ cases must write the same SAM records. ``--check-length`` first runs ``--check-c
 smaller pair of the same kind (e.g. the device against the CPU path).
 
 Cases: ``numba`` (every core), ``opencl`` (the first GPU), ``opencl-all`` (column bands on
-every GPU), ``bands-N`` (N single-threaded CPU bands).
+every GPU), ``bands-N`` (N single-threaded CPU bands), ``dask-N`` (one band per worker of a
+local Dask cluster of N processes).
 
     python bench/longpair_e2e.py --length 1e7 --cases opencl-all \\
         --check-length 1e6 --check-cases numba,opencl --out $OUT/e2e.json
@@ -38,6 +39,8 @@ RUN = "import sys; from dpalign.cli import main; sys.exit(main(sys.argv[1:]))"
 def _options(case: str) -> list[str]:
     if case.startswith("bands-"):
         return ["--backend", "numba", "--bands", case.split("-", 1)[1]]
+    if case.startswith("dask-"):
+        return ["--dask-workers", case.split("-", 1)[1]]
     return CASES[case]
 
 
@@ -85,7 +88,7 @@ def run_pair(length: int, cases: list[str], mode: str, folder: str, tag: str) ->
         rows.append(row)
         if code == 0:
             outputs[case] = _records(out)
-    same = len({tuple(v) for v in outputs.values()}) == 1 and len(outputs) == len(cases)
+    same = len({tuple(v) for v in outputs.values()}) == 1 and len(outputs) == len(set(cases))
     return {"mode": mode, "cases": rows, "identical": same}
 
 
