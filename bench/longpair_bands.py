@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--length", type=float, default=3e6)
     parser.add_argument("--mode", default="global", choices=["global", "local", "semiglobal"])
     parser.add_argument(
-        "--chunk-tiles", default="1024,2048", help="tile rows per chunk to try (comma list)"
+        "--chunk-tiles", default="2048,4096", help="tile rows per chunk to try (comma list)"
     )
     parser.add_argument("--budget", type=float, default=170, help="seconds; later cases skipped")
     parser.add_argument("--out", default="bands.json")
@@ -99,9 +99,13 @@ def main() -> None:
         progress=lambda _cells: None,
         bands=Bands(chunk_rows=tiles[0] * tile_rows),
     )
+    case(
+        f"{kind}, threads, chunks of {tiles[0]} tile rows",
+        bands=Bands(devices=devices, chunk_rows=tiles[0] * tile_rows, processes=False),
+    )
     for t in tiles:
         case(
-            f"{kind}, chunks of {t} tile rows",
+            f"{kind}, processes, chunks of {t} tile rows",
             bands=Bands(devices=devices, chunk_rows=t * tile_rows),
         )
     done = [r for r in rows if "seconds" in r]

@@ -73,6 +73,10 @@ class Bands:
         parallel; short chunks starve it).
     min_cells : int
         Regions with fewer cells are filled by the plain filler (traceback recomputations).
+    processes : bool
+        Drive every device after the first from a process of its own (default): each
+        device's host loop launches one kernel per tile diagonal, and threads of one process
+        would take turns at the interpreter lock.
     """
 
     cpu: int = 0
@@ -81,6 +85,7 @@ class Bands:
     chunk_rows: int | None = None
     min_chunk_tiles: int = 8
     min_cells: int = 1 << 24
+    processes: bool = True
 
     def __post_init__(self) -> None:
         if self.cpu < 0:
@@ -298,9 +303,12 @@ class CountingFiller(RegionFiller):
         return self.inner.kernel_seconds
 
 
-#: Fewest tile rows per chunk on a device (a GPU fills up to one tile per tile row of a tile
-#: diagonal at once: 1024 rows of 128-row tiles keep an H100's 132 SMs busy).
-DEVICE_CHUNK_TILES = 1024
+#: Fewest tile rows per chunk on a device. A device fills the tiles of one tile diagonal at
+#: once, at most one per tile row of the chunk, and takes about as long for a diagonal of a few
+#: tiles as for one that fills it: on an H200 a diagonal fills it at ~1,500 tiles (one 3 Mb
+#: pair: chunks of 1,024 tile rows took 1.65x as long as one fill, BENCHMARKS.md), so chunks
+#: must be taller than that, and every chunk still pays one fill and drain of the wavefront.
+DEVICE_CHUNK_TILES = 2048
 
 
 class Plan:
@@ -399,3 +407,140 @@ def dask_fills(cluster, args: tuple, threads: int | None = None) -> list[Callabl
         return fill
 
     return [call(actor, count) for actor, count in zip(actors, counts, strict=True)]
+
+
+# --------------------------------------------------------------------------------------------
+# Devices: the pair held on each, the bands after the first in processes of their own
+# --------------------------------------------------------------------------------------------
+
+
+def hold_devices(runners, a, b, scoring, local, neg_store, tile, processes: bool):
+    """The pair held on each device backend of ``runners`` (None where a backend has no
+    device region filler: then only the ones before it).
+
+    ``processes``: every device after the first is driven from a process of its own
+    (:class:`ProcessFiller`), so that the host loops that launch each device's tile
+    diagonals do not wait for each other's turn at the interpreter lock.
+    """
+    from . import engine
+
+    held = []
+    for k, runner in enumerate(runners):
+        if k and processes:
+            held.append(ProcessFiller(runner, (a, b, scoring, local, neg_store, tile)))
+            continue
+        filler = engine.device_regions(runner, a, b, scoring, local, neg_store, tile)
+        if filler is None:
+            break
+        held.append(filler)
+    return held
+
+
+def release(fillers) -> None:
+    """Stop the processes of :class:`ProcessFiller` among ``fillers``."""
+    for filler in fillers:
+        close = getattr(filler, "close", None)
+        if close is not None:
+            close()
+
+
+def _plain_options(backend) -> dict:
+    """A backend's dataclass fields that a process can rebuild it from (simple values)."""
+    from dataclasses import fields
+
+    simple = (str, int, float, bool, type(None))
+    return {
+        f.name: getattr(backend, f.name)
+        for f in fields(backend)
+        if isinstance(getattr(backend, f.name), simple)
+    }
+
+
+def _serve(conn, name: str, options: dict, pair_args: tuple) -> None:
+    """A band's process: hold the pair on a device, fill regions until told to stop."""
+    from . import engine
+
+    try:
+        backend = engine.get_backend(name, **options)
+        filler = engine.device_regions(backend, *pair_args)
+        if filler is None:
+            raise OptionError(f"backend {name!r} has no device region filler")
+        conn.send(("ready", (filler.tile_rows, filler.tile_cols, filler.label)))
+    except Exception as exc:  # reported to the driver, which raises it
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        return
+    while True:
+        kind, args = conn.recv()
+        if kind == "stop":
+            return
+        try:
+            fill = filler.fill_region(*args)
+            stats = (filler.cells, filler.kernel_seconds)
+            best = tuple(int(x) for x in fill.best)
+            conn.send(("done", (fill.last_row, fill.row_store, fill.col_store, best, stats)))
+        except Exception as exc:
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
+class ProcessFiller(RegionFiller):
+    """A device region filler driven from a process of its own (spawned; the pair is sent
+    once), behind the region contract. Its tile shape is known once :meth:`ready`; the
+    driver takes the shape from the first band's filler, held in its own process."""
+
+    def __init__(self, runner, pair_args: tuple) -> None:
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        self.conn, child = context.Pipe()
+        self.process = context.Process(
+            target=_serve,
+            args=(child, runner.name, _plain_options(runner), pair_args),
+            name="dpalign-band",
+            daemon=True,
+        )
+        self.process.start()
+        child.close()
+        self._cells, self._seconds = 0, 0.0
+        self._started = False  # the process starts while the first band fills its first chunk
+
+    def ready(self) -> None:
+        """Wait until the process holds the pair (raises what went wrong there)."""
+        if not self._started:
+            _, payload = self._receive()
+            self.tile_rows, self.tile_cols, self.label = payload
+            self._started = True
+
+    def _receive(self):
+        try:
+            kind, payload = self.conn.recv()
+        except EOFError:
+            raise OptionError("a band's device process stopped") from None
+        if kind == "error":
+            raise OptionError(f"a band's device process failed: {payload}")
+        return kind, payload
+
+    def fill_region(self, r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads):
+        self.ready()
+        self.conn.send(("fill", (r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, 1)))
+        _, (last_row, rows, cols, best, (cells, seconds)) = self._receive()
+        self._cells, self._seconds = cells, seconds
+        return RegionFill(last_row, rows, cols, best)
+
+    @property
+    def cells(self) -> int:
+        return self._cells
+
+    @property
+    def kernel_seconds(self) -> float:
+        return self._seconds
+
+    def close(self) -> None:
+        if self.process.is_alive():
+            try:
+                self.conn.send(("stop", None))
+            except OSError:
+                pass
+            self.process.join(timeout=10)
+            if self.process.is_alive():
+                self.process.terminate()
+        self.conn.close()

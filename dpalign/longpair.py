@@ -434,25 +434,30 @@ def align_long(
     pair, others = None, []
     runners = list(bands.devices) if bands is not None and bands.devices else [backend]
     if runners[0] != "cpu" and lanes.store is np.int32:
-        for runner in runners:
-            runner = engine.get_backend(runner, threads=threads, device=device)
-            held = engine.device_regions(
-                runner, a, b, scoring, mode == "local", lanes.neg_store, tiling.device_tile
-            )
-            if held is not None:
-                others.append(held)
+        from .bands import hold_devices
+
+        runners = [engine.get_backend(r, threads=threads, device=device) for r in runners]
+        local = mode == "local"
+        args = (a, b, scoring, local, lanes.neg_store, tiling.device_tile)
+        others = hold_devices(runners, *args, processes=bands is not None and bands.processes)
         pair = others[0] if others else None
-    job = _Aligner(a, b, scoring, mode, ends, tiling, threads, lanes, pair)
-    if bands is not None or progress is not None:
-        job.plan = _plan(job, bands, progress, others)
-    region = job.global_region()
-    points = job.fill(region, keep=traceback, final_col=not job.local)
-    score, a_end, b_end = job.end_cell(points)
-    if not traceback:
-        result = PairwiseResult(score, a_end, a_end, b_end, b_end)
-    else:
-        stop = job.walk(region, points, a_end, b_end, STATE_H)
-        result = job.finish(score, a_end, b_end, stop)
+    try:
+        job = _Aligner(a, b, scoring, mode, ends, tiling, threads, lanes, pair)
+        if bands is not None or progress is not None:
+            job.plan = _plan(job, bands, progress, others)
+        region = job.global_region()
+        points = job.fill(region, keep=traceback, final_col=not job.local)
+        score, a_end, b_end = job.end_cell(points)
+        if not traceback:
+            result = PairwiseResult(score, a_end, a_end, b_end, b_end)
+        else:
+            stop = job.walk(region, points, a_end, b_end, STATE_H)
+            result = job.finish(score, a_end, b_end, stop)
+    finally:
+        if len(others) > 1:
+            from .bands import release
+
+            release(others)
     if stats is not None:
         for k, held in enumerate(others):  # one account per device (bands)
             label = held.label if len(others) == 1 else f"{held.label} #{k}"

@@ -194,6 +194,20 @@ def test_counting_filler_reports_each_region():
     assert cells == [600]
 
 
+def test_a_failing_band_process_is_reported(cl_device):
+    from dpalign.bands import ProcessFiller
+    from dpalign.kernels_cl.backend import OpenCLBackend
+
+    scoring = Scoring((1, -1), 2)
+    a = scoring.encode("ACGT" * 10)
+    filler = ProcessFiller(OpenCLBackend(device="no such device"), (a, a, scoring, True, -9, None))
+    try:
+        with pytest.raises(OptionError, match="band's device process failed"):
+            filler.ready()
+    finally:
+        filler.close()
+
+
 def test_bands_refuse_bad_plans():
     with pytest.raises(OptionError, match="cpu"):
         Bands(cpu=-1)
@@ -228,7 +242,7 @@ def test_two_device_queues_equal_the_oracle(cl_device, problem, chunk, traceback
         free,
         traceback=traceback,
         tiling=tiling,
-        bands=Bands(devices=devices, chunk_rows=chunk, min_cells=1),
+        bands=Bands(devices=devices, chunk_rows=chunk, min_cells=1, processes=False),
     )
     want = _oracle(a, b, scoring, mode, free)
     if traceback:
@@ -262,7 +276,9 @@ def test_dask_bands_equal_the_oracle(dask_backend, mode):
         assert got == _oracle(a, b, scoring, mode, None)
 
 
-def test_both_device_queues_do_work(cl_device):
+@pytest.mark.parametrize("processes", [True, False])
+def test_both_device_queues_do_work(cl_device, processes):
+    """Threads, or the second band in a process of its own (a spawned one, on PoCL here)."""
     from dpalign.gcups import RunStats
     from dpalign.kernels_cl.backend import OpenCLBackend
 
@@ -273,7 +289,7 @@ def test_both_device_queues_do_work(cl_device):
     stats = RunStats()
     got = align_long(
         a, b, scoring, "local", tiling=tiling, stats=stats,
-        bands=Bands(devices=devices, chunk_rows=9, min_cells=1),
+        bands=Bands(devices=devices, chunk_rows=9, min_cells=1, processes=processes),
     )  # fmt: skip
     assert got == _oracle(a, b, scoring, "local", None)
     accounts = list(stats.workers.values())
