@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -287,12 +288,23 @@ class CountingFiller(RegionFiller):
         self.inner, self.progress = inner, progress
         self.tile_rows, self.tile_cols, self.label = inner.tile_rows, inner.tile_cols, inner.label
 
-    def fill_region(self, r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads):
+    def fill_region(
+        self, r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads, **more
+    ):
         fill = self.inner.fill_region(
-            r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads
+            r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads, **more
         )
         self.progress((left.shape[1] - 1) * (top.shape[1] - 1))
         return fill
+
+    # the options a filler may take per fill (block pruning, reused host stores) pass through
+    @property
+    def prunes(self) -> bool:
+        return getattr(self.inner, "prunes", False)
+
+    @property
+    def reuses_stores(self) -> bool:
+        return getattr(self.inner, "reuses_stores", False)
 
     @property
     def cells(self) -> int:
@@ -436,14 +448,6 @@ def hold_devices(runners, a, b, scoring, local, neg_store, tile, processes: bool
     return held
 
 
-def release(fillers) -> None:
-    """Stop the processes of :class:`ProcessFiller` among ``fillers``."""
-    for filler in fillers:
-        close = getattr(filler, "close", None)
-        if close is not None:
-            close()
-
-
 def _plain_options(backend) -> dict:
     """A backend's dataclass fields that a process can rebuild it from (simple values)."""
     from dataclasses import fields
@@ -500,6 +504,8 @@ class ProcessFiller(RegionFiller):
         )
         self.process.start()
         child.close()
+        # the process stops when the driver lets go of this filler (the pair is aligned)
+        self._stop = weakref.finalize(self, _stop, self.conn, self.process)
         self._cells, self._seconds = 0, 0.0
         self._started = False  # the process starts while the first band fills its first chunk
 
@@ -535,12 +541,17 @@ class ProcessFiller(RegionFiller):
         return self._seconds
 
     def close(self) -> None:
-        if self.process.is_alive():
-            try:
-                self.conn.send(("stop", None))
-            except OSError:
-                pass
-            self.process.join(timeout=10)
-            if self.process.is_alive():
-                self.process.terminate()
-        self.conn.close()
+        """Stop the process (also done when this filler is garbage-collected)."""
+        self._stop()
+
+
+def _stop(conn, process) -> None:
+    if process.is_alive():
+        try:
+            conn.send(("stop", None))
+        except OSError:
+            pass
+        process.join(timeout=10)
+        if process.is_alive():
+            process.terminate()
+    conn.close()

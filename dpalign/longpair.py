@@ -441,27 +441,21 @@ def align_long(
         args = (a, b, scoring, local, lanes.neg_store, tiling.device_tile)
         others = hold_devices(runners, *args, processes=bands is not None and bands.processes)
         pair = others[0] if others else None
-    try:
-        job = _Aligner(a, b, scoring, mode, ends, tiling, threads, lanes, pair)
-        if bands is not None or progress is not None:
-            job.plan = _plan(job, bands, progress, others)
-        region = job.global_region()
-        points = job.fill(region, keep=traceback, final_col=not job.local)
-        score, a_end, b_end = job.end_cell(points)
-        if not traceback:
-            result = PairwiseResult(score, a_end, a_end, b_end, b_end)
-        else:
-            stop = job.walk(region, points, a_end, b_end, STATE_H)
-            result = job.finish(score, a_end, b_end, stop)
-    finally:
-        if len(others) > 1:
-            from .bands import release
-
-            release(others)
-    if stats is not None:
-        for k, held in enumerate(others):  # one account per device (bands)
-            label = held.label if len(others) == 1 else f"{held.label} #{k}"
-            stats.record(label, held.cells, held.kernel_seconds)
+    job = _Aligner(a, b, scoring, mode, ends, tiling, threads, lanes, pair)
+    if bands is not None or progress is not None:
+        job.plan = _plan(job, bands, progress, others)
+    region = job.global_region()
+    points = job.fill(region, keep=traceback, final_col=not job.local)
+    score, a_end, b_end = job.end_cell(points)
+    if not traceback:
+        result = PairwiseResult(score, a_end, a_end, b_end, b_end)
+    else:
+        stop = job.walk(region, points, a_end, b_end, STATE_H)
+        result = job.finish(score, a_end, b_end, stop)
+    if pair is not None and stats is not None:
+        stats.record(pair.label, pair.cells, pair.kernel_seconds)
+    for k, held in enumerate(others[1:] if stats is not None else [], 1):  # bands' devices
+        stats.record(f"{held.label} #{k}", held.cells, held.kernel_seconds)
     return result
 
 
