@@ -108,6 +108,13 @@ def main() -> None:
             f"{kind}, processes, chunks of {t} tile rows",
             bands=Bands(devices=devices, chunk_rows=t * tile_rows),
         )
+    # two bands per device on two queues of it (threads of this process: one context per
+    # device), so that one band's fill and drain overlaps the other's full diagonals
+    doubled = devices + [OpenCLBackend(device=d.device, stream=d.stream + 2) for d in devices]
+    case(
+        f"{kind} x 2 queues ({len(doubled)} bands), threads, chunks of 1024 tile rows",
+        bands=Bands(devices=doubled, chunk_rows=1024 * tile_rows, processes=False),
+    )
     done = [r for r in rows if "seconds" in r]
     same = len({(r["score"], tuple(r["end"])) for r in done}) == 1
     base = done[0]["seconds"] if done else None
