@@ -168,7 +168,9 @@ class PieceFiller(RegionFiller):
             # one filler, about `pieces` pieces: row chunks where the region is tall enough,
             # else column bands too (filled one after another)
             chunks = max(1, min(self.pieces, n_rows // least))
-            k = max(1, min(n_cols, -(-self.pieces // chunks)))
+            # column pieces no narrower than a chunk's least height either: a tile diagonal
+            # holds at most min(rows, columns) tiles of a piece
+            k = max(1, min(n_cols // max(self.min_chunk_tiles, 1), -(-self.pieces // chunks)))
             want = chunks
         else:
             k = min(len(self.fills), n_cols)
