@@ -74,6 +74,10 @@ class Bands:
         parallel; short chunks starve it).
     min_cells : int
         Regions with fewer cells are filled by the plain filler (traceback recomputations).
+    cluster_device : (str, dict), optional
+        With ``cluster``: each worker holds the pair on a device of its own, built as
+        ``engine.get_backend(name, **options)`` there (``("opencl", {"device": "gpu"})``),
+        instead of filling on its CPU cores.
     processes : bool
         Drive every device after the first from a process of its own (default): each
         device's host loop launches one kernel per tile diagonal, and threads of one process
@@ -87,6 +91,7 @@ class Bands:
     min_chunk_tiles: int = 8
     min_cells: int = 1 << 24
     processes: bool = True
+    cluster_device: tuple | None = None
 
     def __post_init__(self) -> None:
         if self.cpu < 0:
@@ -95,6 +100,8 @@ class Bands:
             raise OptionError("Bands.chunk_rows must be at least 1")
         if sum((self.cpu > 1, bool(self.devices), self.cluster is not None)) > 1:
             raise OptionError("bands go on CPU fillers, devices or a Dask cluster: one of them")
+        if self.cluster_device is not None and self.cluster is None:
+            raise OptionError("Bands.cluster_device is for the workers of a Dask cluster")
 
     @property
     def active(self) -> bool:
@@ -335,8 +342,8 @@ class Plan:
         Called with cells filled (forward pass and traceback recomputations).
     device_fillers : list of RegionFiller
         The pair held on each device of ``bands.devices`` (the first is the driver's own).
-    remote : list of callables
-        The fill calls of the Dask actors (``bands.cluster``).
+    remote : list of RegionFiller
+        The Dask actors filling on their workers' CPUs (``bands.cluster``).
     """
 
     def __init__(self, bands, progress=None, device_fillers=(), remote=()) -> None:
@@ -358,7 +365,8 @@ class Plan:
             fills = [f.fill_region for f in self.device_fillers]
             return PieceFiller(fills, members=self.device_fillers, **common)
         if not on_device and self.remote:
-            return PieceFiller(self.remote, members=[filler], **common)
+            fills = [f.fill_region for f in self.remote]
+            return PieceFiller(fills, members=self.remote, **common)
         if not on_device and bands.cpu > 1:
             fills = [filler.fill_region] * bands.cpu
             return PieceFiller(fills, threads=1, members=[filler], **common)
@@ -374,53 +382,78 @@ class Plan:
 
 
 class BandActor:
-    """A Dask actor holding one long pair on its worker, filling regions on the worker's CPU
-    cores (the engine's CPU region filler)."""
+    """A Dask actor holding one long pair on its worker: on the worker's CPU cores (the
+    engine's CPU region filler, ``cpu_args``), or on a device of the worker (``device``:
+    ``(backend name, options, device_regions arguments)``)."""
 
-    def __init__(self, a, b, matrix, gap_open, gap_extend, local, neg, neg_store, relative):
+    def __init__(self, cpu_args: tuple | None, device: tuple | None = None):
         from . import engine
 
-        self.filler = engine.cpu_regions(
-            a, b, matrix, gap_open, gap_extend, local, neg, neg_store, relative
-        )
+        if device is not None:
+            name, options, pair_args = device
+            backend = engine.get_backend(name, **options)
+            self.filler = engine.device_regions(backend, *pair_args)
+            if self.filler is None:
+                raise OptionError(f"backend {name!r} has no device region filler")
+        else:
+            self.filler = engine.cpu_regions(*cpu_args)
+
+    def shape(self) -> tuple:
+        """``(tile_rows, tile_cols, label)`` of the filler."""
+        return self.filler.tile_rows, self.filler.tile_cols, self.filler.label
 
     def fill(self, r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads):
-        """One region fill (see :meth:`RegionFiller.fill_region`), as plain arrays."""
+        """One region fill (see :meth:`RegionFiller.fill_region`), as plain arrays, with the
+        filler's cells and kernel seconds so far."""
         fill = self.filler.fill_region(
             r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads
         )
-        return fill.last_row, fill.row_store, fill.col_store, tuple(int(x) for x in fill.best)
+        best = tuple(int(x) for x in fill.best)
+        stats = (int(self.filler.cells), float(self.filler.kernel_seconds))
+        return fill.last_row, fill.row_store, fill.col_store, best, stats
 
 
-def dask_fills(cluster, args: tuple, threads: int | None = None) -> list[Callable[..., RegionFill]]:
-    """One :class:`BandActor` per worker of the Dask backend ``cluster``, holding the pair
-    (``args``: the CPU region filler's arguments); their fill calls, one per band.
+class ActorFiller(RegionFiller):
+    """A :class:`BandActor` on a Dask worker behind the region contract."""
 
-    ``threads``: CPU threads each actor fills with (default: its worker's threads).
-    """
+    def __init__(self, actor, threads: int) -> None:
+        self.actor, self.threads = actor, threads
+        self.tile_rows, self.tile_cols, self.label = actor.shape().result()
+        self._cells, self._seconds = 0, 0.0
+
+    def fill_region(self, r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads):
+        last_row, rows, cols, best, (cells, seconds) = self.actor.fill(
+            r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, self.threads
+        ).result()
+        self._cells, self._seconds = cells, seconds
+        return RegionFill(last_row, rows, cols, best)
+
+    @property
+    def cells(self) -> int:
+        return self._cells
+
+    @property
+    def kernel_seconds(self) -> float:
+        return self._seconds
+
+
+def dask_fillers(cluster, cpu_args: tuple | None, device: tuple | None = None) -> list:
+    """One :class:`ActorFiller` per worker of the Dask backend ``cluster`` (one band each),
+    holding the pair on the worker's CPU cores (``cpu_args``: the CPU region filler's
+    arguments; each fill on the worker's threads) or on its device (``device``, see
+    :class:`BandActor`)."""
     client = cluster.client()
     workers = client.scheduler_info()["workers"]
     if not workers:
         raise OptionError("the Dask cluster has no workers")
+    addresses = sorted(workers)
     futures = [
-        client.submit(BandActor, *args, actor=True, workers=[address], pure=False)
-        for address in sorted(workers)
+        client.submit(BandActor, cpu_args, device, actor=True, workers=[address], pure=False)
+        for address in addresses
     ]
     actors = [future.result() for future in futures]
-    counts = [
-        threads or int(workers[address].get("nthreads", 1) or 1) for address in sorted(workers)
-    ]
-
-    def call(actor, count):
-        def fill(r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, _threads):
-            last_row, rows, cols, best = actor.fill(
-                r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, count
-            ).result()
-            return RegionFill(last_row, rows, cols, best)
-
-        return fill
-
-    return [call(actor, count) for actor, count in zip(actors, counts, strict=True)]
+    threads = [int(workers[address].get("nthreads", 1) or 1) for address in addresses]
+    return [ActorFiller(actor, t) for actor, t in zip(actors, threads, strict=True)]
 
 
 # --------------------------------------------------------------------------------------------

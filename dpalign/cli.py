@@ -931,7 +931,8 @@ def _add_align(sub) -> None:
         "--scheduler",
         metavar="ADDRESS",
         help="fill each long pair's column bands on the workers of an existing Dask cluster "
-        "(tcp://host:8786), one band per worker",
+        "(tcp://host:8786), one band per worker: on its CPU cores, or with --backend opencl on "
+        "its OpenCL device (--device: which one there)",
     )
     p.add_argument(
         "--dask-workers",
@@ -996,7 +997,7 @@ def _pretty(name_a: str, name_b: str, aln, width: int = 60) -> str:
 def _align_bands(args):
     """``(backend, device, Bands or None, closer)`` for --device lists, --bands and Dask."""
     from .bands import Bands
-    from .engine import get_backend
+    from .engine import backend_class, get_backend
 
     specs = [s.strip() for s in (args.device or "").split(",") if s.strip()]
     dask = args.scheduler or args.dask_workers is not None
@@ -1025,6 +1026,10 @@ def _align_bands(args):
         return args.backend, device, Bands(cpu=args.bands), None
     if dask:
         cluster = get_backend("dask", scheduler=args.scheduler, workers=args.dask_workers)
+        if args.backend != "auto" and backend_class(args.backend).kind == "device":
+            # each worker holds the pair on its own device (found there, not here)
+            held = (args.backend, {"device": device} if device else {})
+            return "auto", None, Bands(cluster=cluster, cluster_device=held), cluster.close
         return args.backend, device, Bands(cluster=cluster), cluster.close
     return args.backend, device, None, None
 
@@ -1050,11 +1055,6 @@ def _run_align(args) -> int:
         args.backend == "auto" or backend_class(args.backend).kind != "device"
     ):
         raise DpalignError(f"--device applies to --backend opencl, not {args.backend}")
-    dask = args.scheduler or args.dask_workers is not None
-    if dask and args.backend != "auto" and backend_class(args.backend).kind == "device":
-        raise DpalignError(
-            f"--scheduler/--dask-workers fill on the workers' CPUs: drop --backend {args.backend}"
-        )
     _cap_threads(args)
     _check_outputs({"--out": args.out}, {"A": args.a, "B": args.b})
     scoring = _scoring(args)

@@ -433,7 +433,14 @@ def align_long(
     lanes = plan_lanes(scoring, m, n, mode, tiling)
     pair, others = None, []
     runners = list(bands.devices) if bands is not None and bands.devices else [backend]
-    if runners[0] != "cpu" and lanes.store is np.int32:
+    if bands is not None and bands.cluster_device is not None and lanes.store is np.int32:
+        from .bands import dask_fillers  # every worker's device, one band each
+
+        name, options = bands.cluster_device
+        held = (a, b, scoring, mode == "local", lanes.neg_store, tiling.device_tile)
+        others = dask_fillers(bands.cluster, None, (name, options, held))
+        pair = others[0]
+    elif runners[0] != "cpu" and lanes.store is np.int32:
         from .bands import hold_devices
 
         runners = [engine.get_backend(r, threads=threads, device=device) for r in runners]
@@ -460,13 +467,13 @@ def align_long(
 
 
 def _plan(job: _Aligner, bands, progress, device_fillers):
-    from .bands import Plan, dask_fills
+    from .bands import Plan, dask_fillers
 
     remote = []
-    if bands is not None and bands.cluster is not None:
+    if bands is not None and bands.cluster is not None and bands.cluster_device is None:
         args = (job.a, job.b, job.matrix, job.o, job.e, job.local)
         args += (job.lanes.neg, job.lanes.neg_store, job.lanes.relative)
-        remote = dask_fills(bands.cluster, args)
+        remote = dask_fillers(bands.cluster, args)
     return Plan(bands, progress, device_fillers, remote)
 
 

@@ -209,6 +209,8 @@ def test_a_failing_band_process_is_reported(cl_device):
 
 
 def test_bands_refuse_bad_plans():
+    with pytest.raises(OptionError, match="cluster_device"):
+        Bands(cluster_device=("opencl", {}))
     with pytest.raises(OptionError, match="cpu"):
         Bands(cpu=-1)
     with pytest.raises(OptionError, match="chunk_rows"):
@@ -295,3 +297,23 @@ def test_both_device_queues_do_work(cl_device, processes):
     accounts = list(stats.workers.values())
     assert len(accounts) == 2 and all(w.cells > 0 for w in accounts)
     assert sum(w.cells for w in accounts) >= 70 * 80
+
+
+def test_dask_workers_hold_the_pair_on_their_devices(dask_backend, cl_device):
+    from dpalign.gcups import RunStats
+
+    scoring = Scoring((2, -3), (5, 2))
+    a, b = _pair(np.random.default_rng(12), 90, 100, 4, True)
+    tiling = Tiling(tile_rows=6, tile_cols=5, blocks=3, leaf_rows=4, leaf_cols=4, device_cells=1,
+                    device_tile=(3, 2, 2))  # fmt: skip
+    bands = Bands(
+        cluster=dask_backend,
+        cluster_device=("opencl", {"device": cl_device}),
+        chunk_rows=12,
+        min_cells=1,
+    )
+    for mode in ("local", "global"):
+        stats = RunStats()
+        got = align_long(a, b, scoring, mode, tiling=tiling, bands=bands, stats=stats)
+        assert got == _oracle(a, b, scoring, mode, None)
+        assert len(stats.workers) == 2  # both workers' devices filled

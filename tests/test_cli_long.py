@@ -230,3 +230,14 @@ def test_device_lists_give_the_same_alignment(files, capsys, cl_device):
     plain = _run([*base, "--device", cl_device], capsys)[1]
     assert _run([*base, "--device", f"{cl_device},{cl_device}"], capsys)[1] == plain
     assert _run([*base, "--device", "all"], capsys)[1] == plain
+
+
+def test_dask_workers_with_their_devices(files, capsys, cl_device):
+    pytest.importorskip("distributed")
+    a, b = _related(2500, 6)
+    fa = files("a.fa", _fasta([("a", a)]))
+    fb = files("b.fa", _fasta([("b", b)]))
+    base = ["align", fa, fb, "--mode", "local", "--format", "cigar"]
+    plain = _run(base, capsys)[1]
+    devices = ["--backend", "opencl", "--device", cl_device, "--dask-workers", "2"]
+    assert _run([*base, *devices], capsys)[1] == plain
