@@ -11,8 +11,9 @@ H and I, passed on). So band ``b`` works on chunk ``r`` while band ``b+1`` works
 pieces are written into the region's own checkpoint rows and columns, so the result (scores,
 checkpoints, local best cell, and hence the traceback) is identical to one filler's.
 
-The same pipeline reports progress: after each piece the callback receives its cells (with a
-single band the region is still cut into row chunks, so that a long fill reports as it goes).
+The same pieces report progress: after each one the callback receives its cells (a single
+filler's fill is cut into about 32 pieces, 16 on a device, filled one after another, so that a
+long fill reports as it goes).
 
 >>> import numpy as np
 >>> from dpalign.longpair import align_long
@@ -27,7 +28,6 @@ True
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 import weakref
@@ -38,8 +38,6 @@ import numpy as np
 
 from .contract import Progress, RegionFill, RegionFiller
 from .errors import OptionError
-
-log = logging.getLogger(__name__)
 
 #: Row chunks per band that the pipeline aims for (pipeline efficiency k R / (R + k - 1):
 #: 0.94 for two bands, 0.84 for eight).
