@@ -873,11 +873,14 @@ def _add_align(sub) -> None:
     p.add_argument(
         "--format",
         default="pretty",
-        choices=["pretty", "cigar", "fasta", "json"],
-        help="pretty: the alignment in blocks; cigar: one tab-separated line per pair "
-        "(a, b, score, a start, a end, b start, b end, CIGAR, and the strand of B, + or -, "
-        "with --strand minus or both); fasta: the gapped pair; json: everything "
-        "(default: pretty)",
+        choices=["pretty", "cigar", "fasta", "json", "sam"],
+        help="pretty: the alignment in blocks (pairs of up to "
+        f"{PRETTY_MAX_RESIDUES:,} residues together); cigar: one tab-separated line per "
+        "pair (a, b, score, a start, a end, b start, b end, CIGAR, and the strand of B, + or "
+        "-, with --strand minus or both); fasta: the gapped pair; json: everything; sam: "
+        "SAM 1.6 with A as the reads and B as the references (POS 1-based, soft clips for "
+        "A's unaligned ends, FLAG 16 for B's minus strand, NM and AS tags; each read's best "
+        "alignment primary, the others secondary) (default: pretty)",
     )
     p.add_argument(
         "--cigar", default="=X", choices=["=X", "M"], help="CIGAR operations (default: =X)"
@@ -903,10 +906,48 @@ def _add_align(sub) -> None:
         "--device",
         metavar="DEVICE",
         help="OpenCL device for --backend opencl (see 'dpalign devices'; default: "
-        "$DPALIGN_OPENCL_DEVICE, else the first GPU, else the first CPU device)",
+        "$DPALIGN_OPENCL_DEVICE, else the first GPU, else the first CPU device); several, "
+        "comma-separated, or 'all' (every GPU): each long pair's matrix is split into column "
+        "bands, one per device, filled at once",
+    )
+    p.add_argument(
+        "--bands",
+        type=_positive,
+        metavar="N",
+        help="split each long pair's matrix into N column bands filled at once, each by one "
+        "CPU thread (numba; the same alignment)",
+    )
+    p.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads")
+    p.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_true",
+        default=None,
+        help="always show a progress bar of cells for long pairs (default: on a terminal)",
+    )
+    p.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="never show a progress bar"
+    )
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="fill each long pair's column bands on the workers of an existing Dask cluster "
+        "(tcp://host:8786), one band per worker: on its CPU cores, or with --backend opencl on "
+        "its OpenCL device (--device: which one there)",
+    )
+    p.add_argument(
+        "--dask-workers",
+        type=_positive,
+        metavar="N",
+        help="the same on a local Dask cluster of N worker processes started for the run",
     )
     _add_common(p)
     p.set_defaults(run=_run_align)
+
+
+#: ``--format pretty`` refuses pairs longer than this together (a 10 Mb pair would print
+#: ~700,000 lines of 60 columns: nobody reads it; sam, cigar, fasta and json stay compact).
+PRETTY_MAX_RESIDUES = 2_000_000
 
 
 def _strand_note(aln) -> str:
@@ -917,11 +958,20 @@ def _strand_note(aln) -> str:
 
 
 def _pretty(name_a: str, name_b: str, aln, width: int = 60) -> str:
+    import numpy as np
+
     top, bottom = aln.gapped()
-    middle = "".join(
-        "|" if x == y else ("." if "-" not in (x, y) else " ")
-        for x, y in zip(top, bottom, strict=True)
-    )
+    if top.isascii() and bottom.isascii():
+        t = np.frombuffer(top.encode("ascii"), np.uint8)
+        u = np.frombuffer(bottom.encode("ascii"), np.uint8)
+        gap = (t == ord("-")) | (u == ord("-"))
+        marks = np.where(t == u, ord("|"), np.where(gap, ord(" "), ord(".")))
+        middle = marks.astype(np.uint8).tobytes().decode("ascii")
+    else:
+        middle = "".join(
+            "|" if x == y else ("." if "-" not in (x, y) else " ")
+            for x, y in zip(top, bottom, strict=True)
+        )
     a0, a1 = _span(aln.a_start, aln.a_end)
     b0, b1 = _span(aln.b_start, aln.b_end)
     label = max(len(name_a), len(name_b))
@@ -945,57 +995,154 @@ def _pretty(name_a: str, name_b: str, aln, width: int = 60) -> str:
     return "".join(out)
 
 
+def _align_bands(args):
+    """``(backend, device, Bands or None, closer)`` for --device lists, --bands and Dask."""
+    from .bands import Bands
+    from .engine import backend_class, get_backend
+
+    specs = [s.strip() for s in (args.device or "").split(",") if s.strip()]
+    dask = args.scheduler or args.dask_workers is not None
+    chosen = sum((len(specs) > 1 or args.device == "all", args.bands is not None, bool(dask)))
+    if chosen > 1:
+        raise DpalignError(
+            "--bands, several --device and --scheduler/--dask-workers each split a pair into "
+            "bands: give one of them"
+        )
+    if args.device == "all":
+        from .devices import opencl_devices
+
+        found, why = opencl_devices()
+        specs = [d["id"] for d in found if d["type"] == "GPU"] or [d["id"] for d in found]
+        if not specs:
+            raise DpalignError(f"--device all: {why or 'no OpenCL device was found'}")
+    if len(specs) > 1:
+        # a device named twice gets queues of its own per band
+        devices = [
+            get_backend("opencl", device=spec, stream=specs[:k].count(spec))
+            for k, spec in enumerate(specs)
+        ]
+        return devices[0], None, Bands(devices=devices), None
+    device = specs[0] if specs else None
+    if args.bands is not None:
+        return args.backend, device, Bands(cpu=args.bands), None
+    if dask:
+        cluster = get_backend("dask", scheduler=args.scheduler, workers=args.dask_workers)
+        if args.backend != "auto" and backend_class(args.backend).kind == "device":
+            # each worker holds the pair on its own device (found there, not here)
+            held = (args.backend, {"device": device} if device else {})
+            return "auto", None, Bands(cluster=cluster, cluster_device=held), cluster.close
+        return args.backend, device, Bands(cluster=cluster), cluster.close
+    return args.backend, device, None, None
+
+
+def _long_pair_cells(pairs) -> int:
+    """Cells the long-pair path will fill for ``pairs`` of lengths (a progress bar's total)."""
+    from . import config
+    from .longpair import expected_cells
+
+    return sum(expected_cells(m, n, True) for m, n in pairs if m * n > config.LONG_PAIR_CELLS)
+
+
 def _run_align(args) -> int:
+    import shlex
+
+    from . import sam
+    from .alphabet import reverse_complement_codes
     from .engine import backend_class
+    from .io import atomic_output
     from .pairwise import align
 
     if args.device is not None and (
         args.backend == "auto" or backend_class(args.backend).kind != "device"
     ):
         raise DpalignError(f"--device applies to --backend opencl, not {args.backend}")
+    _cap_threads(args)
     _check_outputs({"--out": args.out}, {"A": args.a, "B": args.b})
     scoring = _scoring(args)
     recs_a, codes_a = _read_encoded(args.a, scoring)
     recs_b, codes_b = _read_encoded(args.b, scoring)
-    results = []
-    for ra, ca in zip(recs_a, codes_a, strict=True):
-        for rb, cb in zip(recs_b, codes_b, strict=True):
-            aln = align(
-                ca,
-                cb,
-                args.mode,
-                scoring=scoring,
-                backend=args.backend,
-                cigar=args.cigar,
-                device=args.device,
-                strand=args.strand,
-            )
-            results.append((ra.name, rb.name, aln))
-    if args.format == "json":
-        text = json.dumps(
-            [{"a": na, "b": nb, **aln.as_dict()} for na, nb, aln in results], indent=2
-        )
-        text += "\n"
-    elif args.format == "cigar":
-        rows = []
-        for na, nb, aln in results:
-            a0, a1 = _span(aln.a_start, aln.a_end)
-            b0, b1 = _span(aln.b_start, aln.b_end)
-            strand = f"\t{aln.strand}" if aln.strand is not None else ""
-            rows.append(f"{na}\t{nb}\t{aln.score}\t{a0}\t{a1}\t{b0}\t{b1}\t{aln.cigar}{strand}\n")
-        text = "".join(rows)
-    elif args.format == "fasta":
-        parts = []
-        for na, nb, aln in results:
-            top, bottom = aln.gapped()
-            strand = f" strand={aln.strand}" if aln.strand is not None else ""
-            parts.append(f">{na} score={aln.score}\n{top}\n>{nb}{strand}\n{bottom}\n")
-        text = "".join(parts)
-    else:
-        text = "".join(_pretty(na, nb, aln) for na, nb, aln in results)
-    _write_outputs({args.out: text})
-    log.info("%d alignments; %s", len(results), _describe_scoring(scoring, args.mode))
+    lengths = [(len(ca), len(cb)) for ca in codes_a for cb in codes_b]
+    if args.format == "pretty":
+        for (m, n), (ra, rb) in zip(lengths, [(x, y) for x in recs_a for y in recs_b], strict=True):
+            if m + n > PRETTY_MAX_RESIDUES:
+                raise DpalignError(
+                    f"--format pretty prints every column in blocks of 60: {ra.name} ({m:,}) "
+                    f"with {rb.name} ({n:,}) is longer than the {PRETTY_MAX_RESIDUES:,} residues "
+                    "it is meant for; use --format sam, cigar, fasta or json"
+                )
+    strands = 1 if args.strand != "both" else 2
+    bar = _progress_bar(_long_pair_cells(lengths) * strands, args.progress, "aligning")
+    backend, device, bands, close = _align_bands(args)
+    try:
+        with ExitStack() as stack:
+            out = sys.stdout if args.out == "-" else stack.enter_context(atomic_output(args.out))
+            if args.format == "sam":
+                targets = [(rb.name, len(cb)) for rb, cb in zip(recs_b, codes_b, strict=True)]
+                line = shlex.join(["dpalign", *sys.argv[1:]])
+                out.write(sam.header(targets, line, __version__))
+            elif args.format == "json":
+                out.write("[")
+            count = 0
+            for ra, ca in zip(recs_a, codes_a, strict=True):
+                per_query = []
+                for rb, cb in zip(recs_b, codes_b, strict=True):
+                    aln = align(
+                        ca,
+                        cb,
+                        args.mode,
+                        scoring=scoring,
+                        backend=backend,
+                        cigar=args.cigar,
+                        device=device,
+                        strand=args.strand,
+                        threads=args.threads,
+                        progress=bar.update if bar else None,
+                        bands=bands,
+                    )
+                    if args.format == "sam":
+                        per_query.append((rb, cb, aln))
+                    else:
+                        out.write(_align_text(args.format, ra.name, rb.name, aln, count))
+                    count += 1
+                if per_query:
+                    best = max(range(len(per_query)), key=lambda k: (per_query[k][2].score, -k))
+                    seq = {}
+                    for k, (rb, cb, aln) in enumerate(per_query):
+                        minus = aln.strand == "-"
+                        if k == best and minus not in seq:
+                            shown = reverse_complement_codes(ca, scoring.alphabet) if minus else ca
+                            seq[minus] = scoring.alphabet.decode(shown)
+                        text = seq.get(minus, "") if k == best else ""
+                        out.write(
+                            sam.record(ra.name, rb.name, aln, len(ca), len(cb), text, k != best)
+                        )
+            if args.format == "json":
+                out.write("\n]\n" if count else "]\n")
+            out.flush()
+    finally:
+        if bar:
+            bar.close()
+        if close is not None:
+            close()
+    log.info("%d alignments; %s", count, _describe_scoring(scoring, args.mode))
     return 0
+
+
+def _align_text(fmt: str, na: str, nb: str, aln, index: int) -> str:
+    """One pair in --format json (an element of the list), cigar, fasta or pretty."""
+    if fmt == "json":
+        item = json.dumps({"a": na, "b": nb, **aln.as_dict()}, indent=2)
+        return ("," if index else "") + "\n" + "\n".join("  " + x for x in item.split("\n"))
+    if fmt == "cigar":
+        a0, a1 = _span(aln.a_start, aln.a_end)
+        b0, b1 = _span(aln.b_start, aln.b_end)
+        strand = f"\t{aln.strand}" if aln.strand is not None else ""
+        return f"{na}\t{nb}\t{aln.score}\t{a0}\t{a1}\t{b0}\t{b1}\t{aln.cigar}{strand}\n"
+    if fmt == "fasta":
+        top, bottom = aln.gapped()
+        strand = f" strand={aln.strand}" if aln.strand is not None else ""
+        return f">{na} score={aln.score}\n{top}\n>{nb}{strand}\n{bottom}\n"
+    return _pretty(na, nb, aln)
 
 
 # --------------------------------------------------------------------------------------------

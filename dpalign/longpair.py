@@ -208,6 +208,7 @@ class _Aligner:
         )
         self.ops = np.empty(len(a) + len(b), np.uint8)
         self.pos = 0
+        self.plan = None  # dpalign.bands.Plan: bands across fillers, progress
 
     # -- forward ----------------------------------------------------------------------------
 
@@ -254,6 +255,8 @@ class _Aligner:
         col_cuts = [0] + [(tj + 1) * tw for tj in kept_cols] + [w]
         threads = self.threads if h * w >= t.parallel_cells else 1
         filler = device if device is not None else self.cpu
+        if self.plan is not None:
+            filler = self.plan(filler, device is not None, h * w)
         fill = filler.fill_region(
             region.r0, region.c0, region.top, region.left, row_slot, col_slot, th, tw, threads
         )
@@ -366,6 +369,8 @@ def align_long(
     backend="cpu",
     device: str | None = None,
     stats=None,
+    progress=None,
+    bands=None,
 ) -> PairwiseResult:
     """Align one long pair on all CPU cores (or an OpenCL device); identical to
     :func:`reference.pairwise_align`.
@@ -395,6 +400,13 @@ def align_long(
         Device spec for a device backend (OpenCL: see ``dpalign devices``).
     stats : dpalign.gcups.RunStats, optional
         Receives the device's cells and kernel seconds.
+    progress : callable, optional
+        Called with the cells of each piece filled (forward pass in row chunks, then the
+        traceback's recomputations; about :func:`expected_cells` in all).
+    bands : dpalign.bands.Bands, optional
+        Column bands across several fillers for the large regions (CPU fillers, every device
+        of ``bands.devices``, which then replace ``backend``, or the workers of a Dask
+        cluster); the same result.
 
     Returns
     -------
@@ -419,13 +431,26 @@ def align_long(
     if m == 0 or n == 0:
         return _gaps_only(a, b, scoring, mode, ends, traceback)
     lanes = plan_lanes(scoring, m, n, mode, tiling)
-    pair = None
-    if backend != "cpu" and lanes.store is np.int32:
-        runner = engine.get_backend(backend, threads=threads, device=device)
-        pair = engine.device_regions(
-            runner, a, b, scoring, mode == "local", lanes.neg_store, tiling.device_tile
-        )
+    pair, others = None, []
+    runners = list(bands.devices) if bands is not None and bands.devices else [backend]
+    if bands is not None and bands.cluster_device is not None and lanes.store is np.int32:
+        from .bands import dask_fillers  # every worker's device, one band each
+
+        name, options = bands.cluster_device
+        held = (a, b, scoring, mode == "local", lanes.neg_store, tiling.device_tile)
+        others = dask_fillers(bands.cluster, None, (name, options, held))
+        pair = others[0]
+    elif runners[0] != "cpu" and lanes.store is np.int32:
+        from .bands import hold_devices
+
+        runners = [engine.get_backend(r, threads=threads, device=device) for r in runners]
+        local = mode == "local"
+        args = (a, b, scoring, local, lanes.neg_store, tiling.device_tile)
+        others = hold_devices(runners, *args, processes=bands is not None and bands.processes)
+        pair = others[0] if others else None
     job = _Aligner(a, b, scoring, mode, ends, tiling, threads, lanes, pair)
+    if bands is not None or progress is not None:
+        job.plan = _plan(job, bands, progress, others)
     region = job.global_region()
     points = job.fill(region, keep=traceback, final_col=not job.local)
     score, a_end, b_end = job.end_cell(points)
@@ -436,7 +461,28 @@ def align_long(
         result = job.finish(score, a_end, b_end, stop)
     if pair is not None and stats is not None:
         stats.record(pair.label, pair.cells, pair.kernel_seconds)
+    for k, held in enumerate(others[1:] if stats is not None else [], 1):  # bands' devices
+        stats.record(f"{held.label} #{k}", held.cells, held.kernel_seconds)
     return result
+
+
+def _plan(job: _Aligner, bands, progress, device_fillers):
+    from .bands import Plan, dask_fillers
+
+    remote = []
+    if bands is not None and bands.cluster is not None and bands.cluster_device is None:
+        args = (job.a, job.b, job.matrix, job.o, job.e, job.local)
+        args += (job.lanes.neg, job.lanes.neg_store, job.lanes.relative)
+        remote = dask_fillers(bands.cluster, args)
+    return Plan(bands, progress, device_fillers, remote)
+
+
+def expected_cells(m: int, n: int, traceback: bool, tiling: Tiling | None = None) -> int:
+    """About the cells :func:`align_long` fills for an ``m x n`` pair (a progress bar's total):
+    the forward pass, and with traceback the recomputation of about two blocks per block
+    row and column on the way back, at each level."""
+    blocks = (tiling or Tiling()).blocks
+    return int(m * n * (1 + (2 / blocks + 2 / blocks**2) if traceback else 1))
 
 
 def align_full(a_codes, b_codes, scoring: Scoring, mode: str = "global", free_ends=None):

@@ -110,23 +110,14 @@ class Alignment:
         )
 
     def gapped(self) -> tuple[str, str]:
-        """The aligned parts of a and b with ``-`` for gaps (equal lengths)."""
-        a_out, b_out = [], []
-        i, j = self.a_start, self.b_start
-        for op in self.ops:
-            if op in "=X":
-                a_out.append(self.a_text[i])
-                b_out.append(self.b_text[j])
-                i, j = i + 1, j + 1
-            elif op == "D":
-                a_out.append(self.a_text[i])
-                b_out.append("-")
-                i += 1
-            else:
-                a_out.append("-")
-                b_out.append(self.b_text[j])
-                j += 1
-        return "".join(a_out), "".join(b_out)
+        """The aligned parts of a and b with ``-`` for gaps (equal lengths; vectorised)."""
+        ops = np.frombuffer(self.ops.encode("ascii"), dtype=np.uint8)
+        takes_a = ops != ord("I")
+        takes_b = ops != ord("D")
+        return (
+            _gapped(self.a_text, self.a_start, takes_a),
+            _gapped(self.b_text, self.b_start, takes_b),
+        )
 
     def as_dict(self) -> dict:
         """A JSON-ready summary (coordinates 0-based, half-open)."""
@@ -141,6 +132,17 @@ class Alignment:
             "width": self.width,
             "backend": self.backend,
         } | ({"strand": self.strand} if self.strand is not None else {})
+
+
+def _gapped(text: str, start: int, takes: np.ndarray) -> str:
+    """``text[start:]`` laid along the columns where ``takes``, ``-`` elsewhere."""
+    out = np.full(takes.size, ord("-"), dtype=np.uint8)
+    if text.isascii():
+        raw = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+        out[takes] = raw[start : start + int(takes.sum())]
+        return out.tobytes().decode("ascii")
+    letters = iter(text[start:])  # non-ASCII symbols: rare and short
+    return "".join(next(letters) if t else "-" for t in takes.tolist())
 
 
 # --------------------------------------------------------------------------------------------
@@ -218,6 +220,8 @@ def align(
     threads: int | None = None,
     device: str | None = None,
     strand: str = "plus",
+    progress=None,
+    bands=None,
 ) -> Alignment:
     """Align two sequences with traceback.
 
@@ -256,6 +260,11 @@ def align(
     strand : {"plus", "minus", "both"}
         Which strand of b (nucleotides) to align a with: b as given, its reverse complement,
         or both, keeping the better (ties: plus); ``Alignment.strand`` says which.
+    progress : callable, optional
+        Long pairs: called with the cells of each piece filled (see
+        :func:`dpalign.longpair.align_long`).
+    bands : dpalign.bands.Bands, optional
+        Long pairs: column bands across several fillers (CPU fillers, devices, Dask workers).
 
     Returns
     -------
@@ -283,17 +292,21 @@ def align(
     if _oracle_pays(backend, len(a_codes) * len(b_codes) * (1 if strand == "plus" else 2)):
         backend = "reference"
     runner = engine.backend_for(backend, scoring, threads=threads, device=device)
-    fields, which = _align_codes(a_codes, b_codes, scoring, mode, ends, runner, threads)
+    long = {"progress": progress, "bands": bands}
     b_shown, shown_strand = b_codes, None
+    if strand != "minus":
+        fields, which = _align_codes(a_codes, b_codes, scoring, mode, ends, runner, threads, **long)
     if strand != "plus":
         shown_strand = "+"
         b_minus = reverse_complement_codes(b_codes, scoring.alphabet, record="b")
         if strand == "minus":
-            fields, which = _align_codes(a_codes, b_minus, scoring, mode, ends, runner, threads)
+            fields, which = _align_codes(
+                a_codes, b_minus, scoring, mode, ends, runner, threads, **long
+            )
             b_shown, shown_strand = b_minus, "-"
         else:
             minus, which_minus = _align_codes(
-                a_codes, b_minus, scoring, mode, ends, runner, threads
+                a_codes, b_minus, scoring, mode, ends, runner, threads, **long
             )
             if minus[0] > fields[0]:  # ties stay on the plus strand
                 fields, which, b_shown, shown_strand = minus, which_minus, b_minus, "-"
@@ -320,7 +333,7 @@ def check_strand(strand: str) -> None:
         raise OptionError(f"strand must be 'plus', 'minus' or 'both', not {strand!r}")
 
 
-def _align_codes(a_codes, b_codes, scoring, mode, ends, runner, threads):
+def _align_codes(a_codes, b_codes, scoring, mode, ends, runner, threads, **long):
     """``((score, a_start, a_end, b_start, b_end, ops), backend label)`` of encoded a and b,
     scores in kernel units."""
     tracer = engine.tracer(runner)
@@ -338,6 +351,7 @@ def _align_codes(a_codes, b_codes, scoring, mode, ends, runner, threads):
             ends if mode == "global" else None,
             threads=threads,
             backend=runner,
+            **long,
         )
         fields = (r.score, r.a_start, r.a_end, r.b_start, r.b_end, r.ops)
         return fields, f"{(runner if runner.kind == 'device' else tracer).name} (long pair)"
