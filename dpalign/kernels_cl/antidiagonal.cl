@@ -23,8 +23,8 @@
  *   - a tile's right column goes to `vcol`, one column for the whole region: the next tile of
  *     the row reads each entry before its own last work-item overwrites it;
  *   - checkpoint rows / columns (`row_slot[ti] >= 0`, `col_slot[tj] >= 0`) are copied to
- *     `rstore` / `cstore` in dpalign.longpair's layout; local mode writes each tile's first
- *     maximum in row-major order (H, i, j).
+ *     `rstore` / `cstore` in dpalign.longpair's layout; local mode keeps each tile row's
+ *     first maximum in row-major order (H, i, j) in `best[ti]` (the host zeroes it).
  *
  * Compile-time constants (-D): TW (work-items per tile), CPT (columns per work-item),
  * LOCAL_MODE, USE_SHFL (1: PTX shuffles; needs TW == 32 and NVIDIA), PREFETCH (1: global
@@ -122,7 +122,7 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
                        __global const int *row_slot, __global const int *col_slot,
                        __global int *rstore,       /* [R][2][W + 1] */
                        __global int *cstore,       /* [C][2][H + 1] */
-                       __global int4 *best,        /* per tile (local mode) */
+                       __global int4 *best,        /* per tile row (local mode) */
                        __constant const int *P,
                        const int diagonal,         /* this launch's tile anti-diagonal */
                        const int ti0)              /* its first tile row */
@@ -284,17 +284,19 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
     }
 
 #if LOCAL_MODE
-    /* the tile's first maximum in row-major order */
+    /* The tile's first maximum in row-major order, folded into its tile row's: the tiles of
+       one tile row run in successive launches (one per diagonal), so best[ti] has a single
+       writer per launch and no atomics are needed; the host folds the n_tr rows. */
     __local int4 red[TW];
     red[t] = (int4)(bv, bi, bj, 0);
     barrier(CLK_LOCAL_MEM_FENCE);
     if (t == 0) {
-        int4 b = red[0];
-        for (int k = 1; k < TW; k++) {
+        int4 b = best[ti];
+        for (int k = 0; k < TW; k++) {
             int4 c = red[k];
             if (c.x > b.x || (c.x == b.x && (c.y < b.y || (c.y == b.y && c.z < b.z)))) b = c;
         }
-        best[(size_t)ti * P[P_NTC] + tj] = b;
+        best[ti] = b;
     }
 #endif
 }

@@ -191,7 +191,11 @@ class PairOnDevice:
                 upload(col_slot),
                 cl.Buffer(ctx, mf.READ_WRITE, max(n_rows * 2 * (w + 1) * 4, 4)),
                 cl.Buffer(ctx, mf.READ_WRITE, max(n_cols * 2 * (h + 1) * 4, 4)),
-                cl.Buffer(ctx, mf.READ_WRITE, max(n_tr * n_tc * 16, 16) if self.local else 16),
+                cl.Buffer(  # local mode: each tile row's first maximum (H, i, j, 0)
+                    ctx,
+                    mf.READ_WRITE | mf.COPY_HOST_PTR,
+                    hostbuf=np.zeros((n_tr if self.local else 1, 4), i32),
+                ),
                 upload(params),
             ]
         kernel = self.kernel
@@ -219,7 +223,7 @@ class PairOnDevice:
                 cl.enqueue_copy(dctx.queue, row_store, bufs[8])
             if n_cols:
                 cl.enqueue_copy(dctx.queue, col_store, bufs[9])
-            tiles = np.empty((n_tr * n_tc, 4), i32) if self.local else None
+            tiles = np.empty((n_tr, 4), i32) if self.local else None
             if tiles is not None:
                 cl.enqueue_copy(dctx.queue, tiles, bufs[10])
         self.kernel_seconds += seconds
@@ -236,7 +240,7 @@ class PairOnDevice:
             col_store[cs, 0, 0] = top[0, min((tj + 1) * tc, w)]
             col_store[cs, 1, 0] = neg_store
         best = (0, 0, 0)
-        if tiles is not None:
+        if tiles is not None:  # the tile rows' maxima: the first in row-major order
             order = np.lexsort((tiles[:, 2], tiles[:, 1], -tiles[:, 0].astype(np.int64)))
             v, i, j = (int(x) for x in tiles[order[0], :3])
             best = (v, i, j) if v > 0 else (0, 0, 0)
