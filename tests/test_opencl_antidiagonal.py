@@ -42,7 +42,7 @@ def _pair(rng, m, n, letters, similar):
     return a, b
 
 
-def _tiny(rng_tile, device_cells=1):
+def _tiny(rng_tile, device_cells=1, leaf_bytes=None):
     return Tiling(
         tile_rows=6,
         tile_cols=5,
@@ -51,6 +51,7 @@ def _tiny(rng_tile, device_cells=1):
         leaf_cols=4,
         device_cells=device_cells,
         device_tile=rng_tile,
+        leaf_bytes=leaf_bytes,
     )
 
 
@@ -71,6 +72,7 @@ def test_alignments_equal_the_oracle(cl_device, data):
     items, per_item = data.draw(st.sampled_from([(1, 1), (2, 2), (4, 1), (3, 4)]), label="cols")
     tile = (data.draw(st.integers(1, 9), label="tile rows"), items, per_item)
     traceback = data.draw(st.booleans(), label="traceback")
+    leaf_bytes = data.draw(st.sampled_from([0, None, 10**9]), label="leaf_bytes")
     ends = free_ends_tuple(mode, free)
     stats = RunStats()
     got = align_long(
@@ -80,7 +82,7 @@ def test_alignments_equal_the_oracle(cl_device, data):
         mode,
         free,
         traceback=traceback,
-        tiling=_tiny(tile),
+        tiling=_tiny(tile, leaf_bytes=leaf_bytes),
         backend="opencl",
         device=cl_device,
         stats=stats,
@@ -175,6 +177,38 @@ def test_device_fill_leaves_the_cpu_checkpoints(cl_device, mode, tile, prefetch)
     assert got.launches == n_tr + n_tc - 1 and pair.cells == h * w
     if local:
         assert got.best[0] > 0
+
+
+@pytest.mark.parametrize("rows", [16, 8, 3])
+def test_local_ties_keep_the_first_maximum_in_row_major_order(cl_device, rows):
+    """Equal maxima in several tiles and tile rows (the device folds them per tile row, the
+    host across rows): the end cell is the oracle's, the first in row-major order. Motif m1
+    ends on row 8 far right, m2 on row 16 near the left: in one tile row of 16 rows the
+    later tile holds the winner (smaller i); with 8 or 3 rows per tile the earlier row."""
+    rng = np.random.default_rng(5)
+    # motifs of letters 0-1; filler G in a, T in b: nothing matches outside the motifs
+    m1, m2 = rng.integers(0, 2, 8).astype(np.uint8), rng.integers(0, 2, 8).astype(np.uint8)
+    a = np.concatenate([m1, m2, np.full(5, 2, np.uint8)])
+    b = np.concatenate([np.full(3, 3), m2, np.full(30, 3), m1, np.full(9, 3)]).astype(np.uint8)
+    scoring = Scoring((1, -3), (5, 2))
+    want = reference.pairwise_align(a, b, scoring.matrix, 5, 2, "local", free_ends_tuple("local"))
+    assert (want.score, want.a_end, want.b_end) == (8, 8, 49)  # the case this test is about
+    cpu = align_long(a, b, scoring, "local", traceback=False, tiling=_tiny((rows, 2, 4)))
+    assert (cpu.score, cpu.a_end, cpu.b_end) == (8, 8, 49)
+    for traceback in (False, True):
+        got = align_long(
+            a,
+            b,
+            scoring,
+            "local",
+            traceback=traceback,
+            tiling=_tiny((rows, 2, 4)),
+            backend="opencl",
+            device=cl_device,
+        )
+        assert (got.score, got.a_end, got.b_end) == (want.score, want.a_end, want.b_end)
+        if traceback:
+            assert got == want
 
 
 def test_length_one_and_narrow_pairs(cl_device):
