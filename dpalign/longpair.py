@@ -78,6 +78,14 @@ class Tiling:
     device_tile : (rows, items, per_item), optional
         With ``backend="opencl"``: the device's tile shape (tests force tiny ones; default
         the device backend's, e.g. ``dpalign.kernels_cl.antidiagonal.GPU_TILE``).
+    leaf_bytes : int, optional
+        A region whose leaf-sized block boundaries (every ``leaf_rows`` rows and
+        ``leaf_cols`` columns; on a device, whole device tiles) fit in this many bytes keeps
+        them all, and its traceback traces leaf after leaf in one compiled loop instead of
+        recursing through another level of fills (the H100 host's 1 Mb traceback spent most
+        of its time in the Python calls of those small levels). Default: what the whole
+        pair's ``blocks`` boundaries take, at least 1 GiB (memory stays near-linear plus a
+        constant); 0: never.
     """
 
     tile_rows: int = 1024
@@ -89,6 +97,7 @@ class Tiling:
     lane_bits: int | None = None
     device_cells: int = 1 << 28
     device_tile: tuple[int, int, int] | None = None
+    leaf_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if self.lane_bits not in (None, 16, 32, 64):
@@ -119,6 +128,7 @@ class _Checkpoints:
     row_cuts: list[int]
     col_cuts: list[int]
     fill: RegionFill
+    leaves: bool = False  # every block is a leaf: trace them in one compiled loop
 
 
 @dataclass(frozen=True)
@@ -208,6 +218,10 @@ class _Aligner:
         )
         self.ops = np.empty(len(a) + len(b), np.uint8)
         self.pos = 0
+        store = np.dtype(lanes.store).itemsize
+        self.leaf_bytes = tiling.leaf_bytes
+        if self.leaf_bytes is None:  # the forward pass's checkpoints: H and D or I, per block
+            self.leaf_bytes = max(2 * store * tiling.blocks * (len(a) + len(b) + 2), 1 << 30)
 
     # -- forward ----------------------------------------------------------------------------
 
@@ -236,11 +250,27 @@ class _Aligner:
         device = self.device
         if device is not None and (h * w < t.device_cells or bw < device.tile_cols):
             device = None
-        if device is not None:  # the device's tiles: any number of rows, fixed columns
-            th, tw = min(device.tile_rows, bh), device.tile_cols
-        else:
-            th, tw = min(t.tile_rows, bh), min(t.tile_cols, bw)
-        kr, kc = bh // th, bw // tw  # blocks never wider than bh x bw: each level shrinks
+
+        def tiles(bh, bw):  # tile sizes, and tiles per block: never wider than bh x bw
+            if device is not None:  # the device's tiles: any number of rows, fixed columns
+                th, tw = min(device.tile_rows, bh), device.tile_cols
+            else:
+                th, tw = min(t.tile_rows, bh), min(t.tile_cols, bw)
+            return th, tw, bh // th, bw // tw
+
+        th, tw, kr, kc = tiles(bh, bw)
+        leaves = False
+        if keep and self.leaf_bytes > 0:
+            # leaf-sized blocks (on a device: whole tiles), if their boundaries fit and their
+            # tiles are the same (smaller CPU tiles would slow the fill down more than the
+            # fewer calls gain: 100 kb on 2 cores)
+            lw = t.leaf_cols if device is None else max(t.leaf_cols // tw, 1) * tw
+            fine = tiles(min(t.leaf_rows, bh), min(lw, bw))
+            kept = (-(-h // (fine[0] * fine[2])) - 1) * (w + 1)
+            kept += (-(-w // (fine[1] * fine[3])) - 1) * (h + 1)
+            same_tiles = fine[:2] == (th, tw)
+            if same_tiles and 2 * kept * np.dtype(self.lanes.store).itemsize <= self.leaf_bytes:
+                (th, tw, kr, kc), leaves = fine, True
         n_rows, n_cols = -(-h // th), -(-w // tw)
         row_slot = np.full(n_rows, -1, np.int64)
         col_slot = np.full(n_cols, -1, np.int64)
@@ -257,7 +287,7 @@ class _Aligner:
         fill = filler.fill_region(
             region.r0, region.c0, region.top, region.left, row_slot, col_slot, th, tw, threads
         )
-        return _Checkpoints(row_cuts, col_cuts, fill)
+        return _Checkpoints(row_cuts, col_cuts, fill, leaves)
 
     def end_cell(self, points: _Checkpoints) -> tuple[int, int, int]:
         """Score and end cell (first maximum in row-major order among the candidates)."""
@@ -294,6 +324,23 @@ class _Aligner:
         """Trace through the blocks of a filled region, recomputing each block on the path."""
         rc, cc = points.row_cuts, points.col_cuts
         rows, cols = points.fill.row_store, points.fill.col_store
+        if points.leaves:
+            i, j, state, stopped, self.pos = self.cpu.trace_blocks(
+                region.r0,
+                region.c0,
+                rc,
+                cc,
+                region.top,
+                region.left,
+                rows,
+                cols,
+                i,
+                j,
+                state,
+                self.ops,
+                self.pos,
+            )
+            return i, j, state, stopped
         while i > 0 and j > 0:
             bi, bj = bisect.bisect_left(rc, i) - 1, bisect.bisect_left(cc, j) - 1
             r0, r1, c0, c1 = rc[bi], rc[bi + 1], cc[bj], cc[bj + 1]
