@@ -4,7 +4,8 @@
 
 Runs ``align_long(backend="opencl")`` on ``workloads.long_pair(L)`` (NUC.4.4, gaps 10/1) in
 global and local mode, score only and with traceback, each twice (the first run builds the
-kernel; the second is reported warm). Traceback runs once more per variant of the traceback's
+kernel; the second is reported warm), then local mode with block pruning (``prune=True``,
+reported apart). Traceback runs once more per variant of the traceback's
 tiling (``leaf_bytes=0`` is the recursion through every level of fills that this session
 replaced, measured in the same run), and the CPU path (every core) once per mode for the
 identity check. Prints one line per run and writes ``longpair_device.json`` (and the cProfile
@@ -30,8 +31,8 @@ from dpalign.scoring import Scoring
 VARIANTS = {
     "default": {},
     "recursive (before)": {"leaf_bytes": 0},
+    "pageable stores": {},  # the default tiling, checkpoints copied into fresh arrays
     "leaf_bytes 256 MiB": {"leaf_bytes": 1 << 28},
-    "leaves 256": {"leaf_rows": 256, "leaf_cols": 256},
     "blocks 32": {"blocks": 32},
     "blocks 32, leaves 256": {"blocks": 32, "leaf_rows": 256, "leaf_cols": 256},
 }
@@ -54,15 +55,26 @@ def main() -> None:
             align_long(a[:3000], b[:3000], scoring, mode, traceback=traceback, backend="opencl")
     records = []
 
-    def run(mode, traceback, name="default", backend="opencl", profile=False):
+    def run(mode, traceback, name="default", backend="opencl", profile=False, prune=False):
+        from dpalign.kernels_cl.backend import DeviceRegions
+
         tiling = Tiling(**VARIANTS[name])
+        DeviceRegions.reuses_stores = name != "pageable stores"
         stats = RunStats()
         prof = cProfile.Profile() if profile else None
         start = time.perf_counter()
         if prof:
             prof.enable()
         result = align_long(
-            a, b, scoring, mode, traceback=traceback, tiling=tiling, backend=backend, stats=stats
+            a,
+            b,
+            scoring,
+            mode,
+            traceback=traceback,
+            tiling=tiling,
+            backend=backend,
+            stats=stats,
+            prune=prune,
         )
         if prof:
             prof.disable()
@@ -73,7 +85,8 @@ def main() -> None:
             "backend": backend,
             "mode": mode,
             "traceback": traceback,
-            "variant": name,
+            "variant": name + (" + block pruning" if prune else ""),
+            "notes": stats.notes,
             "m": len(a),
             "n": len(b),
             "wall_s": round(wall, 3),
@@ -104,6 +117,11 @@ def main() -> None:
             results[mode, traceback] = run(mode, traceback)
     for mode in ("global", "local"):
         run(mode, True, profile=True)
+    for traceback in (False, True):  # block pruning, reported apart from the plain figures
+        for _ in range(2):
+            got = run("local", traceback, prune=True)
+        if got != results["local", traceback]:
+            print(f"MISMATCH local traceback={traceback} with block pruning", flush=True)
     for name in VARIANTS:
         for mode in ("global", "local"):
             if name == "default" or time.perf_counter() - began > args.budget:

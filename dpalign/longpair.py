@@ -238,8 +238,11 @@ class _Aligner:
         top[1] = left[1] = self.lanes.neg_store
         return _Region(0, 0, m, n, top, left)
 
-    def fill(self, region: _Region, keep: bool, final_col: bool = False) -> _Checkpoints:
-        """Fill ``region``; keep block boundaries when ``keep`` (and the last column if asked)."""
+    def fill(
+        self, region: _Region, keep: bool, final_col: bool = False, prune: bool = False
+    ) -> _Checkpoints:
+        """Fill ``region``; keep block boundaries when ``keep`` (and the last column if asked);
+        ``prune``: the forward pass of a local alignment may skip hopeless tiles (devices)."""
         t = self.tiling
         h, w = region.h, region.w
         if keep:
@@ -284,8 +287,21 @@ class _Aligner:
         col_cuts = [0] + [(tj + 1) * tw for tj in kept_cols] + [w]
         threads = self.threads if h * w >= t.parallel_cells else 1
         filler = device if device is not None else self.cpu
+        more = {"prune": True} if prune and self.local and filler.prunes else {}
+        if leaves and filler.reuses_stores:
+            # only trace_blocks reads a leaf-level fill's checkpoints, before any other fill
+            more["reuse_stores"] = True
         fill = filler.fill_region(
-            region.r0, region.c0, region.top, region.left, row_slot, col_slot, th, tw, threads
+            region.r0,
+            region.c0,
+            region.top,
+            region.left,
+            row_slot,
+            col_slot,
+            th,
+            tw,
+            threads,
+            **more,
         )
         return _Checkpoints(row_cuts, col_cuts, fill, leaves)
 
@@ -413,6 +429,7 @@ def align_long(
     backend="cpu",
     device: str | None = None,
     stats=None,
+    prune: bool = False,
 ) -> PairwiseResult:
     """Align one long pair on all CPU cores (or an OpenCL device); identical to
     :func:`reference.pairwise_align`.
@@ -441,7 +458,12 @@ def align_long(
     device : str, optional
         Device spec for a device backend (OpenCL: see ``dpalign devices``).
     stats : dpalign.gcups.RunStats, optional
-        Receives the device's cells and kernel seconds.
+        Receives the device's cells and kernel seconds (and a note of the cells pruned).
+    prune : bool
+        Local mode on a device: block pruning in the forward pass (CUDAlign's: tiles whose
+        best possible score cannot reach the best found so far are skipped). The result is
+        identical; how much is skipped depends on the pair (similar pairs: most of the
+        matrix away from the alignment). Ignored on the CPU.
 
     Returns
     -------
@@ -474,7 +496,9 @@ def align_long(
         )
     job = _Aligner(a, b, scoring, mode, ends, tiling, threads, lanes, pair)
     region = job.global_region()
-    points = job.fill(region, keep=traceback, final_col=not job.local)
+    if prune and mode != "local":
+        raise OptionError("block pruning (prune=True) is for local alignments")
+    points = job.fill(region, keep=traceback, final_col=not job.local, prune=prune)
     score, a_end, b_end = job.end_cell(points)
     if not traceback:
         result = PairwiseResult(score, a_end, a_end, b_end, b_end)
@@ -483,6 +507,8 @@ def align_long(
         result = job.finish(score, a_end, b_end, stop)
     if pair is not None and stats is not None:
         stats.record(pair.label, pair.cells, pair.kernel_seconds)
+        if prune:
+            stats.notes.append(f"block pruning skipped about {pair.pruned_cells} cells")
     return result
 
 

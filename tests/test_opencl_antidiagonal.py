@@ -211,6 +211,90 @@ def test_local_ties_keep_the_first_maximum_in_row_major_order(cl_device, rows):
             assert got == want
 
 
+@given(data=st.data())
+def test_block_pruning_keeps_the_local_alignment(cl_device, data):
+    """Local mode with block pruning: the oracle's alignment, ties included."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    sub, gap = data.draw(st.sampled_from(SCORINGS), label="scoring")
+    scoring = Scoring(sub, gap)
+    letters = 20 if sub == "BLOSUM62" else 4
+    m = data.draw(st.integers(1, 90), label="m")
+    n = data.draw(st.integers(1, 90), label="n")
+    a, b = _pair(rng, m, n, letters, data.draw(st.booleans(), label="similar"))
+    tile = (data.draw(st.integers(1, 6), label="tile rows"), 2, 2)
+    traceback = data.draw(st.booleans(), label="traceback")
+    got = align_long(
+        a,
+        b,
+        scoring,
+        "local",
+        traceback=traceback,
+        tiling=_tiny(tile),
+        backend="opencl",
+        device=cl_device,
+        prune=True,
+    )
+    want = reference.pairwise_align(
+        a, b, scoring.matrix, scoring.gap_open, scoring.gap_extend, "local", (False,) * 4
+    )
+    if traceback:
+        assert got == want
+    else:
+        assert (got.score, got.a_end, got.b_end) == (want.score, want.a_end, want.b_end)
+
+
+@pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "plain"])
+def test_block_pruning_skips_tiles_far_from_the_alignment(cl_device, prefetch):
+    """A similar pair: pruning skips tiles (most of the corners) and changes nothing the
+    traceback sees: same end cell as without, the oracle's alignment through its checkpoints."""
+    rng = np.random.default_rng(3)
+    scoring = Scoring((2, -3), (5, 2))
+    a, b = _pair(rng, 400, 380, 4, True)
+    lanes = plan_lanes(scoring, len(a), len(b), "local", Tiling(lane_bits=32))
+    job = _Aligner(a, b, scoring, "local", free_ends_tuple("local"), Tiling(), 1, lanes)
+    whole = job.global_region()
+    shape = TileShape(8, 2, 4)
+    pair = PairOnDevice(
+        device_context(cl_device),
+        a,
+        b,
+        scoring.matrix,
+        scoring.gap_open,
+        scoring.gap_extend,
+        True,
+        shape,
+        prefetch=prefetch,
+    )
+    n_tr, n_tc = -(-len(a) // 8), -(-len(b) // shape.cols)
+    none_r, none_c = np.full(n_tr, -1), np.full(n_tc, -1)
+    plain = pair.fill_region(0, 0, whole.top, whole.left, none_r, none_c, 8, lanes.neg_store)
+    pruned = pair.fill_region(
+        0, 0, whole.top, whole.left, none_r, none_c, 8, lanes.neg_store, prune=True
+    )
+    assert plain.pruned_tiles == 0 and pruned.pruned_tiles > n_tr * n_tc // 4
+    assert pruned.best == plain.best
+    want = reference.pairwise_align(a, b, scoring.matrix, 5, 2, "local", (False,) * 4)
+    assert pruned.best == (want.score, want.a_end, want.b_end)
+    tiling = Tiling(
+        tile_rows=8, blocks=4, leaf_rows=16, leaf_cols=16, device_cells=1, device_tile=(8, 2, 4)
+    )
+    stats = RunStats()
+    got = align_long(
+        a,
+        b,
+        scoring,
+        "local",
+        tiling=tiling,
+        backend="opencl",
+        device=cl_device,
+        prune=True,
+        stats=stats,
+    )
+    assert got == want and any("pruning skipped" in note for note in stats.notes)
+    with pytest.raises(OptionError, match="local"):
+        align_long(a, b, scoring, "global", backend="opencl", device=cl_device, prune=True)
+
+
 def test_length_one_and_narrow_pairs(cl_device):
     scoring = Scoring((1, -1), (2, 1))
     rng = np.random.default_rng(2)

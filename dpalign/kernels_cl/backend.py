@@ -61,6 +61,9 @@ class DeviceRegions(RegionFiller):
     """One long pair on the device (:class:`~dpalign.kernels_cl.antidiagonal.PairOnDevice`)
     behind the engine's region contract."""
 
+    prunes = True
+    reuses_stores = True
+
     def __init__(self, pair, neg_store: int) -> None:
         self.pair = pair
         self.neg_store = neg_store
@@ -75,9 +78,26 @@ class DeviceRegions(RegionFiller):
     def kernel_seconds(self) -> float:
         return self.pair.kernel_seconds
 
-    def fill_region(self, r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads):
+    @property
+    def pruned_cells(self) -> int:
+        return self.pair.pruned_cells
+
+    def fill_region(
+        self,
+        r0,
+        c0,
+        top,
+        left,
+        row_slot,
+        col_slot,
+        tile_rows,
+        tile_cols,
+        threads,
+        prune=False,
+        reuse_stores=False,
+    ):
         fill = self.pair.fill_region(
-            r0, c0, top, left, row_slot, col_slot, tile_rows, self.neg_store
+            r0, c0, top, left, row_slot, col_slot, tile_rows, self.neg_store, prune, reuse_stores
         )
         return RegionFill(fill.last_row, fill.row_store, fill.col_store, fill.best)
 
