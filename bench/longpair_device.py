@@ -35,6 +35,7 @@ VARIANTS = {
     "leaf_bytes 256 MiB": {"leaf_bytes": 1 << 28},
     "blocks 32": {"blocks": 32},
     "blocks 32, leaves 256": {"blocks": 32, "leaf_rows": 256, "leaf_cols": 256},
+    "leaf rows 64": {"leaf_rows": 64},
 }
 
 
