@@ -32,10 +32,10 @@ VARIANTS = {
     "default": {},
     "recursive (before)": {"leaf_bytes": 0},
     "pageable stores": {},  # the default tiling, checkpoints copied into fresh arrays
-    "leaf_bytes 256 MiB": {"leaf_bytes": 1 << 28},
     "blocks 32": {"blocks": 32},
-    "blocks 32, leaves 256": {"blocks": 32, "leaf_rows": 256, "leaf_cols": 256},
-    "leaf rows 64": {"leaf_rows": 64},
+    "retile 128x32x4": {"device_retile": (128, 32, 4)},
+    "retile 128x32x2": {"device_retile": (128, 32, 2)},
+    "blocks 32, retile 128x32x4": {"blocks": 32, "device_retile": (128, 32, 4)},
 }
 
 

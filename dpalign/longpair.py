@@ -78,6 +78,11 @@ class Tiling:
     device_tile : (rows, items, per_item), optional
         With ``backend="opencl"``: the device's tile shape (tests force tiny ones; default
         the device backend's, e.g. ``dpalign.kernels_cl.antidiagonal.GPU_TILE``).
+    device_retile : (rows, items, per_item), optional
+        With ``backend="opencl"``: the tile shape of the traceback's recomputations on the
+        device (no wider than the forward pass's; default the same). Those regions are
+        small for a GPU (a few hundred tiles per tile diagonal: latency-bound), where
+        narrower tiles take fewer steps per launch and make the leaves smaller.
     leaf_bytes : int, optional
         A region whose leaf-sized block boundaries (every ``leaf_rows`` rows and
         ``leaf_cols`` columns; on a device, whole device tiles) fit in this many bytes keeps
@@ -97,6 +102,7 @@ class Tiling:
     lane_bits: int | None = None
     device_cells: int = 1 << 28
     device_tile: tuple[int, int, int] | None = None
+    device_retile: tuple[int, int, int] | None = None
     leaf_bytes: int | None = None
 
     def __post_init__(self) -> None:
@@ -198,6 +204,9 @@ class _Aligner:
     def __init__(self, a, b, scoring, mode, ends, tiling, threads, lanes: Lanes, device=None):
         self.a, self.b = a, b
         self.device = device  # the engine's device region filler, or None
+        self.redevice = device  # the one for the traceback's recomputations
+        if device is not None and tiling.device_retile and hasattr(device, "reshaped"):
+            self.redevice = device.reshaped(tiling.device_retile)
         self.o, self.e = scoring.gap_open, scoring.gap_extend
         self.local = mode == "local"
         self.ends = ends
@@ -239,10 +248,16 @@ class _Aligner:
         return _Region(0, 0, m, n, top, left)
 
     def fill(
-        self, region: _Region, keep: bool, final_col: bool = False, prune: bool = False
+        self,
+        region: _Region,
+        keep: bool,
+        final_col: bool = False,
+        prune: bool = False,
+        recompute: bool = False,
     ) -> _Checkpoints:
         """Fill ``region``; keep block boundaries when ``keep`` (and the last column if asked);
-        ``prune``: the forward pass of a local alignment may skip hopeless tiles (devices)."""
+        ``prune``: the forward pass of a local alignment may skip hopeless tiles (devices);
+        ``recompute``: a block of the traceback (the device's recomputation tiles)."""
         t = self.tiling
         h, w = region.h, region.w
         if keep:
@@ -250,7 +265,7 @@ class _Aligner:
             bw = max(t.leaf_cols, -(-w // t.blocks))
         else:
             bh, bw = h, w
-        device = self.device
+        device = self.redevice if recompute else self.device
         if device is not None and (h * w < t.device_cells or bw < device.tile_cols):
             device = None
 
@@ -334,7 +349,7 @@ class _Aligner:
             np.ascontiguousarray(region.top[:, : j + 1]),
             np.ascontiguousarray(region.left[:, : i + 1]),
         )
-        return self.walk(cropped, self.fill(cropped, keep=True), i, j, state)
+        return self.walk(cropped, self.fill(cropped, keep=True, recompute=True), i, j, state)
 
     def walk(self, region: _Region, points: _Checkpoints, i: int, j: int, state: int):
         """Trace through the blocks of a filled region, recomputing each block on the path."""
@@ -507,6 +522,8 @@ def align_long(
         result = job.finish(score, a_end, b_end, stop)
     if pair is not None and stats is not None:
         stats.record(pair.label, pair.cells, pair.kernel_seconds)
+        if job.redevice is not pair:
+            stats.record(pair.label, job.redevice.cells, job.redevice.kernel_seconds, blocks=0)
         if prune:
             stats.notes.append(f"block pruning skipped about {pair.pruned_cells} cells")
     return result

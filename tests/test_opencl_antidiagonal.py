@@ -42,8 +42,9 @@ def _pair(rng, m, n, letters, similar):
     return a, b
 
 
-def _tiny(rng_tile, device_cells=1, leaf_bytes=None):
+def _tiny(rng_tile, device_cells=1, leaf_bytes=None, retile=None):
     return Tiling(
+        device_retile=retile,
         tile_rows=6,
         tile_cols=5,
         blocks=3,
@@ -73,6 +74,8 @@ def test_alignments_equal_the_oracle(cl_device, data):
     tile = (data.draw(st.integers(1, 9), label="tile rows"), items, per_item)
     traceback = data.draw(st.booleans(), label="traceback")
     leaf_bytes = data.draw(st.sampled_from([0, None, 10**9]), label="leaf_bytes")
+    # the traceback's recomputations in narrower tiles (one column per work-item)
+    retile = data.draw(st.sampled_from([None, (tile[0] + 1, items, 1)]), label="retile")
     ends = free_ends_tuple(mode, free)
     stats = RunStats()
     got = align_long(
@@ -82,7 +85,7 @@ def test_alignments_equal_the_oracle(cl_device, data):
         mode,
         free,
         traceback=traceback,
-        tiling=_tiny(tile, leaf_bytes=leaf_bytes),
+        tiling=_tiny(tile, leaf_bytes=leaf_bytes, retile=retile),
         backend="opencl",
         device=cl_device,
         stats=stats,
@@ -293,6 +296,43 @@ def test_block_pruning_skips_tiles_far_from_the_alignment(cl_device, prefetch):
     assert got == want and any("pruning skipped" in note for note in stats.notes)
     with pytest.raises(OptionError, match="local"):
         align_long(a, b, scoring, "global", backend="opencl", device=cl_device, prune=True)
+
+
+@pytest.mark.parametrize("mode", ["global", "local"])
+def test_traceback_recomputes_in_narrower_tiles(cl_device, mode):
+    """Tiling.device_retile: the traceback's device regions in tiles half as wide (their own
+    program, the pair's buffers shared); same alignment, and those tiles did fill cells."""
+    from dpalign import engine
+    from dpalign.kernels_cl.backend import DeviceRegions
+
+    rng = np.random.default_rng(12)
+    scoring = Scoring((2, -3), (5, 2))
+    a, b = _pair(rng, 700, 650, 4, True)
+    reshaped = []
+    real = DeviceRegions.reshaped
+    tiling = Tiling(
+        tile_rows=16,
+        blocks=4,
+        leaf_rows=16,
+        leaf_cols=16,
+        device_cells=1 << 12,
+        device_tile=(8, 4, 2),
+        device_retile=(8, 4, 1),
+        leaf_bytes=50_000,  # leaf-level boundaries in the recomputed blocks, not the whole
+    )
+    try:
+        DeviceRegions.reshaped = lambda self, tile: (
+            reshaped.append(real(self, tile)) or reshaped[-1]
+        )
+        got = align_long(a, b, scoring, mode, tiling=tiling, backend="opencl", device=cl_device)
+    finally:
+        DeviceRegions.reshaped = real
+    want = reference.pairwise_align(a, b, scoring.matrix, 5, 2, mode, free_ends_tuple(mode))
+    assert got == want
+    (narrow,) = reshaped
+    assert narrow.tile_cols == 4 and narrow.cells > 0 and engine is not None
+    with pytest.raises(OptionError, match="wider"):
+        narrow.reshaped((8, 4, 4))
 
 
 def test_length_one_and_narrow_pairs(cl_device):

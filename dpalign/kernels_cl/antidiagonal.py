@@ -136,6 +136,32 @@ class PairOnDevice:
         self.pruned_cells = 0
         self._staging = None  # (buffer, mapped array): page-locked host memory, reused
 
+    def reshaped(self, shape: TileShape) -> PairOnDevice:
+        """The same pair on the device (shared buffers) with tiles of another shape, at most
+        as wide (e.g. narrower tiles for the traceback's smaller, latency-bound regions)."""
+        import copy
+
+        import pyopencl as cl
+
+        if shape.cols > self.shape.cols:
+            raise OptionError(f"a reshaped pair's tiles must not be wider than {self.shape}")
+        other = copy.copy(self)
+        other.shape = shape
+        other.shuffle = self.shuffle and shape.items == 32
+        other.defines = {
+            **self.defines,
+            "TW": shape.items,
+            "CPT": shape.per_item,
+            "USE_SHFL": int(other.shuffle),
+        }
+        program, _ = build(self.dctx, "antidiagonal.cl", other.defines)
+        with driver_errors(self.dctx.caps, "preparing the anti-diagonal kernel"):
+            other.kernel = cl.Kernel(program, "ad_tiles")
+        other._pruning = None
+        other._staging = None
+        other.kernel_seconds, other.launches, other.cells, other.pruned_cells = 0.0, 0, 0, 0
+        return other
+
     def _pruning_kernel(self):
         """The kernel built with block pruning (built on first use)."""
         import pyopencl as cl

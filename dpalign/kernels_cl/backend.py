@@ -82,6 +82,12 @@ class DeviceRegions(RegionFiller):
     def pruned_cells(self) -> int:
         return self.pair.pruned_cells
 
+    def reshaped(self, tile) -> DeviceRegions:
+        """The same pair with tiles ``(rows, items, per_item)`` (no wider than these)."""
+        from .antidiagonal import TileShape
+
+        return DeviceRegions(self.pair.reshaped(TileShape(*tile)), self.neg_store)
+
     def fill_region(
         self,
         r0,
