@@ -17,7 +17,9 @@ decision is the exact value of the full recurrence, so the alignment is identica
 :func:`dpalign.reference.pairwise_align` (tie rules included). Memory is
 O((m + n) * blocks) per level and O(log(m n)) levels; the recomputation costs about
 ``2 / blocks`` of the forward pass (two 100 kb sequences: ~30 MB of checkpoints, ~11 % more
-CPU time than the score alone).
+CPU time than the score alone). A region whose leaf-sized block boundaries fit in
+``Tiling.leaf_bytes`` (and need no smaller tiles) keeps them all instead, and its blocks are
+traced leaf after leaf in one compiled loop (no Python per leaf).
 
 On an OpenCL device
 -------------------
@@ -25,7 +27,8 @@ A backend with a device region filler (``backend="opencl"``: the anti-diagonal t
 :func:`dpalign.engine.device_regions`) runs every region of at least ``Tiling.device_cells``
 cells (the forward pass, the larger recomputations of the traceback) there; it fills a region
 from the same boundaries and keeps the same checkpoints; smaller blocks and the leaves stay on
-the CPU. Results are identical.
+the CPU. Results are identical. Local mode can prune there (``prune=True``: tiles that cannot
+reach the best score so far are skipped; the result stays identical).
 
 >>> from dpalign.scoring import Scoring
 >>> s = Scoring((1, -1), 2)
@@ -80,7 +83,8 @@ class Tiling:
         the device backend's, e.g. ``dpalign.kernels_cl.antidiagonal.GPU_TILE``).
     device_retile : (rows, items, per_item), optional
         With ``backend="opencl"``: the tile shape of the traceback's recomputations on the
-        device (no wider than the forward pass's; default the same). Those regions are
+        device (no wider than the forward pass's; default the backend's choice, e.g.
+        ``dpalign.kernels_cl.antidiagonal.GPU_RETILE``, else the same). Those regions are
         small for a GPU (a few hundred tiles per tile diagonal: latency-bound), where
         narrower tiles take fewer steps per launch and make the leaves smaller.
     leaf_bytes : int, optional
@@ -205,8 +209,9 @@ class _Aligner:
         self.a, self.b = a, b
         self.device = device  # the engine's device region filler, or None
         self.redevice = device  # the one for the traceback's recomputations
-        if device is not None and tiling.device_retile and hasattr(device, "reshaped"):
-            self.redevice = device.reshaped(tiling.device_retile)
+        retile = tiling.device_retile or getattr(device, "retile", None)
+        if device is not None and retile and hasattr(device, "reshaped"):
+            self.redevice = device.reshaped(retile)
         self.o, self.e = scoring.gap_open, scoring.gap_extend
         self.local = mode == "local"
         self.ends = ends

@@ -45,6 +45,9 @@ class TileShape:
 #: GPUs: one warp per tile (shuffles, no barrier), 8 columns per work-item, 128 rows (the
 #: fastest on the H100: 104.5 GCUPS at 100 kb against 92.7 with 256 rows, BENCHMARKS.md).
 GPU_TILE = TileShape(rows=128, items=32, per_item=8)
+#: GPUs: the tiles of the long-pair traceback's recomputations (None: GPU_TILE). Those
+#: regions have few tiles per tile diagonal, so a launch takes the latency of one tile.
+GPU_RETILE: TileShape | None = None
 #: CPU devices (PoCL): small tiles compile and run quickly.
 CPU_TILE = TileShape(rows=64, items=8, per_item=4)
 

@@ -63,6 +63,7 @@ class DeviceRegions(RegionFiller):
 
     prunes = True
     reuses_stores = True
+    retile: tuple[int, int, int] | None = None  # the traceback's tiles, if not the same
 
     def __init__(self, pair, neg_store: int) -> None:
         self.pair = pair
@@ -184,7 +185,7 @@ class OpenCLBackend(Backend):
         return 0
 
     def region_filler(self, a, b, scoring, local, neg_store, tile=None):
-        from .antidiagonal import PairOnDevice, TileShape
+        from .antidiagonal import GPU_RETILE, PairOnDevice, TileShape
 
         shape = TileShape(*tile) if tile else None
         pair = PairOnDevice(
@@ -197,7 +198,10 @@ class OpenCLBackend(Backend):
             local,
             shape,
         )
-        return DeviceRegions(pair, neg_store)
+        regions = DeviceRegions(pair, neg_store)
+        if tile is None and GPU_RETILE is not None and not pair.dctx.caps.is_cpu:
+            regions.retile = (GPU_RETILE.rows, GPU_RETILE.items, GPU_RETILE.per_item)
+        return regions
 
     def describe(self) -> str:
         design = self.design or config.OPENCL_DESIGN
