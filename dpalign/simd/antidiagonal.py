@@ -651,3 +651,102 @@ def trace_blocks(
         if stopped:
             break
     return i, j, state, stopped, pos
+
+
+@njit(nogil=True, cache=True)
+def _leaf_bounds(rc, cc, top, left, rows, cols, bi, bj):
+    """Rows, columns and boundaries (top H/D, left H/I) of block (bi, bj)."""
+    br0, br1, bc0, bc1 = rc[bi], rc[bi + 1], cc[bj], cc[bj + 1]
+    if bi == 0:
+        btop = top[:, bc0 : bc1 + 1]
+    else:
+        btop = rows[bi - 1, :, bc0 : bc1 + 1]
+    if bj == 0:
+        bleft = left[:, br0 : br1 + 1]
+    else:
+        bleft = cols[bj - 1, :, br0 : br1 + 1]
+    return br0, br1, bc0, bc1, btop, bleft
+
+
+@njit(nogil=True, cache=True)
+def predict_leaves(rc, cc, i, j, keys):
+    """The blocks a path from cell (i, j) would cross going diagonally up-left, the block of
+    (i, j) and its upper and left neighbours first, into ``keys`` ((bi, bj) rows; -1: none)."""
+    keys[:] = -1
+    bi = np.searchsorted(rc, i) - 1
+    bj = np.searchsorted(cc, j) - 1
+    count = 0
+    for di, dj in ((0, 0), (-1, 0), (0, -1), (-1, -1)):
+        if bi + di >= 0 and bj + dj >= 0 and count < len(keys):
+            keys[count, 0], keys[count, 1] = bi + di, bj + dj
+            count += 1
+    step = max(1, min(np.min(np.diff(rc)), np.min(np.diff(cc))) // 2)
+    s = step
+    while count < len(keys) and i - s > 0 and j - s > 0:
+        pi = np.searchsorted(rc, i - s) - 1
+        pj = np.searchsorted(cc, j - s) - 1
+        new = True
+        for k in range(count):
+            if keys[k, 0] == pi and keys[k, 1] == pj:
+                new = False
+        if new:
+            keys[count, 0], keys[count, 1] = pi, pj
+            count += 1
+        s += step
+
+
+@njit(nogil=True, cache=True)
+def fill_leaves(
+    a, b, matrix, o, e, local, r0, c0, rc, cc, top, left, rows, cols, keys, slots, first, step
+):
+    """Fill blocks ``keys[first::step]`` in full, direction bits into ``slots`` (same rows)."""
+    for k in range(first, len(keys), step):
+        bi, bj = keys[k, 0], keys[k, 1]
+        if bi < 0:
+            continue
+        br0, br1, bc0, bc1, btop, bleft = _leaf_bounds(rc, cc, top, left, rows, cols, bi, bj)
+        lh, lw = br1 - br0, bc1 - bc0
+        fill_bits(
+            a[r0 + br0 : r0 + br1],
+            b[c0 + bc0 : c0 + bc1],
+            matrix,
+            o,
+            e,
+            local,
+            btop,
+            bleft,
+            slots[k, : lh + 1, : lw + 1],
+            np.empty(lh + 1, np.int64),
+        )
+
+
+@njit(nogil=True, cache=True)
+def trace_filled(a, b, local, r0, c0, rc, cc, keys, slots, i, j, state, ops, pos):
+    """Trace back through blocks already filled into ``slots`` (see :func:`fill_leaves`)
+    until the path leaves them.
+
+    Returns
+    -------
+    (i, j, state, stopped, pos, done): ``done`` False when the path reached a block that is
+    not filled (then (i, j) is where it stands).
+    """
+    stopped = False
+    while i > 0 and j > 0:
+        bi = np.searchsorted(rc, i) - 1
+        bj = np.searchsorted(cc, j) - 1
+        slot = -1
+        for k in range(len(keys)):
+            if keys[k, 0] == bi and keys[k, 1] == bj:
+                slot = k
+        if slot < 0:
+            return i, j, state, stopped, pos, False
+        br0, bc0 = rc[bi], cc[bj]
+        li, lj = i - br0, j - bc0
+        ra, cb = r0 + br0, c0 + bc0
+        li, lj, state, stopped, pos = trace_bits(
+            a[ra : ra + li], b[cb : cb + lj], slots[slot], local, li, lj, state, ops, pos
+        )
+        i, j = li + br0, lj + bc0
+        if stopped:
+            break
+    return i, j, state, stopped, pos, True
