@@ -36,8 +36,6 @@ VARIANTS = {
     "retile 128x32x4": {"device_retile": (128, 32, 4)},
     "retile 128x32x2": {"device_retile": (128, 32, 2)},
     "blocks 32, retile 128x32x4": {"blocks": 32, "device_retile": (128, 32, 4)},
-    "leaf batch 32": {"leaf_batch": 32},
-    "retile 128x32x4, leaf batch 32": {"device_retile": (128, 32, 4), "leaf_batch": 32},
 }
 
 

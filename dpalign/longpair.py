@@ -81,10 +81,6 @@ class Tiling:
     device_tile : (rows, items, per_item), optional
         With ``backend="opencl"``: the device's tile shape (tests force tiny ones; default
         the device backend's, e.g. ``dpalign.kernels_cl.antidiagonal.GPU_TILE``).
-    leaf_batch : int
-        Leaves filled ahead at once on every thread when a region's leaves are traced in
-        one loop (the blocks the path is predicted to cross next; 0: one leaf at a time, in
-        the order the path needs them).
     device_retile : (rows, items, per_item), optional
         With ``backend="opencl"``: the tile shape of the traceback's recomputations on the
         device (no wider than the forward pass's; default the backend's choice, e.g.
@@ -110,7 +106,6 @@ class Tiling:
     lane_bits: int | None = None
     device_cells: int = 1 << 28
     device_tile: tuple[int, int, int] | None = None
-    leaf_batch: int = 0
     device_retile: tuple[int, int, int] | None = None
     leaf_bytes: int | None = None
 
@@ -380,8 +375,6 @@ class _Aligner:
                 state,
                 self.ops,
                 self.pos,
-                self.threads,
-                self.tiling.leaf_batch,
             )
             return i, j, state, stopped
         while i > 0 and j > 0:

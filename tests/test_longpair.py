@@ -88,7 +88,6 @@ tilings = st.builds(
     # 0: recursion through every level; None: leaf boundaries kept where they fit (and their
     # leaves traced in one loop); 10**9: kept from the first fill on
     leaf_bytes=st.sampled_from([0, None, 10**9]),
-    leaf_batch=st.sampled_from([0, 1, 5]),
 )
 
 

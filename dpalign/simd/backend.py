@@ -159,49 +159,30 @@ class NumbaRegions(RegionFiller):
             pos,
         )
 
-    def trace_blocks(
-        self, r0, c0, rc, cc, top, left, rows, cols, i, j, state, ops, pos, threads=1, batch=0
-    ):
+    def trace_blocks(self, r0, c0, rc, cc, top, left, rows, cols, i, j, state, ops, pos):
         """Trace through a region filled with every block boundary kept (cuts ``rc``, ``cc``),
-        each block on the path as a leaf: in one compiled loop on one thread; with
-        ``batch`` > 0 and several threads, the ``batch`` blocks the path is predicted to
-        cross next (diagonally up-left, and the current block's upper and left neighbours)
-        are filled in full on every thread at once and traced through until the path leaves
-        them (then the next batch from there)."""
-        K = self.K
-        rc, cc = np.asarray(rc, np.int64), np.asarray(cc, np.int64)
-        region = (r0, c0, rc, cc, top, left, rows, cols)
-        if threads <= 1 or batch <= 0 or len(rc) * len(cc) <= 4:
-            return K.trace_blocks(
-                self.a,
-                self.b,
-                self.matrix,
-                self.o,
-                self.e,
-                self.local,
-                *region,
-                i,
-                j,
-                state,
-                ops,
-                pos,
-            )
-        keys = np.full((batch, 2), -1, np.int64)
-        shape = (batch, int(np.diff(rc).max()) + 1, int(np.diff(cc).max()) + 1)
-        slots = np.empty(shape, np.uint8)
-        fill = (self.a, self.b, self.matrix, self.o, self.e, self.local, *region, keys, slots)
-        pool = K._pool(threads - 1)
-        while True:
-            i, j, state, stopped, pos, done = K.trace_filled(
-                self.a, self.b, self.local, r0, c0, rc, cc, keys, slots, i, j, state, ops, pos
-            )
-            if done:
-                return i, j, state, stopped, pos
-            K.predict_leaves(rc, cc, i, j, keys)
-            helpers = [pool.submit(K.fill_leaves, *fill, t, threads) for t in range(1, threads)]
-            K.fill_leaves(*fill, 0, threads)
-            for helper in helpers:
-                helper.result()
+        each block on the path as a leaf, in one compiled loop."""
+        return self.K.trace_blocks(
+            self.a,
+            self.b,
+            self.matrix,
+            self.o,
+            self.e,
+            self.local,
+            r0,
+            c0,
+            np.asarray(rc, np.int64),
+            np.asarray(cc, np.int64),
+            top,
+            left,
+            rows,
+            cols,
+            i,
+            j,
+            state,
+            ops,
+            pos,
+        )
 
     def fill_bits(self, top, left, bits, last_col):
         """The whole matrix on one thread, one direction byte per cell."""
