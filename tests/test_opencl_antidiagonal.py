@@ -335,6 +335,32 @@ def test_traceback_recomputes_in_narrower_tiles(cl_device, mode):
         narrow.reshaped((8, 4, 4))
 
 
+def test_page_locked_stores_pass_from_pair_to_pair(cl_device):
+    """The leaf-level fills' staging buffer goes back to its context's pool when a pair is
+    done, and the next pair takes the same one (pinning is slow); results stay exact."""
+    from dpalign.kernels_cl import antidiagonal as AD
+
+    rng = np.random.default_rng(21)
+    scoring = Scoring((2, -3), (5, 2))
+    tiling = Tiling(
+        tile_rows=16,
+        blocks=4,
+        leaf_rows=16,
+        leaf_cols=16,
+        device_cells=1 << 10,
+        device_tile=(8, 4, 2),
+        leaf_bytes=30_000,  # leaf-level boundaries in the recomputed blocks only
+    )
+    kept = []
+    for _ in range(2):
+        a, b = _pair(rng, 500, 480, 4, True)
+        got = align_long(a, b, scoring, "local", tiling=tiling, backend="opencl", device=cl_device)
+        want = reference.pairwise_align(a, b, scoring.matrix, 5, 2, "local", (False,) * 4)
+        assert got == want
+        kept.append(AD._STAGING[device_context(cl_device).context.int_ptr][0])
+    assert kept[0] is kept[1]
+
+
 def test_length_one_and_narrow_pairs(cl_device):
     scoring = Scoring((1, -1), (2, 1))
     rng = np.random.default_rng(2)
