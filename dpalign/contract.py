@@ -181,11 +181,20 @@ class RegionFiller(abc.ABC):
         The most rows per tile the backend takes, or None.
     label : str
         What fills (run statistics: cells and kernel seconds go under this name).
+    prunes : bool
+        ``fill_region`` takes ``prune=True`` (local mode, the whole matrix's forward pass:
+        skip tiles that cannot reach the best score so far; see
+        :meth:`dpalign.kernels_cl.antidiagonal.PairOnDevice.fill_region`).
+    reuses_stores : bool
+        ``fill_region`` takes ``reuse_stores=True``: the checkpoints it returns may live in
+        host memory that its next such call overwrites (a device's page-locked staging).
     """
 
     tile_cols: int | None = None
     tile_rows: int | None = None
     label: str = "cpu"
+    prunes: bool = False
+    reuses_stores: bool = False
     cells: int = 0
     kernel_seconds: float = 0.0
 

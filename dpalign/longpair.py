@@ -17,7 +17,9 @@ decision is the exact value of the full recurrence, so the alignment is identica
 :func:`dpalign.reference.pairwise_align` (tie rules included). Memory is
 O((m + n) * blocks) per level and O(log(m n)) levels; the recomputation costs about
 ``2 / blocks`` of the forward pass (two 100 kb sequences: ~30 MB of checkpoints, ~11 % more
-CPU time than the score alone).
+CPU time than the score alone). A region whose leaf-sized block boundaries fit in
+``Tiling.leaf_bytes`` (and need no smaller tiles) keeps them all instead, and its blocks are
+traced leaf after leaf in one compiled loop (no Python per leaf).
 
 On an OpenCL device
 -------------------
@@ -25,7 +27,8 @@ A backend with a device region filler (``backend="opencl"``: the anti-diagonal t
 :func:`dpalign.engine.device_regions`) runs every region of at least ``Tiling.device_cells``
 cells (the forward pass, the larger recomputations of the traceback) there; it fills a region
 from the same boundaries and keeps the same checkpoints; smaller blocks and the leaves stay on
-the CPU. Results are identical.
+the CPU. Results are identical. Local mode can prune there (``prune=True``: tiles that cannot
+reach the best score so far are skipped; the result stays identical).
 
 >>> from dpalign.scoring import Scoring
 >>> s = Scoring((1, -1), 2)
@@ -78,6 +81,20 @@ class Tiling:
     device_tile : (rows, items, per_item), optional
         With ``backend="opencl"``: the device's tile shape (tests force tiny ones; default
         the device backend's, e.g. ``dpalign.kernels_cl.antidiagonal.GPU_TILE``).
+    device_retile : (rows, items, per_item), optional
+        With ``backend="opencl"``: the tile shape of the traceback's recomputations on the
+        device (no wider than the forward pass's; default the backend's choice, e.g.
+        ``dpalign.kernels_cl.antidiagonal.GPU_RETILE``, else the same). Those regions are
+        small for a GPU (a few hundred tiles per tile diagonal: latency-bound), where
+        narrower tiles take fewer steps per launch and make the leaves smaller.
+    leaf_bytes : int, optional
+        A region whose leaf-sized block boundaries (every ``leaf_rows`` rows and
+        ``leaf_cols`` columns; on a device, whole device tiles) fit in this many bytes keeps
+        them all, and its traceback traces leaf after leaf in one compiled loop instead of
+        recursing through another level of fills (the H100 host's 1 Mb traceback spent most
+        of its time in the Python calls of those small levels). Default: what the whole
+        pair's ``blocks`` boundaries take, at least 1 GiB (memory stays near-linear plus a
+        constant); 0: never.
     """
 
     tile_rows: int = 1024
@@ -89,6 +106,8 @@ class Tiling:
     lane_bits: int | None = None
     device_cells: int = 1 << 28
     device_tile: tuple[int, int, int] | None = None
+    device_retile: tuple[int, int, int] | None = None
+    leaf_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if self.lane_bits not in (None, 16, 32, 64):
@@ -119,6 +138,7 @@ class _Checkpoints:
     row_cuts: list[int]
     col_cuts: list[int]
     fill: RegionFill
+    leaves: bool = False  # every block is a leaf: trace them in one compiled loop
 
 
 @dataclass(frozen=True)
@@ -188,6 +208,10 @@ class _Aligner:
     def __init__(self, a, b, scoring, mode, ends, tiling, threads, lanes: Lanes, device=None):
         self.a, self.b = a, b
         self.device = device  # the engine's device region filler, or None
+        self.redevice = device  # the one for the traceback's recomputations
+        retile = tiling.device_retile or getattr(device, "retile", None)
+        if device is not None and retile and hasattr(device, "reshaped"):
+            self.redevice = device.reshaped(retile)
         self.o, self.e = scoring.gap_open, scoring.gap_extend
         self.local = mode == "local"
         self.ends = ends
@@ -209,6 +233,10 @@ class _Aligner:
         self.ops = np.empty(len(a) + len(b), np.uint8)
         self.pos = 0
         self.plan = None  # dpalign.bands.Plan: bands across fillers, progress
+        store = np.dtype(lanes.store).itemsize
+        self.leaf_bytes = tiling.leaf_bytes
+        if self.leaf_bytes is None:  # the forward pass's checkpoints: H and D or I, per block
+            self.leaf_bytes = max(2 * store * tiling.blocks * (len(a) + len(b) + 2), 1 << 30)
 
     # -- forward ----------------------------------------------------------------------------
 
@@ -225,8 +253,17 @@ class _Aligner:
         top[1] = left[1] = self.lanes.neg_store
         return _Region(0, 0, m, n, top, left)
 
-    def fill(self, region: _Region, keep: bool, final_col: bool = False) -> _Checkpoints:
-        """Fill ``region``; keep block boundaries when ``keep`` (and the last column if asked)."""
+    def fill(
+        self,
+        region: _Region,
+        keep: bool,
+        final_col: bool = False,
+        prune: bool = False,
+        recompute: bool = False,
+    ) -> _Checkpoints:
+        """Fill ``region``; keep block boundaries when ``keep`` (and the last column if asked);
+        ``prune``: the forward pass of a local alignment may skip hopeless tiles (devices);
+        ``recompute``: a block of the traceback (the device's recomputation tiles)."""
         t = self.tiling
         h, w = region.h, region.w
         if keep:
@@ -234,14 +271,30 @@ class _Aligner:
             bw = max(t.leaf_cols, -(-w // t.blocks))
         else:
             bh, bw = h, w
-        device = self.device
+        device = self.redevice if recompute else self.device
         if device is not None and (h * w < t.device_cells or bw < device.tile_cols):
             device = None
-        if device is not None:  # the device's tiles: any number of rows, fixed columns
-            th, tw = min(device.tile_rows, bh), device.tile_cols
-        else:
-            th, tw = min(t.tile_rows, bh), min(t.tile_cols, bw)
-        kr, kc = bh // th, bw // tw  # blocks never wider than bh x bw: each level shrinks
+
+        def tiles(bh, bw):  # tile sizes, and tiles per block: never wider than bh x bw
+            if device is not None:  # the device's tiles: any number of rows, fixed columns
+                th, tw = min(device.tile_rows, bh), device.tile_cols
+            else:
+                th, tw = min(t.tile_rows, bh), min(t.tile_cols, bw)
+            return th, tw, bh // th, bw // tw
+
+        th, tw, kr, kc = tiles(bh, bw)
+        leaves = False
+        if keep and self.leaf_bytes > 0:
+            # leaf-sized blocks (on a device: whole tiles), if their boundaries fit and their
+            # tiles are the same (smaller CPU tiles would slow the fill down more than the
+            # fewer calls gain: 100 kb on 2 cores)
+            lw = t.leaf_cols if device is None else max(t.leaf_cols // tw, 1) * tw
+            fine = tiles(min(t.leaf_rows, bh), min(lw, bw))
+            kept = (-(-h // (fine[0] * fine[2])) - 1) * (w + 1)
+            kept += (-(-w // (fine[1] * fine[3])) - 1) * (h + 1)
+            same_tiles = fine[:2] == (th, tw)
+            if same_tiles and 2 * kept * np.dtype(self.lanes.store).itemsize <= self.leaf_bytes:
+                (th, tw, kr, kc), leaves = fine, True
         n_rows, n_cols = -(-h // th), -(-w // tw)
         row_slot = np.full(n_rows, -1, np.int64)
         col_slot = np.full(n_cols, -1, np.int64)
@@ -257,10 +310,23 @@ class _Aligner:
         filler = device if device is not None else self.cpu
         if self.plan is not None:
             filler = self.plan(filler, device is not None, h * w)
+        more = {"prune": True} if prune and self.local and filler.prunes else {}
+        if leaves and filler.reuses_stores:
+            # only trace_blocks reads a leaf-level fill's checkpoints, before any other fill
+            more["reuse_stores"] = True
         fill = filler.fill_region(
-            region.r0, region.c0, region.top, region.left, row_slot, col_slot, th, tw, threads
+            region.r0,
+            region.c0,
+            region.top,
+            region.left,
+            row_slot,
+            col_slot,
+            th,
+            tw,
+            threads,
+            **more,
         )
-        return _Checkpoints(row_cuts, col_cuts, fill)
+        return _Checkpoints(row_cuts, col_cuts, fill, leaves)
 
     def end_cell(self, points: _Checkpoints) -> tuple[int, int, int]:
         """Score and end cell (first maximum in row-major order among the candidates)."""
@@ -291,12 +357,37 @@ class _Aligner:
             np.ascontiguousarray(region.top[:, : j + 1]),
             np.ascontiguousarray(region.left[:, : i + 1]),
         )
-        return self.walk(cropped, self.fill(cropped, keep=True), i, j, state)
+        return self.walk(cropped, self.fill(cropped, keep=True, recompute=True), i, j, state)
 
     def walk(self, region: _Region, points: _Checkpoints, i: int, j: int, state: int):
         """Trace through the blocks of a filled region, recomputing each block on the path."""
         rc, cc = points.row_cuts, points.col_cuts
         rows, cols = points.fill.row_store, points.fill.col_store
+        if points.leaves:
+            i0, j0 = i, j
+            i, j, state, stopped, self.pos = self.cpu.trace_blocks(
+                region.r0,
+                region.c0,
+                rc,
+                cc,
+                region.top,
+                region.left,
+                rows,
+                cols,
+                i,
+                j,
+                state,
+                self.ops,
+                self.pos,
+            )
+            if self.plan is not None and self.plan.progress is not None:
+                # the leaves recomputed on the path, about half a block each (a progress
+                # bar's estimate: the compiled loop does not count them)
+                bh, bw = rc[-1] / max(len(rc) - 1, 1), cc[-1] / max(len(cc) - 1, 1)
+                cells = int(((i0 - i) * bw + (j0 - j) * bh) / 2)
+                if cells > 0:
+                    self.plan.progress(cells)
+            return i, j, state, stopped
         while i > 0 and j > 0:
             bi, bj = bisect.bisect_left(rc, i) - 1, bisect.bisect_left(cc, j) - 1
             r0, r1, c0, c1 = rc[bi], rc[bi + 1], cc[bj], cc[bj + 1]
@@ -371,6 +462,7 @@ def align_long(
     stats=None,
     progress=None,
     bands=None,
+    prune: bool = False,
 ) -> PairwiseResult:
     """Align one long pair on all CPU cores (or an OpenCL device); identical to
     :func:`reference.pairwise_align`.
@@ -407,6 +499,12 @@ def align_long(
         Column bands across several fillers for the large regions (CPU fillers, every device
         of ``bands.devices``, which then replace ``backend``, or the workers of a Dask
         cluster); the same result.
+        Receives the device's cells and kernel seconds (and a note of the cells pruned).
+    prune : bool
+        Local mode on a device: block pruning in the forward pass (CUDAlign's: tiles whose
+        best possible score cannot reach the best found so far are skipped). The result is
+        identical; how much is skipped depends on the pair (similar pairs: most of the
+        matrix away from the alignment). Ignored on the CPU.
 
     Returns
     -------
@@ -452,7 +550,9 @@ def align_long(
     if bands is not None or progress is not None:
         job.plan = _plan(job, bands, progress, others)
     region = job.global_region()
-    points = job.fill(region, keep=traceback, final_col=not job.local)
+    if prune and mode != "local":
+        raise OptionError("block pruning (prune=True) is for local alignments")
+    points = job.fill(region, keep=traceback, final_col=not job.local, prune=prune)
     score, a_end, b_end = job.end_cell(points)
     if not traceback:
         result = PairwiseResult(score, a_end, a_end, b_end, b_end)
@@ -461,6 +561,10 @@ def align_long(
         result = job.finish(score, a_end, b_end, stop)
     if pair is not None and stats is not None:
         stats.record(pair.label, pair.cells, pair.kernel_seconds)
+        if job.redevice is not pair:
+            stats.record(pair.label, job.redevice.cells, job.redevice.kernel_seconds, blocks=0)
+        if prune:
+            stats.notes.append(f"block pruning skipped about {pair.pruned_cells} cells")
     for k, held in enumerate(others[1:] if stats is not None else [], 1):  # bands' devices
         stats.record(f"{held.label} #{k}", held.cells, held.kernel_seconds)
     return result

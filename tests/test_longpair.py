@@ -85,6 +85,9 @@ tilings = st.builds(
     leaf_cols=st.integers(1, 8),
     parallel_cells=st.sampled_from([1, 10**9]),
     lane_bits=st.sampled_from([None, 16, 32, 64]),
+    # 0: recursion through every level; None: leaf boundaries kept where they fit (and their
+    # leaves traced in one loop); 10**9: kept from the first fill on
+    leaf_bytes=st.sampled_from([0, None, 10**9]),
 )
 
 

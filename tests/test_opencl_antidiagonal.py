@@ -42,8 +42,9 @@ def _pair(rng, m, n, letters, similar):
     return a, b
 
 
-def _tiny(rng_tile, device_cells=1):
+def _tiny(rng_tile, device_cells=1, leaf_bytes=None, retile=None):
     return Tiling(
+        device_retile=retile,
         tile_rows=6,
         tile_cols=5,
         blocks=3,
@@ -51,6 +52,7 @@ def _tiny(rng_tile, device_cells=1):
         leaf_cols=4,
         device_cells=device_cells,
         device_tile=rng_tile,
+        leaf_bytes=leaf_bytes,
     )
 
 
@@ -71,6 +73,9 @@ def test_alignments_equal_the_oracle(cl_device, data):
     items, per_item = data.draw(st.sampled_from([(1, 1), (2, 2), (4, 1), (3, 4)]), label="cols")
     tile = (data.draw(st.integers(1, 9), label="tile rows"), items, per_item)
     traceback = data.draw(st.booleans(), label="traceback")
+    leaf_bytes = data.draw(st.sampled_from([0, None, 10**9]), label="leaf_bytes")
+    # the traceback's recomputations in narrower tiles (one column per work-item)
+    retile = data.draw(st.sampled_from([None, (tile[0] + 1, items, 1)]), label="retile")
     ends = free_ends_tuple(mode, free)
     stats = RunStats()
     got = align_long(
@@ -80,7 +85,7 @@ def test_alignments_equal_the_oracle(cl_device, data):
         mode,
         free,
         traceback=traceback,
-        tiling=_tiny(tile),
+        tiling=_tiny(tile, leaf_bytes=leaf_bytes, retile=retile),
         backend="opencl",
         device=cl_device,
         stats=stats,
@@ -175,6 +180,185 @@ def test_device_fill_leaves_the_cpu_checkpoints(cl_device, mode, tile, prefetch)
     assert got.launches == n_tr + n_tc - 1 and pair.cells == h * w
     if local:
         assert got.best[0] > 0
+
+
+@pytest.mark.parametrize("rows", [16, 8, 3])
+def test_local_ties_keep_the_first_maximum_in_row_major_order(cl_device, rows):
+    """Equal maxima in several tiles and tile rows (the device folds them per tile row, the
+    host across rows): the end cell is the oracle's, the first in row-major order. Motif m1
+    ends on row 8 far right, m2 on row 16 near the left: in one tile row of 16 rows the
+    later tile holds the winner (smaller i); with 8 or 3 rows per tile the earlier row."""
+    rng = np.random.default_rng(5)
+    # motifs of letters 0-1; filler G in a, T in b: nothing matches outside the motifs
+    m1, m2 = rng.integers(0, 2, 8).astype(np.uint8), rng.integers(0, 2, 8).astype(np.uint8)
+    a = np.concatenate([m1, m2, np.full(5, 2, np.uint8)])
+    b = np.concatenate([np.full(3, 3), m2, np.full(30, 3), m1, np.full(9, 3)]).astype(np.uint8)
+    scoring = Scoring((1, -3), (5, 2))
+    want = reference.pairwise_align(a, b, scoring.matrix, 5, 2, "local", free_ends_tuple("local"))
+    assert (want.score, want.a_end, want.b_end) == (8, 8, 49)  # the case this test is about
+    cpu = align_long(a, b, scoring, "local", traceback=False, tiling=_tiny((rows, 2, 4)))
+    assert (cpu.score, cpu.a_end, cpu.b_end) == (8, 8, 49)
+    for traceback in (False, True):
+        got = align_long(
+            a,
+            b,
+            scoring,
+            "local",
+            traceback=traceback,
+            tiling=_tiny((rows, 2, 4)),
+            backend="opencl",
+            device=cl_device,
+        )
+        assert (got.score, got.a_end, got.b_end) == (want.score, want.a_end, want.b_end)
+        if traceback:
+            assert got == want
+
+
+@given(data=st.data())
+def test_block_pruning_keeps_the_local_alignment(cl_device, data):
+    """Local mode with block pruning: the oracle's alignment, ties included."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    sub, gap = data.draw(st.sampled_from(SCORINGS), label="scoring")
+    scoring = Scoring(sub, gap)
+    letters = 20 if sub == "BLOSUM62" else 4
+    m = data.draw(st.integers(1, 90), label="m")
+    n = data.draw(st.integers(1, 90), label="n")
+    a, b = _pair(rng, m, n, letters, data.draw(st.booleans(), label="similar"))
+    tile = (data.draw(st.integers(1, 6), label="tile rows"), 2, 2)
+    traceback = data.draw(st.booleans(), label="traceback")
+    got = align_long(
+        a,
+        b,
+        scoring,
+        "local",
+        traceback=traceback,
+        tiling=_tiny(tile),
+        backend="opencl",
+        device=cl_device,
+        prune=True,
+    )
+    want = reference.pairwise_align(
+        a, b, scoring.matrix, scoring.gap_open, scoring.gap_extend, "local", (False,) * 4
+    )
+    if traceback:
+        assert got == want
+    else:
+        assert (got.score, got.a_end, got.b_end) == (want.score, want.a_end, want.b_end)
+
+
+@pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "plain"])
+def test_block_pruning_skips_tiles_far_from_the_alignment(cl_device, prefetch):
+    """A similar pair: pruning skips tiles (most of the corners) and changes nothing the
+    traceback sees: same end cell as without, the oracle's alignment through its checkpoints."""
+    rng = np.random.default_rng(3)
+    scoring = Scoring((2, -3), (5, 2))
+    a, b = _pair(rng, 400, 380, 4, True)
+    lanes = plan_lanes(scoring, len(a), len(b), "local", Tiling(lane_bits=32))
+    job = _Aligner(a, b, scoring, "local", free_ends_tuple("local"), Tiling(), 1, lanes)
+    whole = job.global_region()
+    shape = TileShape(8, 2, 4)
+    pair = PairOnDevice(
+        device_context(cl_device),
+        a,
+        b,
+        scoring.matrix,
+        scoring.gap_open,
+        scoring.gap_extend,
+        True,
+        shape,
+        prefetch=prefetch,
+    )
+    n_tr, n_tc = -(-len(a) // 8), -(-len(b) // shape.cols)
+    none_r, none_c = np.full(n_tr, -1), np.full(n_tc, -1)
+    plain = pair.fill_region(0, 0, whole.top, whole.left, none_r, none_c, 8, lanes.neg_store)
+    pruned = pair.fill_region(
+        0, 0, whole.top, whole.left, none_r, none_c, 8, lanes.neg_store, prune=True
+    )
+    assert plain.pruned_tiles == 0 and pruned.pruned_tiles > n_tr * n_tc // 4
+    assert pruned.best == plain.best
+    want = reference.pairwise_align(a, b, scoring.matrix, 5, 2, "local", (False,) * 4)
+    assert pruned.best == (want.score, want.a_end, want.b_end)
+    tiling = Tiling(
+        tile_rows=8, blocks=4, leaf_rows=16, leaf_cols=16, device_cells=1, device_tile=(8, 2, 4)
+    )
+    stats = RunStats()
+    got = align_long(
+        a,
+        b,
+        scoring,
+        "local",
+        tiling=tiling,
+        backend="opencl",
+        device=cl_device,
+        prune=True,
+        stats=stats,
+    )
+    assert got == want and any("pruning skipped" in note for note in stats.notes)
+    with pytest.raises(OptionError, match="local"):
+        align_long(a, b, scoring, "global", backend="opencl", device=cl_device, prune=True)
+
+
+@pytest.mark.parametrize("mode", ["global", "local"])
+def test_traceback_recomputes_in_narrower_tiles(cl_device, mode):
+    """Tiling.device_retile: the traceback's device regions in tiles half as wide (their own
+    program, the pair's buffers shared); same alignment, and those tiles did fill cells."""
+    from dpalign import engine
+    from dpalign.kernels_cl.backend import DeviceRegions
+
+    rng = np.random.default_rng(12)
+    scoring = Scoring((2, -3), (5, 2))
+    a, b = _pair(rng, 700, 650, 4, True)
+    reshaped = []
+    real = DeviceRegions.reshaped
+    tiling = Tiling(
+        tile_rows=16,
+        blocks=4,
+        leaf_rows=16,
+        leaf_cols=16,
+        device_cells=1 << 12,
+        device_tile=(8, 4, 2),
+        device_retile=(8, 4, 1),
+        leaf_bytes=50_000,  # leaf-level boundaries in the recomputed blocks, not the whole
+    )
+    try:
+        DeviceRegions.reshaped = lambda self, tile: (
+            reshaped.append(real(self, tile)) or reshaped[-1]
+        )
+        got = align_long(a, b, scoring, mode, tiling=tiling, backend="opencl", device=cl_device)
+    finally:
+        DeviceRegions.reshaped = real
+    want = reference.pairwise_align(a, b, scoring.matrix, 5, 2, mode, free_ends_tuple(mode))
+    assert got == want
+    (narrow,) = reshaped
+    assert narrow.tile_cols == 4 and narrow.cells > 0 and engine is not None
+    with pytest.raises(OptionError, match="wider"):
+        narrow.reshaped((8, 4, 4))
+
+
+def test_page_locked_stores_pass_from_pair_to_pair(cl_device):
+    """The leaf-level fills' staging buffer goes back to its context's pool when a pair is
+    done, and the next pair takes the same one (pinning is slow); results stay exact."""
+    from dpalign.kernels_cl import antidiagonal as AD
+
+    rng = np.random.default_rng(21)
+    scoring = Scoring((2, -3), (5, 2))
+    tiling = Tiling(
+        tile_rows=16,
+        blocks=4,
+        leaf_rows=16,
+        leaf_cols=16,
+        device_cells=1 << 10,
+        device_tile=(8, 4, 2),
+        leaf_bytes=30_000,  # leaf-level boundaries in the recomputed blocks only
+    )
+    kept = []
+    for _ in range(2):
+        a, b = _pair(rng, 500, 480, 4, True)
+        got = align_long(a, b, scoring, "local", tiling=tiling, backend="opencl", device=cl_device)
+        want = reference.pairwise_align(a, b, scoring.matrix, 5, 2, "local", (False,) * 4)
+        assert got == want
+        kept.append(AD._STAGING[device_context(cl_device).context.int_ptr][0])
+    assert kept[0] is kept[1]
 
 
 def test_length_one_and_narrow_pairs(cl_device):

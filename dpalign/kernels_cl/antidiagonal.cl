@@ -23,12 +23,12 @@
  *   - a tile's right column goes to `vcol`, one column for the whole region: the next tile of
  *     the row reads each entry before its own last work-item overwrites it;
  *   - checkpoint rows / columns (`row_slot[ti] >= 0`, `col_slot[tj] >= 0`) are copied to
- *     `rstore` / `cstore` in dpalign.longpair's layout; local mode writes each tile's first
- *     maximum in row-major order (H, i, j).
+ *     `rstore` / `cstore` in dpalign.longpair's layout; local mode keeps each tile row's
+ *     first maximum in row-major order (H, i, j) in `best[ti]` (the host zeroes it).
  *
  * Compile-time constants (-D): TW (work-items per tile), CPT (columns per work-item),
  * LOCAL_MODE, USE_SHFL (1: PTX shuffles; needs TW == 32 and NVIDIA), PREFETCH (1: global
- * loads a step or two ahead of their use).
+ * loads a step or two ahead of their use), PRUNE (local mode: block pruning, see below).
  */
 
 #define P_H 0        /* region rows */
@@ -40,6 +40,7 @@
 #define P_ROW0 6     /* the region's first row in `a` */
 #define P_COL0 7     /* the region's first column in `b` (profile column) */
 #define P_PSTRIDE 8  /* profile row stride */
+#define P_SMAX 9     /* the largest substitution score (pruning's bound) */
 
 #ifndef TW
 #define TW 32
@@ -55,6 +56,9 @@
 #endif
 #ifndef PREFETCH
 #define PREFETCH 1
+#endif
+#ifndef PRUNE
+#define PRUNE 0 /* local mode: block pruning (the forward pass of a whole matrix) */
 #endif
 #define TC (TW * CPT)
 
@@ -122,8 +126,9 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
                        __global const int *row_slot, __global const int *col_slot,
                        __global int *rstore,       /* [R][2][W + 1] */
                        __global int *cstore,       /* [C][2][H + 1] */
-                       __global int4 *best,        /* per tile (local mode) */
+                       __global int4 *best,        /* per tile row (local mode) */
                        __constant const int *P,
+                       __global int *prune,        /* [best H so far, pruned tiles] */
                        const int diagonal,         /* this launch's tile anti-diagonal */
                        const int ti0)              /* its first tile row */
 {
@@ -132,7 +137,7 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
     const int h = P[P_H], w = P[P_W], tr = P[P_TR];
     const int o = P[P_O], e = P[P_E], oe = o + e;
     const int r0 = ti * tr, c0 = tj * TC;
-    const int th = min(tr, h - r0);
+    int th = min(tr, h - r0); /* rows; 0 for a pruned tile */
     const int wp1 = w + 1;
     const int col1 = c0 + t * CPT + 1; /* DP column of this work-item's first column */
     const int kvalid = clamp(w - (col1 - 1), 0, CPT);
@@ -167,6 +172,58 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
     else corner = up[col1 - 1].x;
     int diag_g = corner - oe;
 
+#if LOCAL_MODE && PRUNE
+    /* Block pruning (CUDAlign's): a path through this tile enters it with at most the
+       largest H of its top row, corner and left column (H >= D, I in every cell), or starts
+       inside it at 0, and gains at most SMAX per row and column it still has ahead. If that
+       cannot reach the best H found so far, no cell of the tile or beyond it through the tile
+       can be the (first) maximum, nor lie on an optimal path to it: the tile is skipped and
+       its outputs are H = 0, D = I = -(o + e), never above the true values (H >= 0), so
+       every value downstream is at most the true one and exact on every optimal path.
+       A pruned tile then runs with no rows (no early return: every work-item of the group
+       goes through the same barriers). */
+    __local int prune_vote[TW];
+    {
+        int mx = 0;
+        if (col1 - 1 <= w) mx = max(mx, corner);
+#pragma unroll
+        for (int k = 0; k < CPT; k++)
+            if (col1 + k <= w) mx = max(mx, gup[k] + oe);
+        for (int r = t; r < th; r += TW)
+            mx = max(mx, tj == 0 ? left[r0 + 1 + r] : vcol[r0 + 1 + r].x);
+        prune_vote[t] = mx;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (t == 0) {
+            for (int k = 1; k < TW; k++) mx = max(mx, prune_vote[k]);
+            const long bound = (long)mx + (long)P[P_SMAX] * min(h - r0, w - c0);
+            prune_vote[0] = bound < (long)prune[0]; /* read once: every work-item agrees */
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (prune_vote[0]) {
+            for (int r = t; r < th; r += TW) {
+                vcol[r0 + 1 + r] = (int2)(0, -oe);
+                if (cs >= 0) {
+                    cstore[((size_t)cs * 2) * (h + 1) + r0 + 1 + r] = 0;
+                    cstore[((size_t)cs * 2 + 1) * (h + 1) + r0 + 1 + r] = -oe;
+                }
+            }
+            __global int2 *down = hrow + (size_t)(ti % 3) * wp1;
+#pragma unroll
+            for (int k = 0; k < CPT; k++) {
+                int c = col1 + k;
+                if (c <= w) {
+                    down[c] = (int2)(0, -oe);
+                    if (rs >= 0) {
+                        rstore[((size_t)rs * 2) * wp1 + c] = 0;
+                        rstore[((size_t)rs * 2 + 1) * wp1 + c] = -oe;
+                    }
+                }
+            }
+            if (t == 0) atomic_inc(prune + 1);
+            th = 0;
+        }
+    }
+#endif
     int bv = 0, bi = 0, bj = 0; /* local mode: this work-item's first maximum */
 #if !USE_SHFL
     __local int2 xch[2][TW];
@@ -284,17 +341,22 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
     }
 
 #if LOCAL_MODE
-    /* the tile's first maximum in row-major order */
+    /* The tile's first maximum in row-major order, folded into its tile row's: the tiles of
+       one tile row run in successive launches (one per diagonal), so best[ti] has a single
+       writer per launch and no atomics are needed; the host folds the n_tr rows. */
     __local int4 red[TW];
     red[t] = (int4)(bv, bi, bj, 0);
     barrier(CLK_LOCAL_MEM_FENCE);
     if (t == 0) {
-        int4 b = red[0];
-        for (int k = 1; k < TW; k++) {
+        int4 b = best[ti];
+        for (int k = 0; k < TW; k++) {
             int4 c = red[k];
             if (c.x > b.x || (c.x == b.x && (c.y < b.y || (c.y == b.y && c.z < b.z)))) b = c;
         }
-        best[(size_t)ti * P[P_NTC] + tj] = b;
+        best[ti] = b;
+#if PRUNE
+        atomic_max(prune, b.x);
+#endif
     }
 #endif
 }

@@ -14,6 +14,7 @@ anti-diagonal, one work-group per tile. Kernel names: ``{nw,sw}_fill_opencl_anti
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +24,11 @@ from .context import DeviceContext, driver_errors, wait
 from .programs import build
 
 KERNELS = {f"{family}_fill_opencl_antidiagonal_i32": family for family in ("nw", "sw")}
+
+#: Page-locked staging buffers between pairs, one per OpenCL context (the largest one given
+#: back): pinning ~365 MB took ~0.7 s on the H100 host, once per pair (GPU result 2).
+_STAGING: dict[int, tuple] = {}
+_STAGING_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,9 @@ class TileShape:
 #: GPUs: one warp per tile (shuffles, no barrier), 8 columns per work-item, 128 rows (the
 #: fastest on the H100: 104.5 GCUPS at 100 kb against 92.7 with 256 rows, BENCHMARKS.md).
 GPU_TILE = TileShape(rows=128, items=32, per_item=8)
+#: GPUs: the tiles of the long-pair traceback's recomputations (None: GPU_TILE). Those
+#: regions have few tiles per tile diagonal, so a launch takes the latency of one tile.
+GPU_RETILE: TileShape | None = None
 #: CPU devices (PoCL): small tiles compile and run quickly.
 CPU_TILE = TileShape(rows=64, items=8, per_item=4)
 
@@ -60,6 +69,7 @@ class DeviceFill:
     best: tuple[int, int, int]
     kernel_seconds: float = 0.0
     launches: int = 0
+    pruned_tiles: int = 0
 
 
 class PairOnDevice:
@@ -110,6 +120,7 @@ class PairOnDevice:
         self.stride = self.n + self.shape.cols
         prof = np.zeros((letters, self.stride), dtype=np.int32)
         prof[:, : self.n] = np.asarray(matrix, np.int64)[:letters][:, b] + oe
+        self.smax = max(int(np.asarray(matrix)[:letters].max()), 0)  # pruning's bound
         mf = cl.mem_flags
         ctx = dctx.context
         with driver_errors(dctx.caps, "uploading a long pair"):
@@ -131,6 +142,94 @@ class PairOnDevice:
         self.kernel_seconds = 0.0
         self.launches = 0
         self.cells = 0
+        self.pruned_cells = 0
+        self._staging = None  # (buffer, mapped array): page-locked host memory, reused
+
+    def reshaped(self, shape: TileShape) -> PairOnDevice:
+        """The same pair on the device (shared buffers) with tiles of another shape, at most
+        as wide (e.g. narrower tiles for the traceback's smaller, latency-bound regions)."""
+        import copy
+
+        import pyopencl as cl
+
+        if shape.cols > self.shape.cols:
+            raise OptionError(f"a reshaped pair's tiles must not be wider than {self.shape}")
+        other = copy.copy(self)
+        other.shape = shape
+        other.shuffle = self.shuffle and shape.items == 32
+        other.defines = {
+            **self.defines,
+            "TW": shape.items,
+            "CPT": shape.per_item,
+            "USE_SHFL": int(other.shuffle),
+        }
+        program, _ = build(self.dctx, "antidiagonal.cl", other.defines)
+        with driver_errors(self.dctx.caps, "preparing the anti-diagonal kernel"):
+            other.kernel = cl.Kernel(program, "ad_tiles")
+        other._pruning = None
+        other._staging = None
+        other.kernel_seconds, other.launches, other.cells, other.pruned_cells = 0.0, 0, 0, 0
+        return other
+
+    def _pruning_kernel(self):
+        """The kernel built with block pruning (built on first use)."""
+        import pyopencl as cl
+
+        if getattr(self, "_pruning", None) is None:
+            program, _ = build(self.dctx, "antidiagonal.cl", {**self.defines, "PRUNE": 1})
+            with driver_errors(self.dctx.caps, "preparing the anti-diagonal kernel"):
+                self._pruning = cl.Kernel(program, "ad_tiles")
+        return self._pruning
+
+    def _host_staging(self, nbytes: int) -> np.ndarray:
+        """At least ``nbytes`` of page-locked host memory (int32), mapped once and reused
+        (taken from the context's pool when one is there and large enough)."""
+        import pyopencl as cl
+
+        if self._staging is None:
+            with _STAGING_LOCK:
+                self._staging = _STAGING.pop(self.dctx.context.int_ptr, None)
+        if self._staging is None or self._staging[1].nbytes < nbytes:
+            self._unmap_staging()
+            size = max(nbytes, 4)
+            with driver_errors(self.dctx.caps, "allocating page-locked host memory"):
+                buf = cl.Buffer(
+                    self.dctx.context, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, size
+                )
+                flags = cl.map_flags.READ | cl.map_flags.WRITE
+                mapped, _ = cl.enqueue_map_buffer(
+                    self.dctx.queue, buf, flags, 0, (size // 4,), np.int32
+                )
+            self._staging = (buf, mapped)
+        return self._staging[1]
+
+    def release_staging(self) -> None:
+        """Hand the page-locked host memory to the context's pool (the next pair on this
+        context takes it); the pool keeps the largest buffer and unmaps the other."""
+        staging, self._staging = self._staging, None
+        if staging is None:
+            return
+        key = self.dctx.context.int_ptr
+        with _STAGING_LOCK:
+            kept = _STAGING.get(key)
+            if kept is None or kept[1].nbytes < staging[1].nbytes:
+                _STAGING[key], staging = staging, kept
+        if staging is not None:
+            self._staging = staging
+            self._unmap_staging()
+
+    def _unmap_staging(self) -> None:
+        if self._staging is not None:
+            buf, mapped = self._staging
+            self._staging = None
+            mapped.base.release(self.dctx.queue)
+            buf.release()
+
+    def __del__(self) -> None:
+        try:
+            self.release_staging()
+        except Exception:  # noqa: BLE001 - interpreter shutdown: the driver is going anyway
+            pass
 
     @property
     def name(self) -> str:
@@ -146,6 +245,8 @@ class PairOnDevice:
         col_slot: np.ndarray,
         tile_rows: int,
         neg_store: int,
+        prune: bool = False,
+        reuse_stores: bool = False,
     ) -> DeviceFill:
         """Fill rows ``r0 .. r0+h`` and columns ``c0 .. c0+w`` (h, w from the boundaries).
 
@@ -158,6 +259,16 @@ class PairOnDevice:
             checkpoint slot to keep its bottom row / right column in, or -1.
         neg_store : int
             "-inf" of the store type, for the checkpoints' first entries.
+        prune : bool
+            Local mode: skip tiles whose best possible score cannot reach the best H found
+            so far (block pruning). Only for the forward pass of the whole matrix: the
+            first maximum, and every value on an optimal path to it, stay exact, but the
+            values of pruned tiles (and checkpoints through them) are lower bounds.
+        reuse_stores : bool
+            Copy the checkpoints into page-locked host memory that the next call with
+            ``reuse_stores`` overwrites (the caller is done with them by then). Copies from
+            the device run at DMA speed; into fresh pageable arrays the H100 host managed
+            ~3.4 GB/s, 1.7 s of a 1 Mb traceback.
         """
         import pyopencl as cl
 
@@ -178,7 +289,10 @@ class PairOnDevice:
             data = data if data.size else np.zeros(1, i32)
             return cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data)
 
-        params = np.array([h, w, tr, n_tc, self.o, self.e, r0, c0, self.stride], dtype=i32)
+        if prune and not self.local:
+            raise OptionError("block pruning is for local alignments")
+        params = [h, w, tr, n_tc, self.o, self.e, r0, c0, self.stride, self.smax]
+        params = np.array(params, dtype=i32)
         with driver_errors(dctx.caps, f"allocating {self.name} buffers"):
             bufs = [
                 self.a_buf,
@@ -191,10 +305,15 @@ class PairOnDevice:
                 upload(col_slot),
                 cl.Buffer(ctx, mf.READ_WRITE, max(n_rows * 2 * (w + 1) * 4, 4)),
                 cl.Buffer(ctx, mf.READ_WRITE, max(n_cols * 2 * (h + 1) * 4, 4)),
-                cl.Buffer(ctx, mf.READ_WRITE, max(n_tr * n_tc * 16, 16) if self.local else 16),
+                cl.Buffer(  # local mode: each tile row's first maximum (H, i, j, 0)
+                    ctx,
+                    mf.READ_WRITE | mf.COPY_HOST_PTR,
+                    hostbuf=np.zeros((n_tr if self.local else 1, 4), i32),
+                ),
                 upload(params),
+                cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(2, i32)),
             ]
-        kernel = self.kernel
+        kernel = self.kernel if not prune else self._pruning_kernel()
         for index, buf in enumerate(bufs):
             kernel.set_arg(index, buf)
         events = []
@@ -202,8 +321,8 @@ class PairOnDevice:
         with driver_errors(dctx.caps, f"running {self.name}"):
             for d in range(n_tr + n_tc - 1):
                 ti0, ti1 = max(0, d - n_tc + 1), min(d, n_tr - 1)
-                kernel.set_arg(12, i32(d))
-                kernel.set_arg(13, i32(ti0))
+                kernel.set_arg(13, i32(d))
+                kernel.set_arg(14, i32(ti0))
                 groups = ti1 - ti0 + 1
                 events.append(
                     cl.enqueue_nd_range_kernel(dctx.queue, kernel, (groups * items,), (items,))
@@ -213,18 +332,29 @@ class PairOnDevice:
             seconds = sum((ev.profile.end - ev.profile.start) * 1e-9 for ev in events)
             last = np.empty((w + 1, 2), i32)
             cl.enqueue_copy(dctx.queue, last, bufs[4], src_offset=((n_tr - 1) % 3) * (w + 1) * 8)
-            row_store = np.empty((n_rows, 2, w + 1), i32)
-            col_store = np.empty((n_cols, 2, h + 1), i32)
+            if reuse_stores:
+                host = self._host_staging((n_rows * (w + 1) + n_cols * (h + 1)) * 8)
+                split = n_rows * 2 * (w + 1)
+                row_store = host[:split].reshape(n_rows, 2, w + 1)
+                col_store = host[split : split + n_cols * 2 * (h + 1)].reshape(n_cols, 2, h + 1)
+            else:
+                row_store = np.empty((n_rows, 2, w + 1), i32)
+                col_store = np.empty((n_cols, 2, h + 1), i32)
             if n_rows:
                 cl.enqueue_copy(dctx.queue, row_store, bufs[8])
             if n_cols:
                 cl.enqueue_copy(dctx.queue, col_store, bufs[9])
-            tiles = np.empty((n_tr * n_tc, 4), i32) if self.local else None
+            tiles = np.empty((n_tr, 4), i32) if self.local else None
             if tiles is not None:
                 cl.enqueue_copy(dctx.queue, tiles, bufs[10])
+            pruning = np.zeros(2, i32)
+            if prune:
+                cl.enqueue_copy(dctx.queue, pruning, bufs[12])
         self.kernel_seconds += seconds
         self.launches += len(events)
         self.cells += h * w
+        pruned = int(pruning[1])
+        self.pruned_cells += pruned * tr * tc  # about: edge tiles are smaller
         last_row = np.ascontiguousarray(last.T)
         last_row[0, 0], last_row[1, 0] = left[0, h], neg_store
         for ti in np.flatnonzero(np.asarray(row_slot) >= 0):
@@ -236,8 +366,8 @@ class PairOnDevice:
             col_store[cs, 0, 0] = top[0, min((tj + 1) * tc, w)]
             col_store[cs, 1, 0] = neg_store
         best = (0, 0, 0)
-        if tiles is not None:
+        if tiles is not None:  # the tile rows' maxima: the first in row-major order
             order = np.lexsort((tiles[:, 2], tiles[:, 1], -tiles[:, 0].astype(np.int64)))
             v, i, j = (int(x) for x in tiles[order[0], :3])
             best = (v, i, j) if v > 0 else (0, 0, 0)
-        return DeviceFill(last_row, row_store, col_store, best, seconds, len(events))
+        return DeviceFill(last_row, row_store, col_store, best, seconds, len(events), pruned)

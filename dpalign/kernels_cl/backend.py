@@ -68,6 +68,10 @@ class DeviceRegions(RegionFiller):
     """One long pair on the device (:class:`~dpalign.kernels_cl.antidiagonal.PairOnDevice`)
     behind the engine's region contract."""
 
+    prunes = True
+    reuses_stores = True
+    retile: tuple[int, int, int] | None = None  # the traceback's tiles, if not the same
+
     def __init__(self, pair, neg_store: int) -> None:
         self.pair = pair
         self.neg_store = neg_store
@@ -82,9 +86,32 @@ class DeviceRegions(RegionFiller):
     def kernel_seconds(self) -> float:
         return self.pair.kernel_seconds
 
-    def fill_region(self, r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads):
+    @property
+    def pruned_cells(self) -> int:
+        return self.pair.pruned_cells
+
+    def reshaped(self, tile) -> DeviceRegions:
+        """The same pair with tiles ``(rows, items, per_item)`` (no wider than these)."""
+        from .antidiagonal import TileShape
+
+        return DeviceRegions(self.pair.reshaped(TileShape(*tile)), self.neg_store)
+
+    def fill_region(
+        self,
+        r0,
+        c0,
+        top,
+        left,
+        row_slot,
+        col_slot,
+        tile_rows,
+        tile_cols,
+        threads,
+        prune=False,
+        reuse_stores=False,
+    ):
         fill = self.pair.fill_region(
-            r0, c0, top, left, row_slot, col_slot, tile_rows, self.neg_store
+            r0, c0, top, left, row_slot, col_slot, tile_rows, self.neg_store, prune, reuse_stores
         )
         return RegionFill(fill.last_row, fill.row_store, fill.col_store, fill.best)
 
@@ -194,7 +221,7 @@ class OpenCLBackend(Backend):
         return 0
 
     def region_filler(self, a, b, scoring, local, neg_store, tile=None):
-        from .antidiagonal import PairOnDevice, TileShape
+        from .antidiagonal import GPU_RETILE, PairOnDevice, TileShape
 
         shape = TileShape(*tile) if tile else None
         pair = PairOnDevice(
@@ -207,7 +234,10 @@ class OpenCLBackend(Backend):
             local,
             shape,
         )
-        return DeviceRegions(pair, neg_store)
+        regions = DeviceRegions(pair, neg_store)
+        if tile is None and GPU_RETILE is not None and not pair.dctx.caps.is_cpu:
+            regions.retile = (GPU_RETILE.rows, GPU_RETILE.items, GPU_RETILE.per_item)
+        return regions
 
     def describe(self) -> str:
         design = self.design or config.OPENCL_DESIGN

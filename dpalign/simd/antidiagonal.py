@@ -598,3 +598,56 @@ def trace_leaf(a, b, matrix, o, e, local, top, left, i, j, state, ops, pos):
     bits = np.empty((i + 1, j + 1), np.uint8)
     fill_bits(a, b, matrix, o, e, local, top, left, bits, np.empty(i + 1, np.int64))
     return trace_bits(a, b, bits, local, i, j, state, ops, pos)
+
+
+@njit(nogil=True, cache=True)
+def trace_blocks(
+    a, b, matrix, o, e, local, r0, c0, rc, cc, top, left, rows, cols, i, j, state, ops, pos
+):
+    """Trace back through a region whose fill kept every block boundary, leaf by leaf.
+
+    The region starts at row ``r0`` of ``a`` and column ``c0`` of ``b`` (the whole sequences
+    are passed); ``rc`` / ``cc`` are its block cuts (``0 .. h`` and ``0 .. w``), ``top`` /
+    ``left`` its boundaries and ``rows`` / ``cols`` the kept boundaries after each inner cut.
+    Each block on the path is recomputed with :func:`trace_leaf`, cropped to the cell the
+    path enters it at: the loop that ``dpalign.longpair`` runs over blocks, without a return
+    to Python per leaf.
+
+    Returns
+    -------
+    (i, j, state, stopped, pos)
+    """
+    stopped = False
+    while i > 0 and j > 0:
+        bi = np.searchsorted(rc, i) - 1
+        bj = np.searchsorted(cc, j) - 1
+        br0, br1, bc0, bc1 = rc[bi], rc[bi + 1], cc[bj], cc[bj + 1]
+        if bi == 0:
+            btop = top[:, bc0 : bc1 + 1]
+        else:
+            btop = rows[bi - 1, :, bc0 : bc1 + 1]
+        if bj == 0:
+            bleft = left[:, br0 : br1 + 1]
+        else:
+            bleft = cols[bj - 1, :, br0 : br1 + 1]
+        li, lj = i - br0, j - bc0
+        ra, cb = r0 + br0, c0 + bc0
+        li, lj, state, stopped, pos = trace_leaf(
+            a[ra : ra + li],
+            b[cb : cb + lj],
+            matrix,
+            o,
+            e,
+            local,
+            btop,
+            bleft,
+            li,
+            lj,
+            state,
+            ops,
+            pos,
+        )
+        i, j = li + br0, lj + bc0
+        if stopped:
+            break
+    return i, j, state, stopped, pos

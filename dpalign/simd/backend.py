@@ -159,6 +159,31 @@ class NumbaRegions(RegionFiller):
             pos,
         )
 
+    def trace_blocks(self, r0, c0, rc, cc, top, left, rows, cols, i, j, state, ops, pos):
+        """Trace through a region filled with every block boundary kept (cuts ``rc``, ``cc``),
+        each block on the path as a leaf, in one compiled loop."""
+        return self.K.trace_blocks(
+            self.a,
+            self.b,
+            self.matrix,
+            self.o,
+            self.e,
+            self.local,
+            r0,
+            c0,
+            np.asarray(rc, np.int64),
+            np.asarray(cc, np.int64),
+            top,
+            left,
+            rows,
+            cols,
+            i,
+            j,
+            state,
+            ops,
+            pos,
+        )
+
     def fill_bits(self, top, left, bits, last_col):
         """The whole matrix on one thread, one direction byte per cell."""
         return self.K.fill_bits(
