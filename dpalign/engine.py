@@ -246,6 +246,27 @@ def align_papara(backend: Backend, states, flags, reads, edges, scoring):
     return tracer(backend).align_papara(states, flags, reads, edges, scoring)
 
 
+def align_papara_trimmed(backend: Backend, states, flags, reads, edges, scoring):
+    """:func:`align_papara` in the form the PaPaRa writer keeps: ``(scores, leads, cores)``,
+    ``leads[k]`` the number of ``R`` before read k's first ``M``/``I`` (n where skipped) and
+    ``cores[k]`` its ops from there to the last ``M``/``I`` as ASCII bytes (``b""`` where
+    skipped). A tracer without its own trimmed form has its op strings trimmed here."""
+    tracing = tracer(backend)
+    trimmed = getattr(tracing, "align_papara_trimmed", None)
+    if trimmed is not None:
+        return trimmed(states, flags, reads, edges, scoring)
+    scores, ops = tracing.align_papara(states, flags, reads, edges, scoring)
+    n = states.shape[1] if np.ndim(states) == 2 else 0
+    leads = np.full(len(ops), n, dtype=np.int64)
+    cores = [b""] * len(ops)
+    for k, read_ops in enumerate(ops):
+        if read_ops is not None:
+            core = read_ops.lstrip("R")
+            leads[k] = len(read_ops) - len(core)
+            cores[k] = core.rstrip("R").encode("ascii")
+    return np.asarray(scores, dtype=np.int64), leads, cores
+
+
 def score_pairs(backend: Backend, task: Task, a_list, b_list, progress=None) -> np.ndarray:
     """Scores of the pairs ``(a_list[k], b_list[k])``, one pair at a time."""
     return tracer(backend).score_pairs(task, a_list, b_list, progress)

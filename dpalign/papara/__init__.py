@@ -345,8 +345,8 @@ def papara(
         with stats.phase("scoring", n_edges * n_cols * int(lengths[start:stop].sum())):
             placed = placement.place(states, flags, reads_b, scoring, engine, tick)
         with stats.phase("traceback"):
-            ops.extend(
-                traceback.align_reads(
+            ops.extend_trimmed(
+                *traceback.align_reads(
                     states,
                     flags,
                     reads_b,

@@ -122,7 +122,11 @@ class TrimmedOps:
         """Add alignments (in read order) and raise the gap-slot widths to cover them."""
         trimmed = [trim_ops(o) for o in ops]
         leads = np.fromiter((t[0] for t in trimmed), dtype=np.int64, count=len(trimmed))
-        cores = [t[1] for t in trimmed]
+        self.extend_trimmed(leads, [t[1] for t in trimmed])
+
+    def extend_trimmed(self, leads: np.ndarray, cores: list[bytes]) -> None:
+        """:meth:`extend` with alignments already trimmed (:func:`trim_ops` of each)."""
+        leads = np.asarray(leads, dtype=np.int64)
         self.leads.append(leads)
         self.cores.extend(cores)
         if not cores:

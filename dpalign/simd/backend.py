@@ -210,6 +210,15 @@ class NumbaBackend(Backend):
 
         return papara_align_many(states, flags, reads, edges, scoring, threads=self.threads)
 
+    def align_papara_trimmed(self, states, flags, reads, edges, scoring):
+        """``(scores, leads, cores)``: :meth:`align_papara` with the ops trimmed in the
+        kernel's threads (see :func:`dpalign.engine.align_papara_trimmed`)."""
+        from .papara_trace import papara_align_many
+
+        return papara_align_many(
+            states, flags, reads, edges, scoring, threads=self.threads, trimmed=True
+        )
+
     def score_pairs(self, task, a_list, b_list, progress=None):
         """Scores of pair k = (a_list[k], b_list[k]), one pair at a time on every core:
         local pairs in the striped int16 kernel (int64 only if it saturates), the others in
