@@ -287,6 +287,17 @@ def cpu_regions(a, b, matrix, gap_open, gap_extend, local, neg, neg_store, relat
     return cls.regions(a, b, matrix, gap_open, gap_extend, local, neg, neg_store, relative)
 
 
+def cpu_papara_profiles(tips, gap_state, ops, trans, n_edges, cgap, threads=None):
+    """PaPaRa's (E, n) edge states and gap flags from a combine schedule (see
+    :func:`dpalign.papara.profiles.edge_profiles`) on the CPU cores in Numba, or None where
+    Numba is not there (the driver then runs its NumPy form)."""
+    _load_builtin_backends()
+    cls = _REGISTRY.get("numba")
+    if cls is None or not cls.available():
+        return None
+    return cls.papara_profiles(tips, gap_state, ops, trans, n_edges, cgap, threads)
+
+
 def device_regions(backend: Backend, a, b, scoring, local, neg_store, tile=None):
     """The long pair held on ``backend``'s device for its large regions, or None."""
     return backend.region_filler(a, b, scoring, local, neg_store, tile)

@@ -315,7 +315,7 @@ def papara(
         with _phase(stats, "read"):
             data = dataset.load(tree, msa, reads, protein=protein, keep_ambiguous=accurate)
         with _phase(stats, "tree_profiles"):
-            states, flags = profiles.dataset_profiles(data, gap_model)
+            states, flags = profiles.dataset_profiles(data, gap_model, threads=engine.threads)
     finally:
         with stats.phase("scoring"):  # what kernel loading the reading did not hide
             warm.join()

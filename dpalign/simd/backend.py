@@ -259,6 +259,13 @@ class NumbaBackend(Backend):
     # -- the long-pair region contract (CPU side) -----------------------------------------
 
     @staticmethod
+    def papara_profiles(tips, gap_state, ops, trans, n_edges, cgap, threads=None):
+        """PaPaRa's edge profiles from a combine schedule, the columns over the cores."""
+        from .papara_profiles import run_profile_schedule
+
+        return run_profile_schedule(tips, gap_state, ops, trans, n_edges, cgap, threads)
+
+    @staticmethod
     def regions(a, b, matrix, gap_open, gap_extend, local, neg, neg_store, relative):
         """A :class:`NumbaRegions` for one long pair."""
         return NumbaRegions(a, b, matrix, gap_open, gap_extend, local, neg, neg_store, relative)
