@@ -420,6 +420,7 @@ def _run_papara(args) -> int:
         + f"; phases: {phases}",
         file=sys.stderr,
     )
+    _DONE_WITH_NOTHING_OPEN[0] = backend.kind != "cluster"
     return 0
 
 
@@ -1297,5 +1298,34 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
 
 
+#: Set by a command whose outputs are all written and closed, and that holds nothing a
+#: normal exit must tear down (no Dask cluster): :func:`run` may then end the process at once.
+_DONE_WITH_NOTHING_OPEN = [False]
+
+
+def run() -> None:
+    """The ``dpalign`` command: :func:`main`, then the exit.
+
+    After a PaPaRa run, the interpreter's normal teardown (its modules, Numba and LLVM, an
+    OpenCL context, hundreds of MB of arrays, a device child's join) is time the user waits
+    for with nothing left to do, so the process ends with ``os._exit`` once the standard
+    streams and the logs are flushed (the output files were closed and renamed into place
+    before :func:`main` returned; a device child sees its pipe close and stops).
+    """
+    code = main()
+    if not _DONE_WITH_NOTHING_OPEN[0]:
+        sys.exit(code)
+    import logging
+    import os
+
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (BrokenPipeError, ValueError):
+        code = code or EXIT_ERROR
+    logging.shutdown()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

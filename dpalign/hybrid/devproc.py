@@ -51,7 +51,10 @@ def _child(conn, kind: str, device: str, stream: int) -> None:  # pragma: no cov
     scores = width = mapping = None
     task = queries = blocks = offsets = None
     while True:
-        message = conn.recv()
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):  # the parent ended (the CLI exits without a "stop")
+            break
         kind = message[0]
         try:
             if kind == "stop":
