@@ -402,7 +402,7 @@ class StateAlphabet:
         ends = np.cumsum(lengths)
         bad = np.flatnonzero(states == 0)
         if not bad.size:
-            return np.split(states, ends[:-1]), lost
+            return _pieces(states, ends), lost
         chars = raw[bad]
         read_of = np.searchsorted(ends, bad, side="right")
         fatal = np.unique(read_of[~_DROPPABLE_TABLE[chars]])
@@ -410,8 +410,8 @@ class StateAlphabet:
         gap_chars[list(self.read_gap_chars)] = True
         lost = np.bincount(read_of[~gap_chars[chars]], minlength=n).astype(np.int64)
         kept = np.delete(states, bad)
-        out: list[np.ndarray | None] = np.split(
-            kept, np.cumsum(lengths - np.bincount(read_of, minlength=n))[:-1]
+        out: list[np.ndarray | None] = _pieces(
+            kept, np.cumsum(lengths - np.bincount(read_of, minlength=n))
         )
         for k in fatal.tolist():
             out[k] = None
@@ -433,6 +433,13 @@ class StateAlphabet:
         """Print a read kept with its ambiguity codes: the all-states set as ``N`` (``X``)."""
         text = self.letters(states)
         return text.replace("-", "N" if self.name == "dna" else "X")
+
+
+def _pieces(values: np.ndarray, ends: np.ndarray) -> list:
+    """``values`` cut at ``ends`` (each piece's end; the last is ``len(values)``), as views:
+    ``np.split`` does the same at ~5 us a piece, 5 s for a million reads."""
+    bounds = [0, *ends.tolist()]
+    return [values[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 # Letters and marks that PaPaRa drops from reads (with a warning): IUPAC, X, ?, *, U...

@@ -56,6 +56,10 @@ LONG_PAIR_CELLS = 40_000
 #: read and edge) stay under this many bytes, so a million reads need no more memory than a
 #: batch. Override: DPALIGN_PAPARA_BATCH_BYTES.
 PAPARA_BATCH_BYTES: int = int(os.environ.get("DPALIGN_PAPARA_BATCH_BYTES") or 512 << 20)
+#: ... and of at most this many reads: the traceback's op layout of a batch takes ~7 KB a
+#: read for a moment (a 16-taxon tree's 2-million-read batch would have needed 13 GB).
+#: Override: DPALIGN_PAPARA_BATCH_READS.
+PAPARA_BATCH_READS: int = int(os.environ.get("DPALIGN_PAPARA_BATCH_READS") or 65_536)
 #: Reads rendered into output rows at a time (a reads x columns byte matrix each).
 PAPARA_WRITE_READS = 4_096
 

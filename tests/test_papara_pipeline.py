@@ -96,6 +96,13 @@ def test_a_failure_while_streaming_leaves_no_file(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.phy"]
 
 
+def test_batches_capped_by_reads_give_the_original_bytes(monkeypatch):
+    case = _CASES["small_11_messy_ref"]
+    monkeypatch.setattr(config, "PAPARA_BATCH_READS", 2)
+    result = papara(case / "tree.nwk", case / "ref.phy", case / "queries.fa", backend="numba")
+    assert result.to_phylip() == (case / "default.phy").read_text()
+
+
 @given(
     seqs=st.lists(st.text("ACGTUacgtNRY-.?*X1 é", max_size=12), max_size=8),
     protein=st.booleans(),

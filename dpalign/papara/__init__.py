@@ -338,7 +338,9 @@ def papara(
     second_score = np.zeros(len(data.reads), dtype=np.int64)
     ties = np.zeros(len(data.reads), dtype=np.int64)
     ops = msa_output.TrimmedOps(n_cols)
-    step = max(1, config.PAPARA_BATCH_BYTES // (9 * max(n_edges, 1)))
+    step = max(
+        1, min(config.PAPARA_BATCH_BYTES // (9 * max(n_edges, 1)), config.PAPARA_BATCH_READS)
+    )
     for start in range(0, max(len(data.reads), 1), step):
         stop = min(start + step, len(data.reads))
         reads_b = data.reads[start:stop]
