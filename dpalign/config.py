@@ -60,6 +60,12 @@ PAPARA_BATCH_BYTES: int = int(os.environ.get("DPALIGN_PAPARA_BATCH_BYTES") or 51
 #: read for a moment (a 16-taxon tree's 2-million-read batch would have needed 13 GB).
 #: Override: DPALIGN_PAPARA_BATCH_READS.
 PAPARA_BATCH_READS: int = int(os.environ.get("DPALIGN_PAPARA_BATCH_READS") or 65_536)
+#: Where a device scores (``opencl``, ``hybrid``), the traceback of one batch runs on the
+#: cores while the device scores the next; a run is cut into at least this many batches for
+#: it (batches of at least PAPARA_OVERLAP_MIN_READS reads). Override:
+#: DPALIGN_PAPARA_OVERLAP_BATCHES (1: no cut).
+PAPARA_OVERLAP_BATCHES: int = int(os.environ.get("DPALIGN_PAPARA_OVERLAP_BATCHES") or 2)
+PAPARA_OVERLAP_MIN_READS = 4_096
 #: Reads rendered into output rows at a time (a reads x columns byte matrix each).
 PAPARA_WRITE_READS = 4_096
 

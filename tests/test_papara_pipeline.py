@@ -103,6 +103,37 @@ def test_batches_capped_by_reads_give_the_original_bytes(monkeypatch):
     assert result.to_phylip() == (case / "default.phy").read_text()
 
 
+@pytest.mark.parametrize("name", ["small_11_messy_ref", "small_01_trifurc"])
+def test_traceback_beside_device_scoring_gives_the_original_bytes(monkeypatch, cl_device, name):
+    """A device backend scores batch k + 1 while the cores trace batch k back."""
+    from dpalign.engine import get_backend
+    from dpalign.papara import _batches
+
+    case = _CASES[name]
+    monkeypatch.setattr(config, "PAPARA_OVERLAP_MIN_READS", 1)
+    monkeypatch.setattr(config, "PAPARA_OVERLAP_BATCHES", 3)
+    n_reads = sum(1 for line in open(case / "queries.fa") if line.startswith(">"))
+    assert len(_batches(n_reads, 10, overlap=True)) == min(3, n_reads) > 1
+    backend = get_backend("opencl", device=cl_device)
+    result = papara(case / "tree.nwk", case / "ref.phy", case / "queries.fa", backend=backend)
+    assert result.to_phylip() == (case / "default.phy").read_text()
+    assert set(result.stats.phases) >= {"scoring", "traceback"}
+
+
+def test_batches_cover_the_reads_once():
+    from dpalign.papara import _batches
+
+    for n_reads in (0, 1, 5, 4096, 10_000, 100_003):
+        for edges in (3, 1601):
+            for overlap in (False, True):
+                got = _batches(n_reads, edges, overlap)
+                assert got[0][0] == 0 and got[-1][1] == n_reads
+                assert all(a[1] == b[0] for a, b in zip(got, got[1:], strict=False))
+                assert all(stop - start <= config.PAPARA_BATCH_READS for start, stop in got)
+    assert len(_batches(16_040, 1601, overlap=True)) == 2
+    assert len(_batches(16_040, 1601, overlap=False)) == 1
+
+
 @given(
     seqs=st.lists(st.text("ACGTUacgtNRY-.?*X1 é", max_size=12), max_size=8),
     protein=st.booleans(),

@@ -338,20 +338,20 @@ def papara(
     second_score = np.zeros(len(data.reads), dtype=np.int64)
     ties = np.zeros(len(data.reads), dtype=np.int64)
     ops = msa_output.TrimmedOps(n_cols)
-    step = max(
-        1, min(config.PAPARA_BATCH_BYTES // (9 * max(n_edges, 1)), config.PAPARA_BATCH_READS)
-    )
-    for start in range(0, max(len(data.reads), 1), step):
-        stop = min(start + step, len(data.reads))
-        reads_b = data.reads[start:stop]
+    overlap = engine.kind in ("device", "pool")  # the scoring leaves (some) cores free
+    batches = _batches(len(data.reads), n_edges, overlap)
+
+    def score_batch(start: int, stop: int):
         with stats.phase("scoring", n_edges * n_cols * int(lengths[start:stop].sum())):
-            placed = placement.place(states, flags, reads_b, scoring, engine, tick)
+            return placement.place(states, flags, data.reads[start:stop], scoring, engine, tick)
+
+    def trace_batch(start: int, stop: int, placed) -> None:
         with stats.phase("traceback"):
             ops.extend_trimmed(
                 *traceback.align_reads(
                     states,
                     flags,
-                    reads_b,
+                    data.reads[start:stop],
                     placed.edge,
                     placed.score,
                     scoring,
@@ -363,6 +363,23 @@ def papara(
         second_edge[start:stop] = placed.second_edge
         second_score[start:stop] = placed.second_score
         ties[start:stop] = placed.ties
+
+    if overlap and len(batches) > 1:
+        # The device scores batch k + 1 while the cores trace batch k back (a work queue's
+        # CPU workers take fewer units meanwhile); only the last batch's traceback is left
+        # in the open.
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1, thread_name_prefix="dpalign-scoring") as pool:
+            pending = pool.submit(score_batch, *batches[0])
+            for k, (start, stop) in enumerate(batches):
+                placed = pending.result()
+                if k + 1 < len(batches):
+                    pending = pool.submit(score_batch, *batches[k + 1])
+                trace_batch(start, stop, placed)
+    else:
+        for start, stop in batches:
+            trace_batch(start, stop, score_batch(start, stop))
     _log_phase(stats, "scoring")
     _log_phase(stats, "traceback")
     clades = data.tree.clades(np.unique(edge[edge >= 0]).tolist())
@@ -384,6 +401,21 @@ def papara(
     printer = _ReadPrinter(data.alphabet) if accurate else None
     support, fit = placed.support(scoring), placed.fit(scoring, lengths)
     return PaparaResult(data, ops, placed, support, fit, clades, ref_gaps, stats, settings, printer)
+
+
+def _batches(n_reads: int, n_edges: int, overlap: bool) -> list[tuple[int, int]]:
+    """(start, stop) of the read batches: score matrices under ``PAPARA_BATCH_BYTES`` and at
+    most ``PAPARA_BATCH_READS`` reads; where the traceback overlaps the scoring, at least
+    ``PAPARA_OVERLAP_BATCHES`` batches (of at least ``PAPARA_OVERLAP_MIN_READS`` reads), so
+    that all but the last batch's traceback hide behind the device's scoring."""
+    step = max(
+        1, min(config.PAPARA_BATCH_BYTES // (9 * max(n_edges, 1)), config.PAPARA_BATCH_READS)
+    )
+    if overlap:
+        parts = min(config.PAPARA_OVERLAP_BATCHES, n_reads // config.PAPARA_OVERLAP_MIN_READS)
+        if parts > 1:
+            step = min(step, -(-n_reads // parts))
+    return [(a, min(a + step, n_reads)) for a in range(0, max(n_reads, 1), step)]
 
 
 class _ReadPrinter:
