@@ -341,9 +341,13 @@ def papara(
     overlap = engine.kind in ("device", "pool")  # the scoring leaves (some) cores free
     batches = _batches(len(data.reads), n_edges, overlap)
 
+    with stats.phase("scoring"):  # laid out once: a device keeps them across batches
+        blocks = placement.pack_profiles(states, flags, engine) if n_edges else None
+
     def score_batch(start: int, stop: int):
         with stats.phase("scoring", n_edges * n_cols * int(lengths[start:stop].sum())):
-            return placement.place(states, flags, data.reads[start:stop], scoring, engine, tick)
+            reads = data.reads[start:stop]
+            return placement.place(states, flags, reads, scoring, engine, tick, blocks)
 
     def trace_batch(start: int, stop: int, placed) -> None:
         with stats.phase("traceback"):

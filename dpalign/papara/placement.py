@@ -57,6 +57,12 @@ def profile_blocks(states: np.ndarray, flags: np.ndarray, width: int = config.BL
     return reference_blocks(list(states), width=width, flags=list(flags), dtype=states.dtype)
 
 
+def pack_profiles(states: np.ndarray, flags: np.ndarray, backend: Backend) -> list:
+    """The edge profiles as reference blocks in the lanes ``backend`` prefers (the OpenCL
+    kernels read every profile side by side)."""
+    return engine.pack(backend, "papara", list(states), flags=list(flags), dtype=states.dtype)
+
+
 def place(
     states: np.ndarray,
     flags: np.ndarray,
@@ -64,10 +70,13 @@ def place(
     scoring: PaparaScoring,
     backend: Backend,
     progress=None,
+    blocks=None,
 ) -> Placements:
     """Score all reads against all edges and keep the best edge of each read.
 
-    Ties go to the lower edge index. Lower is better for ``bmc2012``.
+    Ties go to the lower edge index. Lower is better for ``bmc2012``. ``blocks``: the
+    profiles as :func:`pack_profiles` laid them out for ``backend``, shared by the batches of
+    one run (a device keeps the set it last uploaded; new blocks are laid out and sent again).
     """
     n_edges, n_cols = states.shape
     nonempty = np.flatnonzero([len(r) > 0 for r in reads])
@@ -80,8 +89,8 @@ def place(
     if nonempty.size == 0 or n_edges == 0:
         return Placements(edge, best, width, 0, second_edge, second, ties)
     batch = query_batch([reads[k] for k in nonempty], dtype=states.dtype)
-    # In the lanes the backend prefers (the OpenCL kernels read every profile side by side).
-    blocks = engine.pack(backend, "papara", list(states), flags=list(flags), dtype=states.dtype)
+    if blocks is None:
+        blocks = pack_profiles(states, flags, backend)
     task = Task("papara", scoring)
     results = backend.score(task, batch, blocks, progress=progress)
     sign = -1 if scoring.minimize else 1
