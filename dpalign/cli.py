@@ -380,8 +380,13 @@ def _run_papara(args) -> int:
         {"--ref": args.ref, "--msa": args.msa, "--reads": args.reads},
     )
     fmt = args.format or _format_from_name(args.out)
-    backend = _backend_from_args(args)
     start = time.perf_counter()
+    built = []
+
+    def backend():  # built on papara()'s warm-up thread while the inputs are read
+        built.append(_backend_from_args(args))
+        return built[-1]
+
     bar = None
 
     def progress(cells: int, total: int) -> None:
@@ -420,7 +425,7 @@ def _run_papara(args) -> int:
         + f"; phases: {phases}",
         file=sys.stderr,
     )
-    _DONE_WITH_NOTHING_OPEN[0] = backend.kind != "cluster"
+    _DONE_WITH_NOTHING_OPEN[0] = all(b.kind != "cluster" for b in built)
     return 0
 
 

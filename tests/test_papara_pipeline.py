@@ -184,3 +184,27 @@ def test_a_failing_warm_up_leaves_the_run_to_report(monkeypatch):
     case = _CASES["tiny_01"]
     result = papara(case / "tree.nwk", case / "ref.phy", case / "queries.fa", backend="numba")
     assert len(calls) == 2 and result.to_phylip() == (case / "default.phy").read_text()
+
+
+def test_a_backend_built_beside_the_reading_reports_its_error_after_the_inputs(tmp_path):
+    """The backend is built on the warm-up thread: its error reaches the caller, but an
+    error in the inputs comes first."""
+    from dpalign.errors import DpalignError, InputError
+
+    case = _CASES["tiny_01"]
+    args = (case / "tree.nwk", case / "ref.phy", case / "queries.fa")
+    with pytest.raises(DpalignError, match="no-such-backend"):
+        papara(*args, backend="no-such-backend")
+    bad = tmp_path / "bad.fa"
+    bad.write_text(">r1\nAC1GT\n")
+    with pytest.raises(InputError, match="bad.fa"):
+        papara(args[0], args[1], bad, backend="no-such-backend")
+
+    def build():
+        from dpalign.engine import get_backend
+
+        return get_backend("numba")
+
+    result = papara(*args, backend=build)
+    assert result.to_phylip() == (case / "default.phy").read_text()
+    assert list(result.stats.phases)[:3] == ["read", "tree_profiles", "scoring"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -255,7 +256,7 @@ def papara(
     gap_model: str = "likelihood",
     scoring: str | PaparaScoring = "papara2",
     ref_gaps: bool = True,
-    backend: str | Backend = "auto",
+    backend: str | Backend | Callable[[], Backend] = "auto",
     threads: int | None = None,
     progress=None,
     msa_=None,
@@ -278,8 +279,10 @@ def papara(
     scoring : "papara2", "bmc2012", "o:e:m:mc" or PaparaScoring
     ref_gaps : bool
         Let insertions add gap columns to the reference (False = PaPaRa's ``-r``).
-    backend : str or Backend
-        ``"auto"``, ``"numba"``, ``"reference"``, ``"opencl"``, ``"hybrid"``...
+    backend : str, Backend or callable
+        ``"auto"``, ``"numba"``, ``"reference"``, ``"opencl"``, ``"hybrid"``..., or a function
+        of no arguments that returns a Backend (called on a thread while the inputs are read,
+        as the CLI does: finding the OpenCL devices takes a third of a second).
     threads : int, optional
         CPU worker threads.
     progress : callable, optional
@@ -308,17 +311,27 @@ def papara(
     if accurate and scoring == "papara2":
         scoring = ACCURATE
     scoring = papara_scoring(scoring)
-    engine = get_backend(backend, threads=threads) if not isinstance(backend, Backend) else backend
-    stats = engine.stats
-    warm = _WarmUp(engine, scoring, protein)  # kernels load while the inputs are read
+    if isinstance(backend, Backend):
+        threads = backend.threads
+    elif not callable(backend):
+        name = backend
+        backend = lambda: get_backend(name, threads=threads)  # noqa: E731 - built on a thread
+    # The backend is found (OpenCL's platforms: ~0.3 s on the H100 host) and its kernels
+    # loaded on a thread of its own while the inputs are read.
+    warm = _WarmUp(backend, scoring, protein)
+    early = RunStats()
     try:
-        with _phase(stats, "read"):
+        with _phase(early, "read"):
             data = dataset.load(tree, msa, reads, protein=protein, keep_ambiguous=accurate)
-        with _phase(stats, "tree_profiles"):
-            states, flags = profiles.dataset_profiles(data, gap_model, threads=engine.threads)
-    finally:
-        with stats.phase("scoring"):  # what kernel loading the reading did not hide
-            warm.join()
+        with _phase(early, "tree_profiles"):
+            states, flags = profiles.dataset_profiles(data, gap_model, threads=threads)
+    except BaseException:
+        warm.join(quiet=True)  # the inputs' error comes first
+        raise
+    with early.phase("scoring"):  # what finding the backend and its kernels did not hide
+        engine = warm.join()
+    stats = engine.stats
+    stats.add_phases(early)
     n_edges, n_cols = states.shape
     lengths = np.fromiter(map(len, data.reads), dtype=np.int64, count=len(data.reads))
     cells = n_edges * n_cols * int(lengths.sum())
@@ -430,27 +443,39 @@ class _ReadPrinter:
 
 
 class _WarmUp:
-    """Score and trace back one tiny read on a thread of its own, so that the backend loads
-    its kernels (Numba's cached machine code, an OpenCL program) while the inputs are read.
+    """Build the backend, then score and trace back one tiny read, on a thread of its own, so
+    that the backend is found and loads its kernels (Numba's cached machine code, an OpenCL
+    program) while the inputs are read.
 
-    The warm-up goes through the same backend calls as the run, so it loads exactly what the
-    run needs; its accounting goes to a throw-away ``RunStats``, and any error is left for the
-    real run to raise.
+    ``backend`` is a Backend or a function that builds one (an error building it is raised
+    by :meth:`join`). The warm-up goes through the same backend calls as the run, so it loads
+    exactly what the run needs; its accounting goes to a throw-away ``RunStats``, and any
+    error of the warm-up itself is left for the real run to raise.
     """
 
-    def __init__(self, engine: Backend, scoring: PaparaScoring, protein: bool) -> None:
+    def __init__(self, backend, scoring: PaparaScoring, protein: bool) -> None:
         import threading
 
-        self.engine = engine
-        self.stats = engine.stats
-        engine.stats = RunStats()
+        self.engine: Backend | None = None
+        self.stats: RunStats | None = None
+        self.error: BaseException | None = None
         alphabet = PROTEIN if protein else DNA
         self.thread = threading.Thread(
-            target=self._run, args=(scoring, alphabet), name="dpalign-warmup", daemon=True
+            target=self._run,
+            args=(backend, scoring, alphabet),
+            name="dpalign-warmup",
+            daemon=True,
         )
         self.thread.start()
 
-    def _run(self, scoring: PaparaScoring, alphabet) -> None:
+    def _run(self, backend, scoring: PaparaScoring, alphabet) -> None:
+        try:
+            engine = backend if isinstance(backend, Backend) else backend()
+        except BaseException as exc:  # raised on the caller's thread by join()
+            self.error = exc
+            return
+        self.engine, self.stats = engine, engine.stats
+        engine.stats = RunStats()
         try:
             states = np.full((1, 4), alphabet.gap, dtype=alphabet.dtype)
             flags = np.zeros((1, 4), dtype=np.uint8)
@@ -462,9 +487,15 @@ class _WarmUp:
         except Exception as exc:  # the run itself will meet and report it
             log.debug("warm-up: %s", exc)
 
-    def join(self) -> None:
+    def join(self, quiet: bool = False) -> Backend:
+        """The backend, its own accounting back in place; raises what building it raised
+        (unless ``quiet``, on the way out of another error)."""
         self.thread.join()
-        self.engine.stats = self.stats
+        if self.engine is not None:
+            self.engine.stats = self.stats
+        if self.error is not None and not quiet:
+            raise self.error
+        return self.engine
 
 
 #: What the phases are called where a user reads them.
