@@ -45,7 +45,13 @@ def _write_shape(scale: float, folder: Path) -> dict:
 
 
 def _run(
-    paths: dict, backend: str, threads: int | None, folder: Path, tag: str, tree: Path = ROOT
+    paths: dict,
+    backend: str,
+    threads: int | None,
+    folder: Path,
+    tag: str,
+    tree: Path = ROOT,
+    extra: tuple[str, ...] = (),
 ) -> dict:
     report = folder / f"{tag}.json"
     out = folder / f"{tag}.phy"
@@ -54,6 +60,7 @@ def _run(
     argv += ["--backend", backend, "--report", str(report), "--no-progress"]
     if threads:
         argv += ["--threads", str(threads)]
+    argv += list(extra)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
     start = time.perf_counter()
