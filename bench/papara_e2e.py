@@ -64,7 +64,8 @@ def _run(
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
     start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    # run in the tree: ``python -m`` puts the working directory ahead of PYTHONPATH
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tree)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         return {"backend": backend, "error": done.stderr.strip()[-2000:], "wall_s": wall}
@@ -125,7 +126,7 @@ def main() -> int:
     results: list[dict] = []
     trees = [("A", ROOT)] + ([("B", Path(args.vs).resolve())] if args.vs else [])
     with tempfile.TemporaryDirectory(prefix="papara_e2e.") as tmp:
-        data_root = Path(args.data) if args.data else Path(tmp)
+        data_root = Path(args.data).resolve() if args.data else Path(tmp)
         for scale in scales:
             t0 = time.perf_counter()
             paths = _write_shape(scale, data_root / f"prank_{scale:g}")
