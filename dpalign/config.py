@@ -82,6 +82,20 @@ ALIGN_ORACLE_CELLS = 100_000
 #: overlaps each batch's copies with the previous batch's kernel.
 HYBRID_STREAMS = 1
 
+#: ``auto``/``hybrid`` on a GPU machine: the CPU workers join the devices' work queue only
+#: where their measured share of the cells (their rate over everyone's, from this process's
+#: earlier runs or from HYBRID_RATES_FILE) is at least this; below it the devices work alone.
+#: Measured on the H100 host (PRANK shape, 16 cores): the cores took 5-6% of the cells and
+#: the scoring phase was no shorter than the GPU's alone (2.64 against 2.61 s), while loading
+#: their kernels and sharing the cores with the traceback made the command 0.3 s longer.
+HYBRID_MIN_CPU_SHARE = 0.10
+#: Where the hybrid backend keeps the workers' measured rates (cells per second, per kernel
+#: family, CPU count and devices) from run to run, so that a fresh process decides as a warm
+#: one would. Override: DPALIGN_HYBRID_RATES_FILE (empty: keep nothing).
+HYBRID_RATES_FILE: str = os.environ.get(
+    "DPALIGN_HYBRID_RATES_FILE", "~/.cache/dpalign/hybrid_rates.json"
+)
+
 #: The smallest take of a hybrid device worker, in reads (against every block): smaller GPU
 #: launches lose efficiency (the seed's Table 2 shape is flat from ~2,500 reads on the H100).
 HYBRID_DEVICE_MIN_READS = 2_500
