@@ -396,22 +396,31 @@ def _run_papara(args) -> int:
         if bar:
             bar.update(cells)
 
-    result = papara(
-        args.ref,
-        args.msa,
-        args.reads,
-        protein=args.protein,
-        gap_model=args.gap_model,
-        scoring=args.scoring,
-        ref_gaps=not args.no_ref_gaps,
-        backend=backend,
-        progress=progress,
-        accurate=args.accurate,
-    )
-    if bar:
-        bar.close()
-    s, stats = result.settings, result.stats
-    _write_papara(args, result, start, fmt, split)
+    with ExitStack() as alignment:
+        # Without reference gaps the rows are final as each batch is traced back: they go to
+        # the file (whole or not at all, as ever) while the device scores the next batch.
+        stream = None
+        if args.no_ref_gaps and args.out != "-":
+            from .io import atomic_output
+
+            stream = (alignment.enter_context(atomic_output(args.out, binary=True)), fmt)
+        result = papara(
+            args.ref,
+            args.msa,
+            args.reads,
+            protein=args.protein,
+            gap_model=args.gap_model,
+            scoring=args.scoring,
+            ref_gaps=not args.no_ref_gaps,
+            backend=backend,
+            progress=progress,
+            accurate=args.accurate,
+            stream=stream,
+        )
+        if bar:
+            bar.close()
+        s, stats = result.settings, result.stats
+        _write_papara(args, result, start, fmt, split, streamed=stream is not None)
     elapsed = time.perf_counter() - start
     phases = ", ".join(
         f"{label} {stats.phases[key]:.2f} s" for key, label in PHASES.items() if key in stats.phases
@@ -457,9 +466,11 @@ def _split_paths(folder: str | None) -> dict[str, str]:
     }
 
 
-def _write_papara(args, result, start: float, fmt: str, split: dict) -> None:
+def _write_papara(
+    args, result, start: float, fmt: str, split: dict, streamed: bool = False
+) -> None:
     """Stream the alignment (and the placements, the split files, the report) to their files,
-    all or none."""
+    all or none (``streamed``: the alignment went to its file during the run)."""
     import os
 
     from .io import atomic_output
@@ -471,7 +482,7 @@ def _write_papara(args, result, start: float, fmt: str, split: dict) -> None:
             if args.out == "-":
                 sys.stdout.flush()
                 result.write(sys.stdout.buffer, fmt)
-            else:
+            elif not streamed:
                 result.write(stack.enter_context(atomic_output(args.out, binary=True)), fmt)
             if args.placements == "-":
                 sys.stdout.write(result.placements_tsv())

@@ -208,3 +208,54 @@ def test_a_backend_built_beside_the_reading_reports_its_error_after_the_inputs(t
     result = papara(*args, backend=build)
     assert result.to_phylip() == (case / "default.phy").read_text()
     assert list(result.stats.phases)[:3] == ["read", "tree_profiles", "scoring"]
+
+
+@pytest.mark.parametrize("name", ["small_11_messy_ref", "small_01_trifurc", "tiny_02"])
+def test_rows_streamed_during_the_batches_are_the_original_bytes(monkeypatch, tmp_path, name):
+    """Without reference gaps the alignment is written as each batch is traced back."""
+    import io
+
+    case = _CASES[name]
+    if not (case / "noref.phy").exists():
+        pytest.skip(f"{name}/noref.phy not in the golden set")
+    want = (case / "noref.phy").read_text()
+    edges = 2 * len((case / "tree.nwk").read_text().split(",")) - 2
+    monkeypatch.setattr(config, "PAPARA_BATCH_BYTES", 9 * edges * 3)  # 3 reads a batch
+    monkeypatch.setattr(config, "PAPARA_WRITE_READS", 2)
+    args = (case / "tree.nwk", case / "ref.phy", case / "queries.fa")
+    buffer = io.BytesIO()
+    result = papara(*args, backend="numba", ref_gaps=False, stream=(buffer, "phylip"))
+    assert buffer.getvalue().decode() == want == result.to_phylip()
+    assert result.stats.phases["write"] > 0
+    out = tmp_path / "out.phy"
+    argv = ["papara", "--ref", str(args[0]), "--msa", str(args[1]), "--reads", str(args[2])]
+    argv += ["--no-ref-gaps", "--out", str(out), "--backend", "numba", "--no-progress"]
+    assert main(argv) == 0
+    assert out.read_text() == want
+    with pytest.raises(ValueError, match="ref_gaps=False"):
+        papara(*args, backend="numba", stream=(io.BytesIO(), "phylip"))
+
+
+def test_a_failure_after_streamed_batches_leaves_no_file(monkeypatch, tmp_path, capsys):
+    from dpalign.errors import DpalignError
+    from dpalign.papara import traceback as papara_traceback
+
+    case = _CASES["small_11_messy_ref"]
+    edges = 2 * len((case / "tree.nwk").read_text().split(",")) - 2
+    monkeypatch.setattr(config, "PAPARA_BATCH_BYTES", 9 * edges * 3)
+    real, calls = papara_traceback.align_reads, []
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:  # the warm-up's, then two batches written, then this one fails
+            raise DpalignError("injected failure")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(papara_traceback, "align_reads", failing)
+    out = tmp_path / "out.phy"
+    argv = ["papara", "--ref", str(case / "tree.nwk"), "--msa", str(case / "ref.phy")]
+    argv += ["--reads", str(case / "queries.fa"), "--no-ref-gaps", "--out", str(out)]
+    argv += ["--backend", "numba", "--no-progress"]
+    assert main(argv) != 0
+    assert "injected failure" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

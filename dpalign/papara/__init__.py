@@ -174,16 +174,7 @@ class PaparaResult:
         refs = self._reference_rows()
         width = len(refs[0]) if refs else 0
         yield data.ref_names, np.frombuffer(b"".join(refs), dtype=np.uint8).reshape(-1, width)
-        step = config.PAPARA_WRITE_READS
-        n_sites = data.n_columns
-        for start in range(0, len(data.reads), step):
-            stop = min(start + step, len(data.reads))
-            leads, cores = self._ops.batch(start, stop)
-            states = data.reads[start:stop]
-            flat = np.concatenate(states) if states else np.zeros(0, data.alphabet.dtype)
-            letters = np.frombuffer(self._printer.letters(flat).encode("ascii"), np.uint8)
-            block = msa_output.render_reads(leads, cores, letters, n_sites, self._widths)
-            yield data.read_names[start:stop], block
+        yield from _read_blocks(data, self._ops, self._printer, self._widths, 0, len(data.reads))
 
     def write(self, handle, fmt: str = "phylip") -> None:
         """Stream the alignment to a binary ``handle`` (``phylip`` or ``fasta``)."""
@@ -261,6 +252,7 @@ def papara(
     progress=None,
     msa_=None,
     accurate: bool = False,
+    stream=None,
 ) -> PaparaResult:
     """Align reads to a reference alignment and tree, as PaPaRa 2.5 does.
 
@@ -292,6 +284,12 @@ def papara(
         (:data:`dpalign.scoring.ACCURATE` unless ``scoring`` is given), so that a read's
         unrelated ends stay insertions instead of being pulled into reference columns, and
         ambiguity codes (``N``, ``X``...) kept in reads as state sets instead of dropped.
+    stream : (binary handle, "phylip" or "fasta"), optional
+        With ``ref_gaps=False`` only: write the alignment to the handle as each batch of
+        reads is traced back (the columns are the reference's, so no later read changes an
+        earlier row), while the device scores the next batch; a million-read run then has
+        no write phase of its own at the end. The result's :meth:`PaparaResult.write` still
+        renders the same bytes again if asked.
 
     Returns
     -------
@@ -308,6 +306,11 @@ def papara(
         msa = msa_
     if msa is None:
         raise TypeError("papara() needs the reference alignment (msa)")
+    if stream is not None and ref_gaps:
+        raise ValueError(
+            "papara(stream=...) needs ref_gaps=False (reference gaps are known "
+            "only once every read is aligned)"
+        )
     if accurate and scoring == "papara2":
         scoring = ACCURATE
     scoring = papara_scoring(scoring)
@@ -351,6 +354,17 @@ def papara(
     second_score = np.zeros(len(data.reads), dtype=np.int64)
     ties = np.zeros(len(data.reads), dtype=np.int64)
     ops = msa_output.TrimmedOps(n_cols)
+    printer = _ReadPrinter(data.alphabet) if accurate else None
+    writer = None
+    if stream is not None:
+        with stats.phase("write"):
+            handle, fmt = stream
+            names = data.ref_names + data.read_names
+            writer = RowWriter(handle, fmt, names, n_cols)
+            refs = [data.alphabet.letters(row).encode("ascii") for row in data.ref_states]
+            writer.write(
+                data.ref_names, np.frombuffer(b"".join(refs), np.uint8).reshape(-1, n_cols)
+            )
     overlap = engine.kind in ("device", "pool")  # the scoring leaves (some) cores free
     batches = _batches(len(data.reads), n_edges, overlap)
 
@@ -375,6 +389,12 @@ def papara(
                     engine,
                 )
             )
+        if writer is not None:
+            with stats.phase("write"):
+                for names, block in _read_blocks(
+                    data, ops, printer or data.alphabet, None, start, stop
+                ):
+                    writer.write(names, block)
         edge[start:stop] = placed.edge
         score[start:stop] = placed.score
         second_edge[start:stop] = placed.second_edge
@@ -415,7 +435,6 @@ def papara(
         "columns": n_cols,
         "cells": cells,
     }
-    printer = _ReadPrinter(data.alphabet) if accurate else None
     support, fit = placed.support(scoring), placed.fit(scoring, lengths)
     return PaparaResult(data, ops, placed, support, fit, clades, ref_gaps, stats, settings, printer)
 
@@ -433,6 +452,19 @@ def _batches(n_reads: int, n_edges: int, overlap: bool) -> list[tuple[int, int]]
         if parts > 1:
             step = min(step, -(-n_reads // parts))
     return [(a, min(a + step, n_reads)) for a in range(0, max(n_reads, 1), step)]
+
+
+def _read_blocks(data, ops, printer, widths, start: int, stop: int):
+    """(names, uint8 rows matrix) of reads ``start:stop``, ``PAPARA_WRITE_READS`` at a time."""
+    step = config.PAPARA_WRITE_READS
+    for lo in range(start, stop, step):
+        hi = min(lo + step, stop)
+        leads, cores = ops.batch(lo, hi)
+        states = data.reads[lo:hi]
+        flat = np.concatenate(states) if states else np.zeros(0, data.alphabet.dtype)
+        letters = np.frombuffer(printer.letters(flat).encode("ascii"), np.uint8)
+        block = msa_output.render_reads(leads, cores, letters, data.n_columns, widths)
+        yield data.read_names[lo:hi], block
 
 
 class _ReadPrinter:
