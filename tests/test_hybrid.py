@@ -403,3 +403,21 @@ def test_the_devices_work_alone_where_the_cpu_share_does_not_pay(problem, monkey
     assert joined.cpu_pays("papara")
     monkeypatch.setattr(config, "HYBRID_RATES_FILE", "")  # nothing kept: the queue measures
     assert HybridBackend(devices=[_device()], threads=2, processes=False).cpu_pays("papara")
+
+
+def test_devices_alone_fall_back_to_the_cores_when_every_device_fails(
+    problem, monkeypatch, tmp_path
+):
+    from dpalign import config
+    from dpalign.hybrid import backend as hb
+    from dpalign.hybrid.backend import HybridBackend
+
+    task, queries, blocks, expected = problem
+    monkeypatch.setattr(config, "HYBRID_RATES_FILE", str(tmp_path / "rates.json"))
+    failing = HybridBackend(
+        devices=[_device()], threads=2, processes=False, inject_failures={"gpu-0": 0}
+    )
+    hb._write_rates(failing._rates_key("papara"), {"gpu-0": 100.0, "cpu-0": 1.0, "cpu-1": 1.0})
+    assert not failing.cpu_pays("papara")
+    np.testing.assert_array_equal(_scores(failing.score(task, queries, blocks)), expected)
+    assert any(name.startswith("cpu-") for name in failing.stats.workers)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .. import config
 from ..engine import Backend, cpu_backend, device_backends, get_backend
-from ..errors import BackendUnavailable, OptionError
+from ..errors import BackendUnavailable, DpalignError, OptionError
 from .queue import WorkQueue, make_units
 from .workers import (
     CpuWorker,
@@ -278,18 +278,28 @@ class HybridBackend(Backend):
             **parse_failures(os.environ.get("DPALIGN_INJECT_FAILURES")),
             **(self.inject_failures or {}),
         }
-        cpu = cpu_backend(threads=1)
         if not len(queries) or not blocks:
             return empty_results(queries, blocks)
+        if self.cpu_pays(task.kernel):
+            return self._score(task, queries, blocks, progress, failures, with_cpu=True)
+        log.info(
+            "hybrid: the devices alone (the CPU's measured share is below %.0f%%)",
+            100 * config.HYBRID_MIN_CPU_SHARE,
+        )
+        try:
+            return self._score(task, queries, blocks, progress, failures, with_cpu=False)
+        except DpalignError as exc:  # every device failed: the cores take the run, as they
+            log.warning("hybrid: %s; the run starts again with the CPU workers", exc)
+            return self._score(task, queries, blocks, progress, failures, with_cpu=True)
+
+    def _score(self, task, queries, blocks, progress, failures: dict, with_cpu: bool):
+        """One run of the work queue: the device workers, and the CPU workers ``with_cpu``
+        (or where there is no device)."""
+        cpu = cpu_backend(threads=1)
         reads_per_unit = unit_reads(queries, blocks)
         devices = self._device_workers(len(blocks), failures, reads_per_unit)
         nice = config.HYBRID_CPU_NICE if devices else 0
-        n_cpu = self._n_cpu() if not devices or self.cpu_pays(task.kernel) else 0
-        if devices and not n_cpu:
-            log.info(
-                "hybrid: the devices alone (the CPU's measured share is below %.0f%%)",
-                100 * config.HYBRID_MIN_CPU_SHARE,
-            )
+        n_cpu = self._n_cpu() if with_cpu or not devices else 0
         workers = [CpuWorker(f"cpu-{k}", cpu, failures.get(f"cpu-{k}"), nice) for k in range(n_cpu)]
         workers = devices + workers  # device threads start first: the GPU is the long pole
         if not workers:
