@@ -421,3 +421,20 @@ def test_devices_alone_fall_back_to_the_cores_when_every_device_fails(
     assert not failing.cpu_pays("papara")
     np.testing.assert_array_equal(_scores(failing.score(task, queries, blocks)), expected)
     assert any(name.startswith("cpu-") for name in failing.stats.workers)
+
+
+def test_devices_alone_run_on_threads_of_this_process(problem, monkeypatch, tmp_path, cl_device):
+    """No CPU workers to share the GIL with: no device process to start and feed."""
+    from dpalign import config
+    from dpalign.hybrid import backend as hb
+    from dpalign.hybrid.backend import HybridBackend
+
+    task, queries, blocks, expected = problem
+    monkeypatch.setattr(config, "HYBRID_RATES_FILE", str(tmp_path / "rates.json"))
+    monkeypatch.setattr(config, "HYBRID_DEVICE_PROCESSES", True)
+    alone = HybridBackend(devices=[cl_device], threads=2)
+    hb._write_rates(alone._rates_key("papara"), {"gpu-0": 100.0, "cpu-0": 1.0, "cpu-1": 1.0})
+    for _ in range(2):  # the second run finds the device (and its profiles) kept
+        np.testing.assert_array_equal(_scores(alone.score(task, queries, blocks)), expected)
+    assert not alone._children and len(alone._in_thread) == 1
+    assert not any(name.startswith("cpu-") for name in alone.stats.workers)

@@ -149,6 +149,7 @@ class HybridBackend(Backend):
 
     def __post_init__(self) -> None:
         self._children: dict[tuple[str, int], object] = {}
+        self._in_thread: dict[tuple[str, int], Backend] = {}
         # Measured throughput of each worker (cells/s) per kernel family, carried from run to
         # run: later runs open with device takes of the right size.
         self._rates: dict[str, dict[str, float]] = {}
@@ -180,10 +181,15 @@ class HybridBackend(Backend):
             )
         return "it cannot run with these options"
 
-    def _device_workers(self, n_blocks: int, failures: dict, chunk_reads: int) -> list:
+    def _device_workers(
+        self, n_blocks: int, failures: dict, chunk_reads: int, alone: bool = False
+    ) -> list:
         """The device workers: ``config.HYBRID_STREAMS`` per OpenCL device (``gpu-0``,
         ``gpu-0.1``...), each with queues of its own, in a child process when ``processes``;
-        a ready Backend given in ``devices`` runs on a thread of its own."""
+        a ready Backend given in ``devices`` runs on a thread of its own. Devices working
+        ``alone`` (no CPU workers to share the GIL with) run on threads unless ``processes``
+        was set: a child process costs a second interpreter's start and a copy of each run's
+        reads."""
         from .devproc import DeviceProcess
 
         selectors = self.devices if self.devices is not None else gpu_selectors()
@@ -192,7 +198,10 @@ class HybridBackend(Backend):
         device_cls = device_backend()
         if device_cls is None and any(not isinstance(s, Backend) for s in selectors):
             raise BackendUnavailable("the hybrid backend found no device backend")
-        processes = config.HYBRID_DEVICE_PROCESSES if self.processes is None else self.processes
+        if self.processes is not None:
+            processes = self.processes
+        else:
+            processes = config.HYBRID_DEVICE_PROCESSES and not alone
         workers = []
         for d, sel in enumerate(selectors):
             if isinstance(sel, Backend):
@@ -208,8 +217,13 @@ class HybridBackend(Backend):
                     worker = ProcessDeviceWorker(
                         name, self._children[key], n_blocks, failures.get(name), chunk_reads
                     )
-                else:
-                    backend = get_backend(device_cls.name, device=sel, stream=stream)
+                else:  # kept: the device keeps the profiles it holds from run to run
+                    key = (sel, stream)
+                    if key not in self._in_thread:
+                        self._in_thread[key] = get_backend(
+                            device_cls.name, device=sel, stream=stream
+                        )
+                    backend = self._in_thread[key]
                     worker = DeviceWorker(name, backend, n_blocks, failures.get(name), chunk_reads)
                 workers.append(worker)
         return workers
@@ -297,7 +311,7 @@ class HybridBackend(Backend):
         (or where there is no device)."""
         cpu = cpu_backend(threads=1)
         reads_per_unit = unit_reads(queries, blocks)
-        devices = self._device_workers(len(blocks), failures, reads_per_unit)
+        devices = self._device_workers(len(blocks), failures, reads_per_unit, not with_cpu)
         nice = config.HYBRID_CPU_NICE if devices else 0
         n_cpu = self._n_cpu() if with_cpu or not devices else 0
         workers = [CpuWorker(f"cpu-{k}", cpu, failures.get(f"cpu-{k}"), nice) for k in range(n_cpu)]
