@@ -186,10 +186,10 @@ class HybridBackend(Backend):
     ) -> list:
         """The device workers: ``config.HYBRID_STREAMS`` per OpenCL device (``gpu-0``,
         ``gpu-0.1``...), each with queues of its own, in a child process when ``processes``;
-        a ready Backend given in ``devices`` runs on a thread of its own. Devices working
-        ``alone`` (no CPU workers to share the GIL with) run on threads unless ``processes``
-        was set: a child process costs a second interpreter's start and a copy of each run's
-        reads."""
+        a ready Backend given in ``devices`` runs on a thread of its own. One device working
+        ``alone`` (no CPU workers, no other device to share the GIL with) runs on a thread
+        unless ``processes`` was set: a child process costs a second interpreter's start and a
+        copy of each run's reads."""
         from .devproc import DeviceProcess
 
         selectors = self.devices if self.devices is not None else gpu_selectors()
@@ -201,7 +201,8 @@ class HybridBackend(Backend):
         if self.processes is not None:
             processes = self.processes
         else:
-            processes = config.HYBRID_DEVICE_PROCESSES and not alone
+            # one device alone has nothing to share the GIL with; several still would
+            processes = config.HYBRID_DEVICE_PROCESSES and not (alone and len(selectors) == 1)
         workers = []
         for d, sel in enumerate(selectors):
             if isinstance(sel, Backend):
