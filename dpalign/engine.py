@@ -287,6 +287,18 @@ def cpu_regions(a, b, matrix, gap_open, gap_extend, local, neg, neg_store, relat
     return cls.regions(a, b, matrix, gap_open, gap_extend, local, neg, neg_store, relative)
 
 
+def cpu_papara_fold(scores, width, lanes, ids, sign, running, threads=None) -> bool:
+    """Fold one block's PaPaRa scores (reads x lanes) into the running per-read ``(best, edge,
+    width, second, second_edge, ties)`` arrays in place on the CPU cores in Numba; False
+    where Numba is not there (the driver then folds in NumPy)."""
+    _load_builtin_backends()
+    cls = _REGISTRY.get("numba")
+    if cls is None or not cls.available():
+        return False
+    cls.papara_fold(scores, width, lanes, ids, sign, running, threads)
+    return True
+
+
 def cpu_papara_profiles(tips, gap_state, ops, trans, n_edges, cgap, threads=None):
     """PaPaRa's (E, n) edge states and gap flags from a combine schedule (see
     :func:`dpalign.papara.profiles.edge_profiles`) on the CPU cores in Numba, or None where

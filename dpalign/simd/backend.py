@@ -259,6 +259,13 @@ class NumbaBackend(Backend):
     # -- the long-pair region contract (CPU side) -----------------------------------------
 
     @staticmethod
+    def papara_fold(scores, width, lanes, ids, sign, running, threads=None):
+        """Fold a block of PaPaRa scores into the running best/second/ties (in place)."""
+        from .papara_best import fold_block
+
+        fold_block(scores, width, lanes, ids, sign, *running, threads=threads)
+
+    @staticmethod
     def papara_profiles(tips, gap_state, ops, trans, n_edges, cgap, threads=None):
         """PaPaRa's edge profiles from a combine schedule, the columns over the cores."""
         from .papara_profiles import run_profile_schedule
