@@ -106,6 +106,14 @@ def trim_ops(ops: str) -> tuple[int, bytes]:
     return lead, core.rstrip("R").encode("ascii")
 
 
+def untrim_ops(lead: int, core: bytes, n_sites: int) -> str:
+    """The op string that :func:`trim_ops` made ``(lead, core)`` of (``R`` pads both ends
+    out to ``n_sites`` site ops), for a pass that works on whole op strings."""
+    text = core.decode("ascii")
+    sites = lead + len(text) - text.count("I")
+    return "R" * lead + text + "R" * (n_sites - sites)
+
+
 class TrimmedOps:
     """The alignments of many reads, trimmed (:func:`trim_ops`), in read order."""
 
