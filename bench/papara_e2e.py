@@ -8,6 +8,12 @@ time (measured outside the process) and its phase split (from ``--report``)::
     OUT=/tmp/out python bench/papara_e2e.py                 # H100: opencl, auto, numba (16 threads)
     OUT=/tmp/out python bench/papara_e2e.py --quick         # here: a small shape on numba and PoCL
 
+``--vs FOLDER`` runs a second source tree (another commit's ``dpalign``, e.g. ``git archive
+main | tar -x -C FOLDER``) in turn with this one, run for run (A B A B ...), and checks that both
+write the same bytes::
+
+    OUT=/tmp/out python bench/papara_e2e.py --scales 1 --vs /tmp/main --repeat 4
+
 Results: ``$OUT/papara_e2e_<scales>_<backends>.json`` (one entry per run) and a line per run on
 standard output.
 """
@@ -15,6 +21,7 @@ standard output.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -37,7 +44,15 @@ def _write_shape(scale: float, folder: Path) -> dict:
     return paths
 
 
-def _run(paths: dict, backend: str, threads: int | None, folder: Path, tag: str) -> dict:
+def _run(
+    paths: dict,
+    backend: str,
+    threads: int | None,
+    folder: Path,
+    tag: str,
+    tree: Path = ROOT,
+    extra: tuple[str, ...] = (),
+) -> dict:
     report = folder / f"{tag}.json"
     out = folder / f"{tag}.phy"
     argv = [sys.executable, "-m", "dpalign.cli", "papara", "--ref", str(paths["tree"])]
@@ -45,16 +60,20 @@ def _run(paths: dict, backend: str, threads: int | None, folder: Path, tag: str)
     argv += ["--backend", backend, "--report", str(report), "--no-progress"]
     if threads:
         argv += ["--threads", str(threads)]
+    argv += list(extra)
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
     start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    # run in the tree: ``python -m`` puts the working directory ahead of PYTHONPATH
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tree)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         return {"backend": backend, "error": done.stderr.strip()[-2000:], "wall_s": wall}
     data = json.loads(report.read_text())
     return {
         "backend": backend,
+        "tree": str(tree),
+        "output_sha1": hashlib.sha1(out.read_bytes()).hexdigest(),
         "threads": threads,
         "wall_s": round(wall, 3),
         "in_process_s": round(data["seconds"], 3),
@@ -65,6 +84,26 @@ def _run(paths: dict, backend: str, threads: int | None, folder: Path, tag: str)
     }
 
 
+def _summary(results: list[dict], scale: float, backend: str) -> None:
+    """Median wall time per tree, and whether every run wrote the same bytes."""
+    import statistics
+
+    runs = [
+        r
+        for r in results
+        if r.get("scale") == scale and r.get("backend") == backend and "wall_s" in r
+        if not r.get("warmup") and "error" not in r
+    ]
+    labels = sorted({r["label"] for r in runs})
+    medians = {
+        label: statistics.median(r["wall_s"] for r in runs if r["label"] == label)
+        for label in labels
+    }
+    same = len({r["output_sha1"] for r in runs}) == 1
+    text = ", ".join(f"{label} median wall {m:.2f} s" for label, m in medians.items())
+    print(f"prank_like({scale:g}) {backend}: {text}; outputs identical: {same}", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a small shape, numba and PoCL")
@@ -73,6 +112,9 @@ def main() -> int:
     parser.add_argument("--scales", default=None, help="comma-separated prank_like scales")
     parser.add_argument("--backends", default=None, help="comma-separated (default by mode)")
     parser.add_argument("--data", default=None, help="folder for the inputs (default: temp)")
+    parser.add_argument(
+        "--vs", default=None, help="a second source tree to run in turn with this one (A/B)"
+    )
     args = parser.parse_args()
     out = Path(os.environ.get("OUT") or ".")
     out.mkdir(parents=True, exist_ok=True)
@@ -81,35 +123,46 @@ def main() -> int:
     repeat = 1 if args.quick and args.repeat == 3 else args.repeat
     # one file per (scales, backends) selection, so that split calls do not overwrite each other
     target = out / f"papara_e2e_{'-'.join(f'{s:g}' for s in scales)}_{'-'.join(backends)}.json"
-    results = []
+    results: list[dict] = []
+    trees = [("A", ROOT)] + ([("B", Path(args.vs).resolve())] if args.vs else [])
     with tempfile.TemporaryDirectory(prefix="papara_e2e.") as tmp:
-        data_root = Path(args.data) if args.data else Path(tmp)
+        data_root = Path(args.data).resolve() if args.data else Path(tmp)
         for scale in scales:
             t0 = time.perf_counter()
             paths = _write_shape(scale, data_root / f"prank_{scale:g}")
             print(f"prank_like({scale:g}) written in {time.perf_counter() - t0:.1f} s", flush=True)
             for backend in backends:
                 threads = args.threads if backend == "numba" else None
-                tag = f"prank{scale:g}_{backend}"
-                warm = _run(paths, backend, threads, Path(tmp), tag)  # disk and kernel caches
-                if "error" in warm:
-                    print(f"  {backend}: failed: {warm['error'][-300:]}", flush=True)
-                    results.append({"scale": scale, "warmup": True, **warm})
-                    continue
+                for label, tree in trees:
+                    tag = f"prank{scale:g}_{backend}_{label}"
+                    warm = _run(paths, backend, threads, Path(tmp), tag, tree)  # the caches
+                    if "error" in warm:
+                        print(f"  {label} {backend}: failed: {warm['error'][-300:]}", flush=True)
+                        results.append({"scale": scale, "warmup": True, "label": label, **warm})
                 for k in range(repeat):
-                    run = {
-                        "scale": scale,
-                        "repeat": k,
-                        **_run(paths, backend, threads, Path(tmp), tag),
-                    }
-                    results.append(run)
-                    phases = " ".join(f"{p} {s:.2f}" for p, s in run.get("phases_s", {}).items())
-                    print(
-                        f"  {backend:7s} run {k}: wall {run['wall_s']:.2f} s "
-                        f"(scoring {run.get('scoring_gcups', 0):.0f} GCUPS; {phases})",
-                        flush=True,
-                    )
-                    target.write_text(json.dumps(results, indent=2) + "\n")
+                    for label, tree in trees:
+                        tag = f"prank{scale:g}_{backend}_{label}"
+                        run = {
+                            "scale": scale,
+                            "repeat": k,
+                            "label": label,
+                            **_run(paths, backend, threads, Path(tmp), tag, tree),
+                        }
+                        results.append(run)
+                        if "error" in run:
+                            print(f"  {label} {backend}: failed: {run['error'][-300:]}")
+                            continue
+                        phases = " ".join(
+                            f"{p} {s:.2f}" for p, s in run.get("phases_s", {}).items()
+                        )
+                        print(
+                            f"  {label} {backend:7s} run {k}: wall {run['wall_s']:.2f} s, in "
+                            f"process {run['in_process_s']:.2f} s (scoring "
+                            f"{run.get('scoring_gcups', 0):.0f} GCUPS; {phases})",
+                            flush=True,
+                        )
+                        target.write_text(json.dumps(results, indent=2) + "\n")
+                _summary(results, scale, backend)
     target.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {target}")
     return 0

@@ -378,6 +378,45 @@ class StateAlphabet:
             n_lost = 0
         return states[keep].astype(self.dtype), n_lost
 
+    def encode_reads(
+        self, seqs: list[str], keep_ambiguous: bool = False
+    ) -> tuple[list[np.ndarray | None], np.ndarray]:
+        """:meth:`encode_read` of many reads in one pass over their characters end to end.
+
+        Returns the states of each read (views into one array) and the number of characters
+        dropped from each. A read holding a character that cannot be in a sequence (or any
+        non-ASCII text) is None: :meth:`encode_read` of it names the character. A million
+        reads encode in about a second instead of a few NumPy calls per read.
+        """
+        n = len(seqs)
+        lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=n)
+        lost = np.zeros(n, dtype=np.int64)
+        if not n:
+            return [], lost
+        try:
+            raw = np.frombuffer("".join(seqs).encode("ascii"), dtype=np.uint8)
+        except UnicodeEncodeError:
+            return [None] * n, lost
+        lut = _AMBIGUOUS_READ_LUTS[self.name] if keep_ambiguous else self.read_lut
+        states = lut[raw].astype(self.dtype, copy=False)
+        ends = np.cumsum(lengths)
+        bad = np.flatnonzero(states == 0)
+        if not bad.size:
+            return _pieces(states, ends), lost
+        chars = raw[bad]
+        read_of = np.searchsorted(ends, bad, side="right")
+        fatal = np.unique(read_of[~_DROPPABLE_TABLE[chars]])
+        gap_chars = np.zeros(256, dtype=bool)
+        gap_chars[list(self.read_gap_chars)] = True
+        lost = np.bincount(read_of[~gap_chars[chars]], minlength=n).astype(np.int64)
+        kept = np.delete(states, bad)
+        out: list[np.ndarray | None] = _pieces(
+            kept, np.cumsum(lengths - np.bincount(read_of, minlength=n))
+        )
+        for k in fatal.tolist():
+            out[k] = None
+        return out, lost
+
     def letter(self, state: int) -> str:
         """Print a state: DNA by its index in :data:`DNA_STATES`, protein by residue letter."""
         if self.name == "dna":
@@ -396,11 +435,20 @@ class StateAlphabet:
         return text.replace("-", "N" if self.name == "dna" else "X")
 
 
+def _pieces(values: np.ndarray, ends: np.ndarray) -> list:
+    """``values`` cut at ``ends`` (each piece's end; the last is ``len(values)``), as views:
+    ``np.split`` does the same at ~5 us a piece, 5 s for a million reads."""
+    bounds = [0, *ends.tolist()]
+    return [values[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
 # Letters and marks that PaPaRa drops from reads (with a warning): IUPAC, X, ?, *, U...
 _DROPPABLE = np.frombuffer(
     bytes(range(ord("A"), ord("Z") + 1)) + bytes(range(ord("a"), ord("z") + 1)) + b"-.?*",
     dtype=np.uint8,
 )
+_DROPPABLE_TABLE = np.zeros(256, dtype=bool)
+_DROPPABLE_TABLE[_DROPPABLE] = True
 _DNA_PRINT = np.frombuffer(DNA_STATES.encode("ascii"), dtype=np.uint8)
 _PROTEIN_PRINT = {1 << k: ch for k, ch in enumerate(PROTEIN_RESIDUES)} | {
     _bit("N") | _bit("D"): "B",

@@ -381,8 +381,13 @@ def _run_papara(args) -> int:
         {"--ref": args.ref, "--msa": args.msa, "--reads": args.reads},
     )
     fmt = args.format or _format_from_name(args.out)
-    backend = _backend_from_args(args)
     start = time.perf_counter()
+    built = []
+
+    def backend():  # built on papara()'s warm-up thread while the inputs are read
+        built.append(_backend_from_args(args))
+        return built[-1]
+
     bar = None
 
     def progress(cells: int, total: int) -> None:
@@ -392,22 +397,31 @@ def _run_papara(args) -> int:
         if bar:
             bar.update(cells)
 
-    result = papara(
-        args.ref,
-        args.msa,
-        args.reads,
-        protein=args.protein,
-        gap_model=args.gap_model,
-        scoring=args.scoring,
-        ref_gaps=not args.no_ref_gaps,
-        backend=backend,
-        progress=progress,
-        accurate=args.accurate,
-    )
-    if bar:
-        bar.close()
-    s, stats = result.settings, result.stats
-    _write_papara(args, result, start, fmt, split)
+    with ExitStack() as alignment:
+        # Without reference gaps the rows are final as each batch is traced back: they go to
+        # the file (whole or not at all, as ever) while the device scores the next batch.
+        stream = None
+        if args.no_ref_gaps and args.out != "-":
+            from .io import atomic_output
+
+            stream = (alignment.enter_context(atomic_output(args.out, binary=True)), fmt)
+        result = papara(
+            args.ref,
+            args.msa,
+            args.reads,
+            protein=args.protein,
+            gap_model=args.gap_model,
+            scoring=args.scoring,
+            ref_gaps=not args.no_ref_gaps,
+            backend=backend,
+            progress=progress,
+            accurate=args.accurate,
+            stream=stream,
+        )
+        if bar:
+            bar.close()
+        s, stats = result.settings, result.stats
+        _write_papara(args, result, start, fmt, split, streamed=stream is not None)
     elapsed = time.perf_counter() - start
     phases = ", ".join(
         f"{label} {stats.phases[key]:.2f} s" for key, label in PHASES.items() if key in stats.phases
@@ -421,6 +435,7 @@ def _run_papara(args) -> int:
         + f"; phases: {phases}",
         file=sys.stderr,
     )
+    _DONE_WITH_NOTHING_OPEN[0] = all(b.kind != "cluster" for b in built)
     return 0
 
 
@@ -452,9 +467,11 @@ def _split_paths(folder: str | None) -> dict[str, str]:
     }
 
 
-def _write_papara(args, result, start: float, fmt: str, split: dict) -> None:
+def _write_papara(
+    args, result, start: float, fmt: str, split: dict, streamed: bool = False
+) -> None:
     """Stream the alignment (and the placements, the split files, the report) to their files,
-    all or none."""
+    all or none (``streamed``: the alignment went to its file during the run)."""
     import os
 
     from .io import atomic_output
@@ -466,7 +483,7 @@ def _write_papara(args, result, start: float, fmt: str, split: dict) -> None:
             if args.out == "-":
                 sys.stdout.flush()
                 result.write(sys.stdout.buffer, fmt)
-            else:
+            elif not streamed:
                 result.write(stack.enter_context(atomic_output(args.out, binary=True)), fmt)
             if args.placements == "-":
                 sys.stdout.write(result.placements_tsv())
@@ -1621,5 +1638,34 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
 
 
+#: Set by a command whose outputs are all written and closed, and that holds nothing a
+#: normal exit must tear down (no Dask cluster): :func:`run` may then end the process at once.
+_DONE_WITH_NOTHING_OPEN = [False]
+
+
+def run() -> None:
+    """The ``dpalign`` command: :func:`main`, then the exit.
+
+    After a PaPaRa run, the interpreter's normal teardown (its modules, Numba and LLVM, an
+    OpenCL context, hundreds of MB of arrays, a device child's join) is time the user waits
+    for with nothing left to do, so the process ends with ``os._exit`` once the standard
+    streams and the logs are flushed (the output files were closed and renamed into place
+    before :func:`main` returned; a device child sees its pipe close and stops).
+    """
+    code = main()
+    if not _DONE_WITH_NOTHING_OPEN[0]:
+        sys.exit(code)
+    import logging
+    import os
+
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (BrokenPipeError, ValueError):
+        code = code or EXIT_ERROR
+    logging.shutdown()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -56,6 +56,16 @@ LONG_PAIR_CELLS = 40_000
 #: read and edge) stay under this many bytes, so a million reads need no more memory than a
 #: batch. Override: DPALIGN_PAPARA_BATCH_BYTES.
 PAPARA_BATCH_BYTES: int = int(os.environ.get("DPALIGN_PAPARA_BATCH_BYTES") or 512 << 20)
+#: ... and of at most this many reads: the traceback's op layout of a batch takes ~7 KB a
+#: read for a moment (a 16-taxon tree's 2-million-read batch would have needed 13 GB).
+#: Override: DPALIGN_PAPARA_BATCH_READS.
+PAPARA_BATCH_READS: int = int(os.environ.get("DPALIGN_PAPARA_BATCH_READS") or 65_536)
+#: Where a device scores (``opencl``, ``hybrid``), the traceback of one batch runs on the
+#: cores while the device scores the next; a run is cut into at least this many batches for
+#: it (batches of at least PAPARA_OVERLAP_MIN_READS reads). Override:
+#: DPALIGN_PAPARA_OVERLAP_BATCHES (1: no cut).
+PAPARA_OVERLAP_BATCHES: int = int(os.environ.get("DPALIGN_PAPARA_OVERLAP_BATCHES") or 2)
+PAPARA_OVERLAP_MIN_READS = 4_096
 #: Reads rendered into output rows at a time (a reads x columns byte matrix each).
 PAPARA_WRITE_READS = 4_096
 
@@ -71,6 +81,20 @@ ALIGN_ORACLE_CELLS = 100_000
 #: (measured on the H100: the GPU side fell from ~2,860 to ~2,300 GCUPS); the runner already
 #: overlaps each batch's copies with the previous batch's kernel.
 HYBRID_STREAMS = 1
+
+#: ``auto``/``hybrid`` on a GPU machine: the CPU workers join the devices' work queue only
+#: where their measured share of the cells (their rate over everyone's, from this process's
+#: earlier runs or from HYBRID_RATES_FILE) is at least this; below it the devices work alone.
+#: Measured on the H100 host (PRANK shape, 16 cores): the cores took 5-6% of the cells and
+#: the scoring phase was no shorter than the GPU's alone (2.64 against 2.61 s), while loading
+#: their kernels and sharing the cores with the traceback made the command 0.3 s longer.
+HYBRID_MIN_CPU_SHARE = 0.10
+#: Where the hybrid backend keeps the workers' measured rates (cells per second, per kernel
+#: family, CPU count and devices) from run to run, so that a fresh process decides as a warm
+#: one would. Override: DPALIGN_HYBRID_RATES_FILE (empty: keep nothing).
+HYBRID_RATES_FILE: str = os.environ.get(
+    "DPALIGN_HYBRID_RATES_FILE", "~/.cache/dpalign/hybrid_rates.json"
+)
 
 #: The smallest take of a hybrid device worker, in reads (against every block): smaller GPU
 #: launches lose efficiency (the seed's Table 2 shape is flat from ~2,500 reads on the H100).

@@ -254,6 +254,27 @@ def refine_papara(backend: Backend, tables, table_of, reads, bands, thetas, mode
     return cpu_backend(backend.threads).refine_papara(tables, table_of, reads, bands, thetas, model)
 
 
+def align_papara_trimmed(backend: Backend, states, flags, reads, edges, scoring):
+    """:func:`align_papara` in the form the PaPaRa writer keeps: ``(scores, leads, cores)``,
+    ``leads[k]`` the number of ``R`` before read k's first ``M``/``I`` (n where skipped) and
+    ``cores[k]`` its ops from there to the last ``M``/``I`` as ASCII bytes (``b""`` where
+    skipped). A tracer without its own trimmed form has its op strings trimmed here."""
+    tracing = tracer(backend)
+    trimmed = getattr(tracing, "align_papara_trimmed", None)
+    if trimmed is not None:
+        return trimmed(states, flags, reads, edges, scoring)
+    scores, ops = tracing.align_papara(states, flags, reads, edges, scoring)
+    n = states.shape[1] if np.ndim(states) == 2 else 0
+    leads = np.full(len(ops), n, dtype=np.int64)
+    cores = [b""] * len(ops)
+    for k, read_ops in enumerate(ops):
+        if read_ops is not None:
+            core = read_ops.lstrip("R")
+            leads[k] = len(read_ops) - len(core)
+            cores[k] = core.rstrip("R").encode("ascii")
+    return np.asarray(scores, dtype=np.int64), leads, cores
+
+
 def score_pairs(backend: Backend, task: Task, a_list, b_list, progress=None) -> np.ndarray:
     """Scores of the pairs ``(a_list[k], b_list[k])``, one pair at a time."""
     return tracer(backend).score_pairs(task, a_list, b_list, progress)
@@ -272,6 +293,29 @@ def cpu_regions(a, b, matrix, gap_open, gap_extend, local, neg, neg_store, relat
     if cls is None:  # pragma: no cover - numba is a dependency
         raise BackendUnavailable("long pairs need the numba backend")
     return cls.regions(a, b, matrix, gap_open, gap_extend, local, neg, neg_store, relative)
+
+
+def cpu_papara_fold(scores, width, lanes, ids, sign, running, threads=None) -> bool:
+    """Fold one block's PaPaRa scores (reads x lanes) into the running per-read ``(best, edge,
+    width, second, second_edge, ties)`` arrays in place on the CPU cores in Numba; False
+    where Numba is not there (the driver then folds in NumPy)."""
+    _load_builtin_backends()
+    cls = _REGISTRY.get("numba")
+    if cls is None or not cls.available():
+        return False
+    cls.papara_fold(scores, width, lanes, ids, sign, running, threads)
+    return True
+
+
+def cpu_papara_profiles(tips, gap_state, ops, trans, n_edges, cgap, threads=None):
+    """PaPaRa's (E, n) edge states and gap flags from a combine schedule (see
+    :func:`dpalign.papara.profiles.edge_profiles`) on the CPU cores in Numba, or None where
+    Numba is not there (the driver then runs its NumPy form)."""
+    _load_builtin_backends()
+    cls = _REGISTRY.get("numba")
+    if cls is None or not cls.available():
+        return None
+    return cls.papara_profiles(tips, gap_state, ops, trans, n_edges, cgap, threads)
 
 
 def device_regions(backend: Backend, a, b, scoring, local, neg_store, tile=None):

@@ -52,6 +52,14 @@ class RunStats:
                 self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
                 self.phase_cells[name] = self.phase_cells.get(name, 0) + cells
 
+    def add_phases(self, other: RunStats) -> None:
+        """Add ``other``'s phase times and cells to this run's."""
+        with self._lock:
+            for name, seconds in other.phases.items():
+                self.phases[name] = self.phases.get(name, 0.0) + seconds
+                cells = other.phase_cells.get(name, 0)
+                self.phase_cells[name] = self.phase_cells.get(name, 0) + cells
+
     def record(
         self,
         worker: str,

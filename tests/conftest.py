@@ -19,6 +19,10 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
+# The hybrid backend keeps measured worker rates between processes; tests (and the commands
+# they start) neither read a user's nor leave theirs behind.
+os.environ["DPALIGN_HYBRID_RATES_FILE"] = ""
+
 HERE = Path(__file__).parent
 SHARED_GOLDEN = HERE.parent.parent / "shared" / "golden" / "papara"
 BUNDLED_GOLDEN = HERE / "data" / "golden"

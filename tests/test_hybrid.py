@@ -377,3 +377,64 @@ def test_hybrid_pairwise_runs_the_int8_pass():
     want = score(queries, targets, "local", backend="reference")
     np.testing.assert_array_equal(got, want)
     assert (width == 8).any()
+
+
+def test_the_devices_work_alone_where_the_cpu_share_does_not_pay(problem, monkeypatch, tmp_path):
+    """The rule of ``auto`` on a GPU machine (``HybridBackend.cpu_pays``): CPU workers join
+    the queue unless their measured share is below ``config.HYBRID_MIN_CPU_SHARE``; the rates
+    outlive the process in ``config.HYBRID_RATES_FILE``."""
+    from dpalign import config
+    from dpalign.hybrid import backend as hb
+    from dpalign.hybrid.backend import HybridBackend
+
+    task, queries, blocks, expected = problem
+    monkeypatch.setattr(config, "HYBRID_RATES_FILE", str(tmp_path / "rates.json"))
+    fresh = HybridBackend(devices=[_device()], threads=2, processes=False)
+    assert fresh.cpu_pays("papara")  # nothing measured: the queue measures
+    key = fresh._rates_key("papara")
+    slow_cpu = {"gpu-0": 100.0, "cpu-0": 4.0, "cpu-1": 4.0}  # 7%: below 10%
+    hb._write_rates(key, slow_cpu)
+    alone = HybridBackend(devices=[_device()], threads=2, processes=False)
+    assert not alone.cpu_pays("papara")
+    np.testing.assert_array_equal(_scores(alone.score(task, queries, blocks)), expected)
+    assert alone.stats.workers and not any(n.startswith("cpu-") for n in alone.stats.workers)
+    hb._write_rates(key, {"gpu-0": 100.0, "cpu-0": 6.0, "cpu-1": 6.0})  # 11%: they join
+    joined = HybridBackend(devices=[_device()], threads=2, processes=False)
+    assert joined.cpu_pays("papara")
+    monkeypatch.setattr(config, "HYBRID_RATES_FILE", "")  # nothing kept: the queue measures
+    assert HybridBackend(devices=[_device()], threads=2, processes=False).cpu_pays("papara")
+
+
+def test_devices_alone_fall_back_to_the_cores_when_every_device_fails(
+    problem, monkeypatch, tmp_path
+):
+    from dpalign import config
+    from dpalign.hybrid import backend as hb
+    from dpalign.hybrid.backend import HybridBackend
+
+    task, queries, blocks, expected = problem
+    monkeypatch.setattr(config, "HYBRID_RATES_FILE", str(tmp_path / "rates.json"))
+    failing = HybridBackend(
+        devices=[_device()], threads=2, processes=False, inject_failures={"gpu-0": 0}
+    )
+    hb._write_rates(failing._rates_key("papara"), {"gpu-0": 100.0, "cpu-0": 1.0, "cpu-1": 1.0})
+    assert not failing.cpu_pays("papara")
+    np.testing.assert_array_equal(_scores(failing.score(task, queries, blocks)), expected)
+    assert any(name.startswith("cpu-") for name in failing.stats.workers)
+
+
+def test_devices_alone_run_on_threads_of_this_process(problem, monkeypatch, tmp_path, cl_device):
+    """No CPU workers to share the GIL with: no device process to start and feed."""
+    from dpalign import config
+    from dpalign.hybrid import backend as hb
+    from dpalign.hybrid.backend import HybridBackend
+
+    task, queries, blocks, expected = problem
+    monkeypatch.setattr(config, "HYBRID_RATES_FILE", str(tmp_path / "rates.json"))
+    monkeypatch.setattr(config, "HYBRID_DEVICE_PROCESSES", True)
+    alone = HybridBackend(devices=[cl_device], threads=2)
+    hb._write_rates(alone._rates_key("papara"), {"gpu-0": 100.0, "cpu-0": 1.0, "cpu-1": 1.0})
+    for _ in range(2):  # the second run finds the device (and its profiles) kept
+        np.testing.assert_array_equal(_scores(alone.score(task, queries, blocks)), expected)
+    assert not alone._children and len(alone._in_thread) == 1
+    assert not any(name.startswith("cpu-") for name in alone.stats.workers)

@@ -95,3 +95,10 @@ def test_trimmed_ops_by_hand():
     assert msa.trim_ops("RRMIRMRR") == (2, b"MIRM")
     assert msa.trim_ops("RRR") == (3, b"")
     assert msa.trim_ops("IM") == (0, b"IM")
+
+
+def test_untrimmed_ops_are_the_original():
+    for ops in ("RRMIRMRR", "RRR", "IM", "MIIRM", "IRRI", "R", "I"):
+        n_sites = len(ops) - ops.count("I")
+        lead, core = msa.trim_ops(ops)
+        assert msa.untrim_ops(lead, core, n_sites) == ops

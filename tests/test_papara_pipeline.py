@@ -96,23 +96,68 @@ def test_a_failure_while_streaming_leaves_no_file(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.phy"]
 
 
+def test_batches_capped_by_reads_give_the_original_bytes(monkeypatch):
+    case = _CASES["small_11_messy_ref"]
+    monkeypatch.setattr(config, "PAPARA_BATCH_READS", 2)
+    result = papara(case / "tree.nwk", case / "ref.phy", case / "queries.fa", backend="numba")
+    assert result.to_phylip() == (case / "default.phy").read_text()
+
+
+@pytest.mark.parametrize("name", ["small_11_messy_ref", "small_01_trifurc"])
+def test_traceback_beside_device_scoring_gives_the_original_bytes(monkeypatch, cl_device, name):
+    """A device backend scores batch k + 1 while the cores trace batch k back."""
+    from dpalign.engine import get_backend
+    from dpalign.papara import _batches
+
+    case = _CASES[name]
+    monkeypatch.setattr(config, "PAPARA_OVERLAP_MIN_READS", 1)
+    monkeypatch.setattr(config, "PAPARA_OVERLAP_BATCHES", 3)
+    n_reads = sum(1 for line in open(case / "queries.fa") if line.startswith(">"))
+    assert len(_batches(n_reads, 10, overlap=True)) == min(3, n_reads) > 1
+    backend = get_backend("opencl", device=cl_device)
+    result = papara(case / "tree.nwk", case / "ref.phy", case / "queries.fa", backend=backend)
+    assert result.to_phylip() == (case / "default.phy").read_text()
+    assert set(result.stats.phases) >= {"scoring", "traceback"}
+
+
+def test_batches_cover_the_reads_once():
+    from dpalign.papara import _batches
+
+    for n_reads in (0, 1, 5, 4096, 10_000, 100_003):
+        for edges in (3, 1601):
+            for overlap in (False, True):
+                got = _batches(n_reads, edges, overlap)
+                assert got[0][0] == 0 and got[-1][1] == n_reads
+                assert all(a[1] == b[0] for a, b in zip(got, got[1:], strict=False))
+                assert all(stop - start <= config.PAPARA_BATCH_READS for start, stop in got)
+    assert len(_batches(16_040, 1601, overlap=True)) == 2
+    assert len(_batches(16_040, 1601, overlap=False)) == 1
+
+
 @given(
-    seqs=st.lists(st.text("ACGTUacgtNRY-.?*X", max_size=12), max_size=8),
+    seqs=st.lists(st.text("ACGTUacgtNRY-.?*X1 é", max_size=12), max_size=8),
     protein=st.booleans(),
+    keep=st.booleans(),
 )
-def test_reads_encoded_at_once_equal_one_at_a_time(seqs, protein):
+def test_reads_encoded_at_once_equal_one_at_a_time(seqs, protein, keep):
     import numpy as np
 
     from dpalign.alphabet import DNA, PROTEIN
-    from dpalign.papara.dataset import _encode_reads
+    from dpalign.errors import InputError
 
     alphabet = PROTEIN if protein else DNA
-    for seq, got in zip(seqs, _encode_reads(alphabet, seqs), strict=True):
-        want, lost = alphabet.encode_read(seq)
-        if got is None:  # left to the one-read encoder: something to drop
-            assert lost or len(want) < len(seq)
-        else:
-            assert got.dtype == want.dtype and np.array_equal(got, want) and not lost
+    states, lost = alphabet.encode_reads(seqs, keep_ambiguous=keep)
+    assert len(states) == len(lost) == len(seqs)
+    for seq, got, got_lost in zip(seqs, states, lost.tolist(), strict=True):
+        try:
+            want, want_lost = alphabet.encode_read(seq, keep_ambiguous=keep)
+        except (InputError, UnicodeEncodeError):  # left to the one-read encoder, which names it
+            assert got is None
+            continue
+        if got is None:  # only text that is not ASCII sends a good read to the one-read encoder
+            assert not all(s.isascii() for s in seqs)
+            continue
+        assert got.dtype == want.dtype and np.array_equal(got, want) and got_lost == want_lost
 
 
 def test_the_warm_up_leaves_no_trace_in_the_accounting():
@@ -139,3 +184,78 @@ def test_a_failing_warm_up_leaves_the_run_to_report(monkeypatch):
     case = _CASES["tiny_01"]
     result = papara(case / "tree.nwk", case / "ref.phy", case / "queries.fa", backend="numba")
     assert len(calls) == 2 and result.to_phylip() == (case / "default.phy").read_text()
+
+
+def test_a_backend_built_beside_the_reading_reports_its_error_after_the_inputs(tmp_path):
+    """The backend is built on the warm-up thread: its error reaches the caller, but an
+    error in the inputs comes first."""
+    from dpalign.errors import DpalignError, InputError
+
+    case = _CASES["tiny_01"]
+    args = (case / "tree.nwk", case / "ref.phy", case / "queries.fa")
+    with pytest.raises(DpalignError, match="no-such-backend"):
+        papara(*args, backend="no-such-backend")
+    bad = tmp_path / "bad.fa"
+    bad.write_text(">r1\nAC1GT\n")
+    with pytest.raises(InputError, match="bad.fa"):
+        papara(args[0], args[1], bad, backend="no-such-backend")
+
+    def build():
+        from dpalign.engine import get_backend
+
+        return get_backend("numba")
+
+    result = papara(*args, backend=build)
+    assert result.to_phylip() == (case / "default.phy").read_text()
+    assert list(result.stats.phases)[:3] == ["read", "tree_profiles", "scoring"]
+
+
+@pytest.mark.parametrize("name", ["small_11_messy_ref", "small_01_trifurc", "tiny_02"])
+def test_rows_streamed_during_the_batches_are_the_original_bytes(monkeypatch, tmp_path, name):
+    """Without reference gaps the alignment is written as each batch is traced back."""
+    import io
+
+    case = _CASES[name]
+    if not (case / "noref.phy").exists():
+        pytest.skip(f"{name}/noref.phy not in the golden set")
+    want = (case / "noref.phy").read_text()
+    edges = 2 * len((case / "tree.nwk").read_text().split(",")) - 2
+    monkeypatch.setattr(config, "PAPARA_BATCH_BYTES", 9 * edges * 3)  # 3 reads a batch
+    monkeypatch.setattr(config, "PAPARA_WRITE_READS", 2)
+    args = (case / "tree.nwk", case / "ref.phy", case / "queries.fa")
+    buffer = io.BytesIO()
+    result = papara(*args, backend="numba", ref_gaps=False, stream=(buffer, "phylip"))
+    assert buffer.getvalue().decode() == want == result.to_phylip()
+    assert result.stats.phases["write"] > 0
+    out = tmp_path / "out.phy"
+    argv = ["papara", "--ref", str(args[0]), "--msa", str(args[1]), "--reads", str(args[2])]
+    argv += ["--no-ref-gaps", "--out", str(out), "--backend", "numba", "--no-progress"]
+    assert main(argv) == 0
+    assert out.read_text() == want
+    with pytest.raises(ValueError, match="ref_gaps=False"):
+        papara(*args, backend="numba", stream=(io.BytesIO(), "phylip"))
+
+
+def test_a_failure_after_streamed_batches_leaves_no_file(monkeypatch, tmp_path, capsys):
+    from dpalign.errors import DpalignError
+    from dpalign.papara import traceback as papara_traceback
+
+    case = _CASES["small_11_messy_ref"]
+    edges = 2 * len((case / "tree.nwk").read_text().split(",")) - 2
+    monkeypatch.setattr(config, "PAPARA_BATCH_BYTES", 9 * edges * 3)
+    real, calls = papara_traceback.align_reads, []
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:  # the warm-up's, then two batches written, then this one fails
+            raise DpalignError("injected failure")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(papara_traceback, "align_reads", failing)
+    out = tmp_path / "out.phy"
+    argv = ["papara", "--ref", str(case / "tree.nwk"), "--msa", str(case / "ref.phy")]
+    argv += ["--reads", str(case / "queries.fa"), "--no-ref-gaps", "--out", str(out)]
+    argv += ["--backend", "numba", "--no-progress"]
+    assert main(argv) != 0
+    assert "injected failure" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -12,7 +12,7 @@ from dpalign import reference
 from dpalign.benchmarks.accuracy import score
 from dpalign.benchmarks.simulate import INSERTED, simulate
 from dpalign.engine import get_backend
-from dpalign.papara import dataset, placement, profiles, refine, traceback
+from dpalign.papara import dataset, msa, placement, profiles, refine, traceback
 from dpalign.scoring import ACCURATE
 from dpalign.simd import papara_refine as kernel
 
@@ -164,9 +164,11 @@ def test_the_second_pass_places_more_reads_perfectly_than_the_first():
     states, flags = profiles.dataset_profiles(data)
     backend = get_backend("numba")
     placed = placement.place(states, flags, data.reads, ACCURATE, backend)
-    first = traceback.align_reads(
+    leads, cores = traceback.align_reads(
         states, flags, data.reads, placed.edge, placed.score, ACCURATE, backend
     )
+    n_sites = states.shape[1]
+    first = [msa.untrim_ops(lead, core, n_sites) for lead, core in zip(leads, cores, strict=True)]
     second = refine.Refiner(data, backend).refine(data.reads, placed.edge, first, states)
     before = score([_columns(o) for o in first], sim.truth)
     after = score([_columns(o) for o in second], sim.truth)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dpalign import reference
+from dpalign import engine, reference
 from dpalign.engine import Task, get_backend, query_batch, reference_blocks
 from dpalign.scoring import ACCURATE, PaparaScoring
 from dpalign.simd import papara_score as P
@@ -255,6 +255,45 @@ def test_many_groups_on_threads_equal_the_reference(scoring):
             continue
         want = reference.papara_align(states[edges[k]], flags[edges[k]], read, scoring)
         assert (int(scores[k]), ops[k]) == want
+
+
+def _trimmed(ops: str | None, n: int) -> tuple[int, bytes]:
+    if ops is None:
+        return n, b""
+    core = ops.lstrip("R")
+    return len(ops) - len(core), core.rstrip("R").encode()
+
+
+@given(case=papara_case(max_lanes=6, max_reads=40), scoring=SCORINGS, seed=st.integers(0, 99))
+def test_trimmed_ops_are_the_trimmed_reference(case, scoring, seed):
+    states, flags, reads = case
+    n = states.shape[1]
+    edges = np.random.default_rng(seed).integers(-1, len(states), len(reads))
+    scores, ops = T.papara_align_many(states, flags, reads, edges, scoring)
+    t_scores, leads, cores = T.papara_align_many(states, flags, reads, edges, scoring, trimmed=True)
+    assert np.array_equal(scores, t_scores)
+    assert [(int(a), b) for a, b in zip(leads, cores, strict=True)] == [_trimmed(o, n) for o in ops]
+    ref = engine.align_papara_trimmed(
+        engine.get_backend("reference"), states, flags, reads, edges, scoring
+    )
+    assert np.array_equal(ref[0], t_scores) and np.array_equal(ref[1], leads)
+    assert ref[2] == cores
+
+
+def test_trimmed_very_long_pairs_alone(monkeypatch):
+    rng = np.random.default_rng(12)
+    states = rng.integers(1, 16, (3, 20)).astype(np.uint8)
+    flags = (rng.random((3, 20)) < 0.3).astype(np.uint8)
+    reads = [rng.integers(1, 15, m).astype(np.uint8) for m in (3, 30, 7, 1, 25)]
+    edges = np.array([0, 1, 2, 1, -1])
+    monkeypatch.setattr(T, "GROUP_BITS_LIMIT", 20 * 10 * P.LANES)
+    _, ops = T.papara_align_many(states, flags, reads, edges, PaparaScoring())
+    _, leads, cores = T.papara_align_many(
+        states, flags, reads, edges, PaparaScoring(), trimmed=True
+    )
+    assert [(int(a), b) for a, b in zip(leads, cores, strict=True)] == [
+        _trimmed(o, 20) for o in ops
+    ]
 
 
 def test_many_pairs_with_very_long_pairs_alone(monkeypatch):

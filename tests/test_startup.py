@@ -138,3 +138,33 @@ def test_import_dpalign_is_light(fake_path, tmp_path):
     modules, faked = _run(fake_path, tmp_path, ["--version"])
     assert not faked
     assert not [m for m in (*ALWAYS_OUT, *NO_KERNEL_OUT) if m in modules]
+
+
+@pytest.mark.parametrize("backend", ["numba", "reference"])
+def test_the_command_ends_at_once_with_its_outputs_whole(tmp_path, backend):
+    """``python -m dpalign.cli papara`` leaves by ``os._exit`` after flushing: standard output,
+    the alignment file and the placements are complete, and the exit code is 0."""
+    import os
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path.cwd()), env.get("PYTHONPATH")]))
+    args = ["--ref", str(_TINY / "tree.nwk"), "--msa", str(_TINY / "ref.phy")]
+    args += ["--reads", str(_TINY / "queries.fa"), "--backend", backend]
+    want = (_TINY / "default.phy").read_text()
+    run = [sys.executable, "-m", "dpalign.cli", "papara", *args]
+    done = subprocess.run([*run, "--out", "-"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0 and done.stdout == want
+    assert "dpalign papara:" in done.stderr
+    out, placements = tmp_path / "o.phy", tmp_path / "p.tsv"
+    done = subprocess.run(
+        [*run, "--out", str(out), "--placements", str(placements)], capture_output=True, env=env
+    )
+    assert done.returncode == 0 and out.read_text() == want
+    assert len(placements.read_text().splitlines()) == 1 + 3  # a header and the three reads
+    done = subprocess.run(
+        [*run, "--out", str(tmp_path / "missing" / "o.phy")],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0 and "error" in done.stderr

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .. import config
 from ..engine import Backend, cpu_backend, device_backends, get_backend
-from ..errors import BackendUnavailable, OptionError
+from ..errors import BackendUnavailable, DpalignError, OptionError
 from .queue import WorkQueue, make_units
 from .workers import (
     CpuWorker,
@@ -69,6 +69,47 @@ def no_gpu_device_nodes() -> bool:
     return not any(glob.glob(pattern) for pattern in patterns)
 
 
+def _rates_path():
+    from pathlib import Path
+
+    return Path(os.path.expanduser(config.HYBRID_RATES_FILE)) if config.HYBRID_RATES_FILE else None
+
+
+def _read_rates() -> dict:
+    """The kept rates (``{key: {worker: cells/s}}``); nothing where the file is missing or
+    unreadable."""
+    import json
+
+    path = _rates_path()
+    try:
+        data = json.loads(path.read_text()) if path is not None else {}
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_rates(key: str, rates: dict[str, float]) -> None:
+    """Keep ``rates`` under ``key`` (written whole to a temporary file, then renamed in);
+    a cache that cannot be written is left alone."""
+    import json
+    import tempfile
+
+    path = _rates_path()
+    if path is None:
+        return
+    data = _read_rates()
+    if data.get(key) == rates:
+        return
+    data[key] = dict(rates)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False) as handle:
+            json.dump(data, handle)
+        os.replace(handle.name, path)
+    except OSError:
+        pass
+
+
 def unit_reads(queries, blocks) -> int:
     """Reads per unit: about ``config.HYBRID_UNIT_CELLS`` cells against one block."""
     if not len(queries) or not blocks:
@@ -108,6 +149,7 @@ class HybridBackend(Backend):
 
     def __post_init__(self) -> None:
         self._children: dict[tuple[str, int], object] = {}
+        self._in_thread: dict[tuple[str, int], Backend] = {}
         # Measured throughput of each worker (cells/s) per kernel family, carried from run to
         # run: later runs open with device takes of the right size.
         self._rates: dict[str, dict[str, float]] = {}
@@ -139,10 +181,15 @@ class HybridBackend(Backend):
             )
         return "it cannot run with these options"
 
-    def _device_workers(self, n_blocks: int, failures: dict, chunk_reads: int) -> list:
+    def _device_workers(
+        self, n_blocks: int, failures: dict, chunk_reads: int, alone: bool = False
+    ) -> list:
         """The device workers: ``config.HYBRID_STREAMS`` per OpenCL device (``gpu-0``,
         ``gpu-0.1``...), each with queues of its own, in a child process when ``processes``;
-        a ready Backend given in ``devices`` runs on a thread of its own."""
+        a ready Backend given in ``devices`` runs on a thread of its own. One device working
+        ``alone`` (no CPU workers, no other device to share the GIL with) runs on a thread
+        unless ``processes`` was set: a child process costs a second interpreter's start and a
+        copy of each run's reads."""
         from .devproc import DeviceProcess
 
         selectors = self.devices if self.devices is not None else gpu_selectors()
@@ -151,7 +198,11 @@ class HybridBackend(Backend):
         device_cls = device_backend()
         if device_cls is None and any(not isinstance(s, Backend) for s in selectors):
             raise BackendUnavailable("the hybrid backend found no device backend")
-        processes = config.HYBRID_DEVICE_PROCESSES if self.processes is None else self.processes
+        if self.processes is not None:
+            processes = self.processes
+        else:
+            # one device alone has nothing to share the GIL with; several still would
+            processes = config.HYBRID_DEVICE_PROCESSES and not (alone and len(selectors) == 1)
         workers = []
         for d, sel in enumerate(selectors):
             if isinstance(sel, Backend):
@@ -167,8 +218,13 @@ class HybridBackend(Backend):
                     worker = ProcessDeviceWorker(
                         name, self._children[key], n_blocks, failures.get(name), chunk_reads
                     )
-                else:
-                    backend = get_backend(device_cls.name, device=sel, stream=stream)
+                else:  # kept: the device keeps the profiles it holds from run to run
+                    key = (sel, stream)
+                    if key not in self._in_thread:
+                        self._in_thread[key] = get_backend(
+                            device_cls.name, device=sel, stream=stream
+                        )
+                    backend = self._in_thread[key]
                     worker = DeviceWorker(name, backend, n_blocks, failures.get(name), chunk_reads)
                 workers.append(worker)
         return workers
@@ -202,20 +258,64 @@ class HybridBackend(Backend):
             return self.cpu_workers
         return config.cpu_threads(self.threads)
 
+    def _known_rates(self, kernel: str) -> dict[str, float]:
+        """The workers' measured rates (cells/s) for a kernel family: this process's, else
+        the ones kept in ``config.HYBRID_RATES_FILE`` for this CPU count and these devices."""
+        if kernel not in self._rates:
+            kept = _read_rates().get(self._rates_key(kernel), {})
+            self._rates[kernel] = {k: float(v) for k, v in kept.items()}
+        return self._rates[kernel]
+
+    def _rates_key(self, kernel: str) -> str:
+        selectors = self.devices if self.devices is not None else gpu_selectors()
+        names = ",".join(s if isinstance(s, str) else type(s).__name__ for s in selectors)
+        return f"{kernel}|{self._n_cpu()} cpu|{names}"
+
+    def _keep_rates(self, kernel: str) -> None:
+        """Store this kernel family's rates where the next process finds them."""
+        rates = self._rates.get(kernel)
+        if rates:
+            _write_rates(self._rates_key(kernel), rates)
+
+    def cpu_pays(self, kernel: str) -> bool:
+        """Whether the CPU workers join the devices' queue (the rule of ``auto`` on a GPU
+        machine): yes unless their measured share of the cells is below
+        ``config.HYBRID_MIN_CPU_SHARE``; with nothing measured yet, yes (the queue measures)."""
+        rates = self._known_rates(kernel)
+        cpu = sum(v for k, v in rates.items() if k.startswith("cpu-"))
+        device = sum(v for k, v in rates.items() if not k.startswith("cpu-"))
+        if cpu <= 0 or device <= 0:
+            return True
+        return cpu / (cpu + device) >= config.HYBRID_MIN_CPU_SHARE
+
     def score(self, task, queries, blocks, progress=None):
         failures = {
             **parse_failures(os.environ.get("DPALIGN_INJECT_FAILURES")),
             **(self.inject_failures or {}),
         }
-        cpu = cpu_backend(threads=1)
         if not len(queries) or not blocks:
             return empty_results(queries, blocks)
+        if self.cpu_pays(task.kernel):
+            return self._score(task, queries, blocks, progress, failures, with_cpu=True)
+        log.info(
+            "hybrid: the devices alone (the CPU's measured share is below %.0f%%)",
+            100 * config.HYBRID_MIN_CPU_SHARE,
+        )
+        try:
+            return self._score(task, queries, blocks, progress, failures, with_cpu=False)
+        except DpalignError as exc:  # every device failed: the cores take the run, as they
+            log.warning("hybrid: %s; the run starts again with the CPU workers", exc)
+            return self._score(task, queries, blocks, progress, failures, with_cpu=True)
+
+    def _score(self, task, queries, blocks, progress, failures: dict, with_cpu: bool):
+        """One run of the work queue: the device workers, and the CPU workers ``with_cpu``
+        (or where there is no device)."""
+        cpu = cpu_backend(threads=1)
         reads_per_unit = unit_reads(queries, blocks)
-        devices = self._device_workers(len(blocks), failures, reads_per_unit)
+        devices = self._device_workers(len(blocks), failures, reads_per_unit, not with_cpu)
         nice = config.HYBRID_CPU_NICE if devices else 0
-        workers = [
-            CpuWorker(f"cpu-{k}", cpu, failures.get(f"cpu-{k}"), nice) for k in range(self._n_cpu())
-        ]
+        n_cpu = self._n_cpu() if with_cpu or not devices else 0
+        workers = [CpuWorker(f"cpu-{k}", cpu, failures.get(f"cpu-{k}"), nice) for k in range(n_cpu)]
         workers = devices + workers  # device threads start first: the GPU is the long pole
         if not workers:
             raise OptionError("the hybrid backend needs at least one worker")
@@ -229,7 +329,7 @@ class HybridBackend(Backend):
         in_processes = [w for w in workers if isinstance(w, ProcessDeviceWorker)]
         if not in_processes:
             self.last_queue = WorkQueue(units)
-            return run_workers(
+            results = run_workers(
                 workers,
                 self.last_queue,
                 task,
@@ -237,8 +337,10 @@ class HybridBackend(Backend):
                 blocks,
                 self.stats,
                 progress,
-                known_rates=self._rates.setdefault(task.kernel, {}),
+                known_rates=self._known_rates(task.kernel),
             )
+            self._keep_rates(task.kernel)
+            return results
         from .devproc import SharedResults
 
         shared = SharedResults(len(queries), blocks)
@@ -255,8 +357,9 @@ class HybridBackend(Backend):
                 self.stats,
                 progress,
                 results=[shared.block(b) for b in range(len(blocks))],
-                known_rates=self._rates.setdefault(task.kernel, {}),
+                known_rates=self._known_rates(task.kernel),
             )
+            self._keep_rates(task.kernel)
             return shared.blocks()
         finally:
             shared.close()

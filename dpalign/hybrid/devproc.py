@@ -51,7 +51,10 @@ def _child(conn, kind: str, device: str, stream: int) -> None:  # pragma: no cov
     scores = width = mapping = None
     task = queries = blocks = offsets = None
     while True:
-        message = conn.recv()
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):  # the parent ended (the CLI exits without a "stop")
+            break
         kind = message[0]
         try:
             if kind == "stop":
@@ -113,6 +116,11 @@ def _child(conn, kind: str, device: str, stream: int) -> None:  # pragma: no cov
             conn.send(("done", kernel, now[0] - waited[0], now[1] - waited[1], timing))
         except Exception as exc:  # reported to the parent, which gives the units back
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    # Stopped, or the parent is gone: nothing is left to hand back (the results are in the
+    # parent's shared file), so the interpreter's teardown of the OpenCL context and the
+    # arrays is skipped. A parent that reads the command's output through a pipe this child
+    # inherited would otherwise wait for that teardown too.
+    os._exit(0)
 
 
 class SharedResults:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -173,16 +174,7 @@ class PaparaResult:
         refs = self._reference_rows()
         width = len(refs[0]) if refs else 0
         yield data.ref_names, np.frombuffer(b"".join(refs), dtype=np.uint8).reshape(-1, width)
-        step = config.PAPARA_WRITE_READS
-        n_sites = data.n_columns
-        for start in range(0, len(data.reads), step):
-            stop = min(start + step, len(data.reads))
-            leads, cores = self._ops.batch(start, stop)
-            states = data.reads[start:stop]
-            flat = np.concatenate(states) if states else np.zeros(0, data.alphabet.dtype)
-            letters = np.frombuffer(self._printer.letters(flat).encode("ascii"), np.uint8)
-            block = msa_output.render_reads(leads, cores, letters, n_sites, self._widths)
-            yield data.read_names[start:stop], block
+        yield from _read_blocks(data, self._ops, self._printer, self._widths, 0, len(data.reads))
 
     def write(self, handle, fmt: str = "phylip") -> None:
         """Stream the alignment to a binary ``handle`` (``phylip`` or ``fasta``)."""
@@ -255,11 +247,12 @@ def papara(
     gap_model: str = "likelihood",
     scoring: str | PaparaScoring = "papara2",
     ref_gaps: bool = True,
-    backend: str | Backend = "auto",
+    backend: str | Backend | Callable[[], Backend] = "auto",
     threads: int | None = None,
     progress=None,
     msa_=None,
     accurate: bool = False,
+    stream=None,
 ) -> PaparaResult:
     """Align reads to a reference alignment and tree, as PaPaRa 2.5 does.
 
@@ -278,8 +271,10 @@ def papara(
     scoring : "papara2", "bmc2012", "o:e:m:mc" or PaparaScoring
     ref_gaps : bool
         Let insertions add gap columns to the reference (False = PaPaRa's ``-r``).
-    backend : str or Backend
-        ``"auto"``, ``"numba"``, ``"reference"``, ``"opencl"``, ``"hybrid"``...
+    backend : str, Backend or callable
+        ``"auto"``, ``"numba"``, ``"reference"``, ``"opencl"``, ``"hybrid"``..., or a function
+        of no arguments that returns a Backend (called on a thread while the inputs are read,
+        as the CLI does: finding the OpenCL devices takes a third of a second).
     threads : int, optional
         CPU worker threads.
     progress : callable, optional
@@ -292,6 +287,12 @@ def papara(
         second pass (:mod:`dpalign.papara.refine`, on the CPU whatever the backend) that
         re-aligns each read against its edge's distance-weighted residue and gap frequencies
         by posterior decoding. The placements are the first pass's.
+    stream : (binary handle, "phylip" or "fasta"), optional
+        With ``ref_gaps=False`` only: write the alignment to the handle as each batch of
+        reads is traced back (the columns are the reference's, so no later read changes an
+        earlier row), while the device scores the next batch; a million-read run then has
+        no write phase of its own at the end. The result's :meth:`PaparaResult.write` still
+        renders the same bytes again if asked.
 
     Returns
     -------
@@ -308,20 +309,35 @@ def papara(
         msa = msa_
     if msa is None:
         raise TypeError("papara() needs the reference alignment (msa)")
+    if stream is not None and ref_gaps:
+        raise ValueError(
+            "papara(stream=...) needs ref_gaps=False (reference gaps are known "
+            "only once every read is aligned)"
+        )
     if accurate and scoring == "papara2":
         scoring = ACCURATE
     scoring = papara_scoring(scoring)
-    engine = get_backend(backend, threads=threads) if not isinstance(backend, Backend) else backend
-    stats = engine.stats
-    warm = _WarmUp(engine, scoring, protein)  # kernels load while the inputs are read
+    if isinstance(backend, Backend):
+        threads = backend.threads
+    elif not callable(backend):
+        name = backend
+        backend = lambda: get_backend(name, threads=threads)  # noqa: E731 - built on a thread
+    # The backend is found (OpenCL's platforms: ~0.3 s on the H100 host) and its kernels
+    # loaded on a thread of its own while the inputs are read.
+    warm = _WarmUp(backend, scoring, protein)
+    early = RunStats()
     try:
-        with _phase(stats, "read"):
+        with _phase(early, "read"):
             data = dataset.load(tree, msa, reads, protein=protein, keep_ambiguous=accurate)
-        with _phase(stats, "tree_profiles"):
-            states, flags = profiles.dataset_profiles(data, gap_model)
-    finally:
-        with stats.phase("scoring"):  # what kernel loading the reading did not hide
-            warm.join()
+        with _phase(early, "tree_profiles"):
+            states, flags = profiles.dataset_profiles(data, gap_model, threads=threads)
+    except BaseException:
+        warm.join(quiet=True)  # the inputs' error comes first
+        raise
+    with early.phase("scoring"):  # what finding the backend and its kernels did not hide
+        engine = warm.join()
+    stats = engine.stats
+    stats.add_phases(early)
     n_edges, n_cols = states.shape
     lengths = np.fromiter(map(len, data.reads), dtype=np.int64, count=len(data.reads))
     cells = n_edges * n_cols * int(lengths.sum())
@@ -342,25 +358,76 @@ def papara(
     ties = np.zeros(len(data.reads), dtype=np.int64)
     ops = msa_output.TrimmedOps(n_cols)
     refiner = refine.Refiner(data, engine) if accurate else None
-    step = max(1, config.PAPARA_BATCH_BYTES // (9 * max(n_edges, 1)))
-    for start in range(0, max(len(data.reads), 1), step):
-        stop = min(start + step, len(data.reads))
-        reads_b = data.reads[start:stop]
+    printer = _ReadPrinter(data.alphabet) if accurate else None
+    writer = None
+    if stream is not None:
+        with stats.phase("write"):
+            handle, fmt = stream
+            names = data.ref_names + data.read_names
+            writer = RowWriter(handle, fmt, names, n_cols)
+            refs = [data.alphabet.letters(row).encode("ascii") for row in data.ref_states]
+            writer.write(
+                data.ref_names, np.frombuffer(b"".join(refs), np.uint8).reshape(-1, n_cols)
+            )
+    overlap = engine.kind in ("device", "pool")  # the scoring leaves (some) cores free
+    batches = _batches(len(data.reads), n_edges, overlap)
+
+    with stats.phase("scoring"):  # laid out once: a device keeps them across batches
+        blocks = placement.pack_profiles(states, flags, engine) if n_edges else None
+
+    def score_batch(start: int, stop: int):
         with stats.phase("scoring", n_edges * n_cols * int(lengths[start:stop].sum())):
-            placed = placement.place(states, flags, reads_b, scoring, engine, tick)
+            reads = data.reads[start:stop]
+            return placement.place(states, flags, reads, scoring, engine, tick, blocks)
+
+    def trace_batch(start: int, stop: int, placed) -> None:
         with stats.phase("traceback"):
-            batch_ops = traceback.align_reads(
-                states, flags, reads_b, placed.edge, placed.score, scoring, engine
+            leads, cores = traceback.align_reads(
+                states,
+                flags,
+                data.reads[start:stop],
+                placed.edge,
+                placed.score,
+                scoring,
+                engine,
             )
         if refiner is not None:
             with stats.phase("refine"):
-                batch_ops = refiner.refine(reads_b, placed.edge, batch_ops, states)
-        ops.extend(batch_ops)
+                first = [
+                    msa_output.untrim_ops(lead, core, n_cols)
+                    for lead, core in zip(leads, cores, strict=True)
+                ]
+                ops.extend(refiner.refine(data.reads[start:stop], placed.edge, first, states))
+        else:
+            ops.extend_trimmed(leads, cores)
+        if writer is not None:
+            with stats.phase("write"):
+                for names, block in _read_blocks(
+                    data, ops, printer or data.alphabet, None, start, stop
+                ):
+                    writer.write(names, block)
         edge[start:stop] = placed.edge
         score[start:stop] = placed.score
         second_edge[start:stop] = placed.second_edge
         second_score[start:stop] = placed.second_score
         ties[start:stop] = placed.ties
+
+    if overlap and len(batches) > 1:
+        # The device scores batch k + 1 while the cores trace batch k back (a work queue's
+        # CPU workers take fewer units meanwhile); only the last batch's traceback is left
+        # in the open.
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1, thread_name_prefix="dpalign-scoring") as pool:
+            pending = pool.submit(score_batch, *batches[0])
+            for k, (start, stop) in enumerate(batches):
+                placed = pending.result()
+                if k + 1 < len(batches):
+                    pending = pool.submit(score_batch, *batches[k + 1])
+                trace_batch(start, stop, placed)
+    else:
+        for start, stop in batches:
+            trace_batch(start, stop, score_batch(start, stop))
     _log_phase(stats, "scoring")
     _log_phase(stats, "traceback")
     if refiner is not None:
@@ -381,9 +448,36 @@ def papara(
         "columns": n_cols,
         "cells": cells,
     }
-    printer = _ReadPrinter(data.alphabet) if accurate else None
     support, fit = placed.support(scoring), placed.fit(scoring, lengths)
     return PaparaResult(data, ops, placed, support, fit, clades, ref_gaps, stats, settings, printer)
+
+
+def _batches(n_reads: int, n_edges: int, overlap: bool) -> list[tuple[int, int]]:
+    """(start, stop) of the read batches: score matrices under ``PAPARA_BATCH_BYTES`` and at
+    most ``PAPARA_BATCH_READS`` reads; where the traceback overlaps the scoring, at least
+    ``PAPARA_OVERLAP_BATCHES`` batches (of at least ``PAPARA_OVERLAP_MIN_READS`` reads), so
+    that all but the last batch's traceback hide behind the device's scoring."""
+    step = max(
+        1, min(config.PAPARA_BATCH_BYTES // (9 * max(n_edges, 1)), config.PAPARA_BATCH_READS)
+    )
+    if overlap:
+        parts = min(config.PAPARA_OVERLAP_BATCHES, n_reads // config.PAPARA_OVERLAP_MIN_READS)
+        if parts > 1:
+            step = min(step, -(-n_reads // parts))
+    return [(a, min(a + step, n_reads)) for a in range(0, max(n_reads, 1), step)]
+
+
+def _read_blocks(data, ops, printer, widths, start: int, stop: int):
+    """(names, uint8 rows matrix) of reads ``start:stop``, ``PAPARA_WRITE_READS`` at a time."""
+    step = config.PAPARA_WRITE_READS
+    for lo in range(start, stop, step):
+        hi = min(lo + step, stop)
+        leads, cores = ops.batch(lo, hi)
+        states = data.reads[lo:hi]
+        flat = np.concatenate(states) if states else np.zeros(0, data.alphabet.dtype)
+        letters = np.frombuffer(printer.letters(flat).encode("ascii"), np.uint8)
+        block = msa_output.render_reads(leads, cores, letters, data.n_columns, widths)
+        yield data.read_names[lo:hi], block
 
 
 class _ReadPrinter:
@@ -394,27 +488,39 @@ class _ReadPrinter:
 
 
 class _WarmUp:
-    """Score and trace back one tiny read on a thread of its own, so that the backend loads
-    its kernels (Numba's cached machine code, an OpenCL program) while the inputs are read.
+    """Build the backend, then score and trace back one tiny read, on a thread of its own, so
+    that the backend is found and loads its kernels (Numba's cached machine code, an OpenCL
+    program) while the inputs are read.
 
-    The warm-up goes through the same backend calls as the run, so it loads exactly what the
-    run needs; its accounting goes to a throw-away ``RunStats``, and any error is left for the
-    real run to raise.
+    ``backend`` is a Backend or a function that builds one (an error building it is raised
+    by :meth:`join`). The warm-up goes through the same backend calls as the run, so it loads
+    exactly what the run needs; its accounting goes to a throw-away ``RunStats``, and any
+    error of the warm-up itself is left for the real run to raise.
     """
 
-    def __init__(self, engine: Backend, scoring: PaparaScoring, protein: bool) -> None:
+    def __init__(self, backend, scoring: PaparaScoring, protein: bool) -> None:
         import threading
 
-        self.engine = engine
-        self.stats = engine.stats
-        engine.stats = RunStats()
+        self.engine: Backend | None = None
+        self.stats: RunStats | None = None
+        self.error: BaseException | None = None
         alphabet = PROTEIN if protein else DNA
         self.thread = threading.Thread(
-            target=self._run, args=(scoring, alphabet), name="dpalign-warmup", daemon=True
+            target=self._run,
+            args=(backend, scoring, alphabet),
+            name="dpalign-warmup",
+            daemon=True,
         )
         self.thread.start()
 
-    def _run(self, scoring: PaparaScoring, alphabet) -> None:
+    def _run(self, backend, scoring: PaparaScoring, alphabet) -> None:
+        try:
+            engine = backend if isinstance(backend, Backend) else backend()
+        except BaseException as exc:  # raised on the caller's thread by join()
+            self.error = exc
+            return
+        self.engine, self.stats = engine, engine.stats
+        engine.stats = RunStats()
         try:
             states = np.full((1, 4), alphabet.gap, dtype=alphabet.dtype)
             flags = np.zeros((1, 4), dtype=np.uint8)
@@ -426,9 +532,15 @@ class _WarmUp:
         except Exception as exc:  # the run itself will meet and report it
             log.debug("warm-up: %s", exc)
 
-    def join(self) -> None:
+    def join(self, quiet: bool = False) -> Backend:
+        """The backend, its own accounting back in place; raises what building it raised
+        (unless ``quiet``, on the way out of another error)."""
         self.thread.join()
-        self.engine.stats = self.stats
+        if self.engine is not None:
+            self.engine.stats = self.stats
+        if self.error is not None and not quiet:
+            raise self.error
+        return self.engine
 
 
 #: What the phases are called where a user reads them.

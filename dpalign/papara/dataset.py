@@ -93,6 +93,20 @@ def load(
     keep_ambiguous : bool
         Keep ``N`` (``X``...) in reads as state sets instead of dropping them (accurate mode).
     """
+    import gc
+
+    # Millions of small objects (records, names, read arrays) and no cycles among them: the
+    # collector's passes over them took seconds of a million-read load.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _load(tree, msa, reads, protein, tree_path, msa_path, reads_path, keep_ambiguous)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _load(tree, msa, reads, protein, tree_path, msa_path, reads_path, keep_ambiguous):
     alphabet = PROTEIN if protein else DNA
     root, tree_path = _tree(tree, tree_path)
     papara_tree = build_tree(root, tree_path)
@@ -134,16 +148,18 @@ def load(
     data_warnings: list[str] = []
     records = [(r, reads_path) for r in read_records] + [(r, msa_path) for r in extra_records]
     read_names = [rec.name for rec, _ in records]
-    read_states = _encode_reads(alphabet, [rec.seq for rec, _ in records])
-    for k, (rec, source) in enumerate(records):
-        if read_states[k] is not None and read_states[k].size:
-            continue
-        # the few reads with characters to drop (or none at all) take the one-read encoder,
-        # which also finds the characters that cannot be in a sequence
-        try:
-            encoded, lost = alphabet.encode_read(rec.seq, rec.name, keep_ambiguous)
-        except InputError as exc:
-            raise _located(exc, rec, source) from None
+    read_states, n_lost = alphabet.encode_reads([rec.seq for rec, _ in records], keep_ambiguous)
+    sizes = np.fromiter(
+        (-1 if s is None else s.size for s in read_states), dtype=np.int64, count=len(records)
+    )
+    for k in np.flatnonzero((n_lost > 0) | (sizes <= 0)).tolist():
+        rec, source = records[k]
+        encoded, lost = read_states[k], int(n_lost[k])
+        if encoded is None:  # a character that cannot be in a sequence: the one-read encoder
+            try:  # names it
+                encoded, lost = alphabet.encode_read(rec.seq, rec.name, keep_ambiguous)
+            except InputError as exc:
+                raise _located(exc, rec, source) from None
         if lost:
             data_warnings.append(
                 f"read {rec.name!r}: {lost} character(s) that are not {alphabet.name} states "
@@ -197,8 +213,8 @@ def _check_alphabet(alphabet: StateAlphabet, ref_records, read_records) -> None:
 
     def share(records) -> float | None:
         raw = np.frombuffer("".join(r.seq for r in records).encode("ascii", "replace"), np.uint8)
-        letters = raw[_LETTER[raw]]
-        return float(_ACGTUN[letters].mean()) if letters.size else None
+        letters = np.count_nonzero(_LETTER[raw])  # counted, not gathered into new arrays
+        return np.count_nonzero(_ACGTUN[raw]) / letters if letters else None
 
     if alphabet is DNA:
         for what, records in (("reference alignment", ref_records), ("reads", read_records)):
@@ -216,30 +232,6 @@ def _check_alphabet(alphabet: StateAlphabet, ref_records, read_records) -> None:
                 "reads are A, C, G, T, U or N; run without --protein (protein=False) for "
                 "nucleotide data"
             )
-
-
-def _encode_reads(alphabet: StateAlphabet, seqs: list[str]) -> list[np.ndarray | None]:
-    """Encode every read in one pass over their characters laid end to end.
-
-    A read in which every character is a read state is its states (a view into one array);
-    a read with any other character is None, for :meth:`StateAlphabet.encode_read`. One pass
-    instead of a few NumPy calls per read: a million reads encode in about a second.
-    """
-    if not seqs:
-        return []
-    lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
-    try:
-        raw = np.frombuffer("".join(seqs).encode("ascii"), dtype=np.uint8)
-    except UnicodeEncodeError:
-        return [None] * len(seqs)
-    states = alphabet.read_lut[raw].astype(alphabet.dtype, copy=False)
-    ends = np.cumsum(lengths)
-    out: list[np.ndarray | None] = np.split(states, ends[:-1])
-    bad = np.flatnonzero(states == 0)
-    if bad.size:
-        for k in np.unique(np.searchsorted(ends, bad, side="right")).tolist():
-            out[k] = None
-    return out
 
 
 def _encode_row(alphabet: StateAlphabet, rec: Record, path) -> np.ndarray:

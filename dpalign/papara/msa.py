@@ -106,6 +106,14 @@ def trim_ops(ops: str) -> tuple[int, bytes]:
     return lead, core.rstrip("R").encode("ascii")
 
 
+def untrim_ops(lead: int, core: bytes, n_sites: int) -> str:
+    """The op string that :func:`trim_ops` made ``(lead, core)`` of (``R`` pads both ends
+    out to ``n_sites`` site ops), for a pass that works on whole op strings."""
+    text = core.decode("ascii")
+    sites = lead + len(text) - text.count("I")
+    return "R" * lead + text + "R" * (n_sites - sites)
+
+
 class TrimmedOps:
     """The alignments of many reads, trimmed (:func:`trim_ops`), in read order."""
 
@@ -122,7 +130,11 @@ class TrimmedOps:
         """Add alignments (in read order) and raise the gap-slot widths to cover them."""
         trimmed = [trim_ops(o) for o in ops]
         leads = np.fromiter((t[0] for t in trimmed), dtype=np.int64, count=len(trimmed))
-        cores = [t[1] for t in trimmed]
+        self.extend_trimmed(leads, [t[1] for t in trimmed])
+
+    def extend_trimmed(self, leads: np.ndarray, cores: list[bytes]) -> None:
+        """:meth:`extend` with alignments already trimmed (:func:`trim_ops` of each)."""
+        leads = np.asarray(leads, dtype=np.int64)
         self.leads.append(leads)
         self.cores.extend(cores)
         if not cores:

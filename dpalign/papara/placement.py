@@ -57,6 +57,12 @@ def profile_blocks(states: np.ndarray, flags: np.ndarray, width: int = config.BL
     return reference_blocks(list(states), width=width, flags=list(flags), dtype=states.dtype)
 
 
+def pack_profiles(states: np.ndarray, flags: np.ndarray, backend: Backend) -> list:
+    """The edge profiles as reference blocks in the lanes ``backend`` prefers (the OpenCL
+    kernels read every profile side by side)."""
+    return engine.pack(backend, "papara", list(states), flags=list(flags), dtype=states.dtype)
+
+
 def place(
     states: np.ndarray,
     flags: np.ndarray,
@@ -64,10 +70,16 @@ def place(
     scoring: PaparaScoring,
     backend: Backend,
     progress=None,
+    blocks=None,
+    fold_kernel: bool = True,
 ) -> Placements:
     """Score all reads against all edges and keep the best edge of each read.
 
-    Ties go to the lower edge index. Lower is better for ``bmc2012``.
+    Ties go to the lower edge index. Lower is better for ``bmc2012``. ``blocks``: the
+    profiles as :func:`pack_profiles` laid them out for ``backend``, shared by the batches of
+    one run (a device keeps the set it last uploaded; new blocks are laid out and sent again).
+    Each block's scores are folded into the per-read best in the engine's CPU kernel where
+    there is one (``fold_kernel=False``: the NumPy form it is tested against).
     """
     n_edges, n_cols = states.shape
     nonempty = np.flatnonzero([len(r) > 0 for r in reads])
@@ -80,8 +92,8 @@ def place(
     if nonempty.size == 0 or n_edges == 0:
         return Placements(edge, best, width, 0, second_edge, second, ties)
     batch = query_batch([reads[k] for k in nonempty], dtype=states.dtype)
-    # In the lanes the backend prefers (the OpenCL kernels read every profile side by side).
-    blocks = engine.pack(backend, "papara", list(states), flags=list(flags), dtype=states.dtype)
+    if blocks is None:
+        blocks = pack_profiles(states, flags, backend)
     task = Task("papara", scoring)
     results = backend.score(task, batch, blocks, progress=progress)
     sign = -1 if scoring.minimize else 1
@@ -93,9 +105,15 @@ def place(
     run_second_edge = np.full(len(nonempty), -1, dtype=np.int64)
     run_ties = np.zeros(len(nonempty), dtype=np.int64)
     rows = np.arange(len(nonempty))
+    running = (run_best, run_edge, run_width, run_second, run_second_edge, run_ties)
     for block, result in zip(blocks, results, strict=True):
         lanes = np.flatnonzero(block.ids >= 0)
         ids = block.ids[lanes]
+        if fold_kernel and engine.cpu_papara_fold(
+            result.scores, result.width, lanes, ids, sign, running, backend.threads
+        ):
+            continue
+        run_best, run_edge, run_width, run_second, run_second_edge, run_ties = running
         signed = sign * result.scores[:, lanes]
         lane = np.argmax(signed, axis=1)  # first maximum: the lower edge
         value = signed[rows, lane]
@@ -120,6 +138,8 @@ def place(
         run_best = np.where(better, value, run_best)
         run_edge = np.where(better, ids[lane], run_edge)
         run_width = np.where(better, result.width[rows, lanes[lane]], run_width)
+        running = (run_best, run_edge, run_width, run_second, run_second_edge, run_ties)
+    run_best, run_edge, run_width, run_second, run_second_edge, run_ties = running
     edge[nonempty] = run_edge
     best[nonempty] = sign * run_best
     width[nonempty] = run_width

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import engine
 from ..errors import OptionError
 from .tree import PaparaTree
 
@@ -60,12 +61,68 @@ def _combine(a: _Subtree, za: float, b: _Subtree, zb: float, g: float) -> _Subtr
     return _Subtree(state, lik0, lik1, aux, tip=False)
 
 
+def combine_schedule(tree: PaparaTree, gap_fraction: float) -> tuple[list, np.ndarray, np.ndarray]:
+    """The combines that give every edge's profile, in bottom-up order, for the CPU kernel.
+
+    Returns ``(tips, ops, trans)``: the tip nodes (slot k is ``tips[k]``'s row), one row
+    ``(dst, a, b, a or b is a tip)`` per combine (dst >= 0: a new slot after the tips; dst < 0:
+    the virtual root of edge ``-1 - dst``) and its eight transition probabilities (a's branch
+    then b's, :func:`_transition`). Each directed subtree is one combine, shared by every edge
+    that needs it, as in :func:`edge_profiles`' NumPy form.
+    """
+    g = gap_fraction
+    tips = [node for node in range(len(tree.names)) if tree.is_tip(node)]
+    slot: dict[tuple[int, int], int] = {}
+    tip_slot = {node: k for k, node in enumerate(tips)}
+    ops: list[tuple[int, int, int, int]] = []
+    trans: list[tuple[float, ...]] = []
+    next_slot = len(tips)
+
+    def directed(parent: int, node: int) -> int:
+        nonlocal next_slot
+        stack = [(parent, node)]
+        while stack:
+            p, q = stack[-1]
+            if tree.is_tip(q):
+                stack.pop()
+                continue
+            if (p, q) in slot:
+                stack.pop()
+                continue
+            kids = [(c, z) for c, z in tree.neighbors[q] if c != p]
+            missing = [(q, c) for c, _ in kids if not tree.is_tip(c) and (q, c) not in slot]
+            if missing:
+                stack.extend(missing)
+                continue
+            (c1, z1), (c2, z2) = kids
+            a = tip_slot[c1] if tree.is_tip(c1) else slot[(q, c1)]
+            b = tip_slot[c2] if tree.is_tip(c2) else slot[(q, c2)]
+            ops.append((next_slot, a, b, int(tree.is_tip(c1) or tree.is_tip(c2))))
+            trans.append(_transition(g, z1) + _transition(g, z2))
+            slot[(p, q)] = next_slot
+            next_slot += 1
+            stack.pop()
+        return tip_slot[node] if tree.is_tip(node) else slot[(parent, node)]
+
+    for k, edge in enumerate(tree.edges):
+        a, b = directed(edge.v, edge.u), directed(edge.u, edge.v)
+        ops.append((-1 - k, a, b, int(tree.is_tip(edge.u) or tree.is_tip(edge.v))))
+        trans.append(_transition(g, edge.length) * 2)
+    return (
+        tips,
+        np.array(ops, dtype=np.int64).reshape(-1, 4),
+        np.array(trans, dtype=np.float64).reshape(-1, 8),
+    )
+
+
 def edge_profiles(
     tree: PaparaTree,
     tip_states: dict[int, np.ndarray],
     gap_state: int,
     gap_fraction: float,
     gap_model: str = "likelihood",
+    threads: int | None = None,
+    kernel: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Compute the state and gap-flag vector of every edge.
 
@@ -79,6 +136,11 @@ def edge_profiles(
     gap_fraction : float
         g: literal ``-`` characters / (reference rows x kept columns).
     gap_model : {"likelihood", "cgap"}
+    threads : int, optional
+        CPU threads for the kernel (default: one per core).
+    kernel : bool
+        Run the schedule in the engine's CPU kernel where there is one (False: the NumPy
+        form, one combine of whole rows at a time, which the kernel is tested against).
 
     Returns
     -------
@@ -88,6 +150,14 @@ def edge_profiles(
     """
     if gap_model not in GAP_MODELS:
         raise OptionError(f"unknown gap model {gap_model!r} (known: likelihood, cgap)")
+    if kernel and tip_states:
+        tips, ops, trans = combine_schedule(tree, gap_fraction)
+        rows = np.stack([tip_states[node] for node in tips])
+        done = engine.cpu_papara_profiles(
+            rows, gap_state, ops, trans, len(tree.edges), gap_model == "cgap", threads
+        )
+        if done is not None:
+            return done
     g = gap_fraction
     memo: dict[tuple[int, int], _Subtree] = {}
 
@@ -136,8 +206,12 @@ def edge_profiles(
     return states, flags
 
 
-def dataset_profiles(data, gap_model: str = "likelihood") -> tuple[np.ndarray, np.ndarray]:
+def dataset_profiles(
+    data, gap_model: str = "likelihood", threads: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`edge_profiles` of a loaded :class:`dpalign.papara.dataset.PaparaData` (its tips'
     reference rows, its alphabet's gap state and gap fraction)."""
     tips = {node: data.ref_states[row] for node, row in data.tip_rows.items()}
-    return edge_profiles(data.tree, tips, data.alphabet.gap, data.gap_fraction, gap_model)
+    return edge_profiles(
+        data.tree, tips, data.alphabet.gap, data.gap_fraction, gap_model, threads=threads
+    )

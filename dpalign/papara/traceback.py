@@ -18,28 +18,28 @@ def align_reads(
     best_score: np.ndarray,
     scoring: PaparaScoring,
     backend: Backend | str = "auto",
-) -> list[str]:
-    """Trace back every read against its best edge; return one op string per read.
+) -> tuple[np.ndarray, list[bytes]]:
+    """Trace back every read against its best edge, in the writer's trimmed form.
 
     The pairs go through the engine's traceback door (``backend`` when it traces, else the
-    CPU backend). Empty reads (edge -1) become all ``R``. The traceback's score is checked
+    CPU backend). Returns ``(leads, cores)`` (see :class:`dpalign.papara.msa.TrimmedOps`):
+    per read the number of ``R`` before its first ``M``/``I`` and the ops from there to the
+    last ``M``/``I``; empty reads (edge -1) are all ``R``. The traceback's score is checked
     against the scoring phase's: a mismatch means a kernel is wrong, and is reported, never
     written.
     """
-    n_cols = states.shape[1]
-    scores, many = engine.align_papara(
+    best_edge = np.asarray(best_edge, dtype=np.int64)
+    scores, leads, cores = engine.align_papara_trimmed(
         engine.get_backend(backend), states, flags, reads, best_edge, scoring
     )
-    pairs = zip(scores, many, strict=True)
-    ops = []
-    for k, ((score, read_ops), edge) in enumerate(zip(pairs, best_edge, strict=True)):
-        if edge < 0:
-            ops.append("R" * n_cols)
-            continue
-        if score != best_score[k]:
-            raise DpalignError(
-                f"internal error: read {k} scored {best_score[k]} on edge {edge} in the scoring "
-                f"phase but {score} in traceback; please report this"
-            )
-        ops.append(read_ops)
-    return ops
+    wrong = np.flatnonzero((best_edge >= 0) & (np.asarray(scores) != np.asarray(best_score)))
+    if wrong.size:
+        k = int(wrong[0])
+        raise DpalignError(
+            f"internal error: read {k} scored {best_score[k]} on edge {best_edge[k]} in the "
+            f"scoring phase but {scores[k]} in traceback; please report this"
+        )
+    leads = np.where(best_edge >= 0, leads, states.shape[1])
+    return leads, [
+        core if edge >= 0 else b"" for core, edge in zip(cores, best_edge.tolist(), strict=True)
+    ]

@@ -242,6 +242,15 @@ class NumbaBackend(Backend):
         consts = (model.open_ins, model.extend_ins, model.overhang)
         return refine_many(tables, table_of, reads, bands, *consts, thetas, threads=self.threads)
 
+    def align_papara_trimmed(self, states, flags, reads, edges, scoring):
+        """``(scores, leads, cores)``: :meth:`align_papara` with the ops trimmed in the
+        kernel's threads (see :func:`dpalign.engine.align_papara_trimmed`)."""
+        from .papara_trace import papara_align_many
+
+        return papara_align_many(
+            states, flags, reads, edges, scoring, threads=self.threads, trimmed=True
+        )
+
     def score_pairs(self, task, a_list, b_list, progress=None):
         """Scores of pair k = (a_list[k], b_list[k]), one pair at a time on every core:
         local pairs in the striped int16 kernel (int64 only if it saturates), the others in
@@ -280,6 +289,20 @@ class NumbaBackend(Backend):
         return out
 
     # -- the long-pair region contract (CPU side) -----------------------------------------
+
+    @staticmethod
+    def papara_fold(scores, width, lanes, ids, sign, running, threads=None):
+        """Fold a block of PaPaRa scores into the running best/second/ties (in place)."""
+        from .papara_best import fold_block
+
+        fold_block(scores, width, lanes, ids, sign, *running, threads=threads)
+
+    @staticmethod
+    def papara_profiles(tips, gap_state, ops, trans, n_edges, cgap, threads=None):
+        """PaPaRa's edge profiles from a combine schedule, the columns over the cores."""
+        from .papara_profiles import run_profile_schedule
+
+        return run_profile_schedule(tips, gap_state, ops, trans, n_edges, cgap, threads)
 
     @staticmethod
     def regions(a, b, matrix, gap_open, gap_extend, local, neg, neg_store, relative):

@@ -1,0 +1,113 @@
+"""The PRANK shape x 2 through `dpalign papara` on one GPU and on two: whole command and scoring.
+
+The 1604.PRANK reference (``prank_like(1.0)``: 802 taxa x 3,060 columns) with its 16,040 reads
+written twice (32,080 reads, the second copy renamed), so that two GPUs have the one-GPU run's
+work each. Each configuration runs once to fill the caches, then ``--repeat`` times in turn
+with the others (fresh processes, wall time measured outside)::
+
+    OUT=/tmp/out python bench/papara_two_gpus.py            # a host with two GPUs
+
+Configurations: ``opencl`` (the first GPU alone), ``auto-1gpu`` (``auto --device gpu``: the
+work queue with the first GPU and the cores), ``auto`` (the work queue with every GPU and the
+cores). Results: ``$OUT/papara_two_gpus.json`` (every run) and, on standard output, the
+median wall and scoring seconds of each and the speed-ups of ``auto`` over the one-GPU runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from papara_e2e import _run, _write_shape  # noqa: E402
+
+CONFIGS = {
+    "opencl": ("opencl", ()),
+    "auto-1gpu": ("auto", ("--device", "gpu")),
+    "auto": ("auto", ()),
+}
+
+
+def _double(paths: dict, folder: Path) -> dict:
+    """The shape's reads twice (the copy's names end in ``_b``)."""
+    doubled = folder / "reads_x2.fasta"
+    if not doubled.exists():
+        text = paths["reads"].read_text()
+        copy = "\n".join(
+            line.split(" ")[0] + "_b" if line.startswith(">") else line
+            for line in text.splitlines()
+        )
+        doubled.write_text(text + copy + "\n")
+    return {**paths, "reads": doubled}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--configs", default=",".join(CONFIGS))
+    parser.add_argument("--scale", type=float, default=1.0, help="prank_like scale")
+    args = parser.parse_args()
+    out = Path(os.environ.get("OUT") or ".")
+    out.mkdir(parents=True, exist_ok=True)
+    names = args.configs.split(",")
+    results: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="papara_two_gpus.") as tmp:
+        folder = Path(tmp)
+        t0 = time.perf_counter()
+        paths = _double(_write_shape(args.scale, folder / "shape"), folder / "shape")
+        print(f"inputs written in {time.perf_counter() - t0:.1f} s", flush=True)
+        for name in names:
+            backend, extra = CONFIGS[name]
+            warm = _run(paths, backend, None, folder, name, extra=extra)
+            print(f"{name}: warm-up {warm.get('wall_s', 0):.2f} s {warm.get('error', '')}")
+        for k in range(args.repeat):
+            for name in names:
+                backend, extra = CONFIGS[name]
+                run = {
+                    "config": name,
+                    "repeat": k,
+                    **_run(paths, backend, None, folder, name, extra=extra),
+                }
+                results.append(run)
+                if "error" in run:
+                    print(f"{name} run {k}: failed: {run['error'][-300:]}", flush=True)
+                    continue
+                print(
+                    f"{name} run {k}: wall {run['wall_s']:.2f} s, scoring "
+                    f"{run['phases_s'].get('scoring', 0):.2f} s ({run['scoring_gcups']:.0f} "
+                    f"GCUPS); {run['summary'][-160:]}",
+                    flush=True,
+                )
+                (out / "papara_two_gpus.json").write_text(json.dumps(results, indent=2) + "\n")
+    medians = {}
+    for name in names:
+        ok = [r for r in results if r["config"] == name and "error" not in r]
+        if ok:
+            medians[name] = (
+                statistics.median(r["wall_s"] for r in ok),
+                statistics.median(r["phases_s"].get("scoring", 0.0) for r in ok),
+            )
+            print(f"{name}: median wall {medians[name][0]:.2f} s, scoring {medians[name][1]:.2f} s")
+    hashes = {r["output_sha1"] for r in results if "output_sha1" in r}
+    print(f"outputs identical: {len(hashes) == 1}")
+    if "auto" in medians:
+        for one in ("opencl", "auto-1gpu"):
+            if one in medians:
+                wall = medians[one][0] / medians["auto"][0]
+                scoring = medians[one][1] / medians["auto"][1]
+                print(
+                    f"auto (every GPU) over {one}: whole command {wall:.2f}x, "
+                    f"scoring {scoring:.2f}x"
+                )
+    (out / "papara_two_gpus.json").write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
