@@ -88,7 +88,10 @@ HYBRID_STREAMS = 1
 #: Measured on the H100 host (PRANK shape, 16 cores): the cores took 5-6% of the cells and
 #: the scoring phase was no shorter than the GPU's alone (2.64 against 2.61 s), while loading
 #: their kernels and sharing the cores with the traceback made the command 0.3 s longer.
-HYBRID_MIN_CPU_SHARE = 0.10
+#: At 10% the cores still joined after the scoring kernels got faster (H100, 16 cores, merged
+#: tree of 2026-11-26): auto's scoring phase took 2.60 s against opencl's 2.29 s and the whole
+#: command 4.87 s against 4.21 s, so the cores must take at least a quarter of the cells.
+HYBRID_MIN_CPU_SHARE = 0.25
 #: Where the hybrid backend keeps the workers' measured rates (cells per second, per kernel
 #: family, CPU count and devices) from run to run, so that a fresh process decides as a warm
 #: one would. Override: DPALIGN_HYBRID_RATES_FILE (empty: keep nothing).

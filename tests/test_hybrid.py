@@ -392,13 +392,13 @@ def test_the_devices_work_alone_where_the_cpu_share_does_not_pay(problem, monkey
     fresh = HybridBackend(devices=[_device()], threads=2, processes=False)
     assert fresh.cpu_pays("papara")  # nothing measured: the queue measures
     key = fresh._rates_key("papara")
-    slow_cpu = {"gpu-0": 100.0, "cpu-0": 4.0, "cpu-1": 4.0}  # 7%: below 10%
+    slow_cpu = {"gpu-0": 100.0, "cpu-0": 10.0, "cpu-1": 10.0}  # 17%: below 25%
     hb._write_rates(key, slow_cpu)
     alone = HybridBackend(devices=[_device()], threads=2, processes=False)
     assert not alone.cpu_pays("papara")
     np.testing.assert_array_equal(_scores(alone.score(task, queries, blocks)), expected)
     assert alone.stats.workers and not any(n.startswith("cpu-") for n in alone.stats.workers)
-    hb._write_rates(key, {"gpu-0": 100.0, "cpu-0": 6.0, "cpu-1": 6.0})  # 11%: they join
+    hb._write_rates(key, {"gpu-0": 100.0, "cpu-0": 20.0, "cpu-1": 20.0})  # 29%: they join
     joined = HybridBackend(devices=[_device()], threads=2, processes=False)
     assert joined.cpu_pays("papara")
     monkeypatch.setattr(config, "HYBRID_RATES_FILE", "")  # nothing kept: the queue measures
