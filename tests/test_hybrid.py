@@ -398,6 +398,7 @@ def test_the_devices_work_alone_where_the_cpu_share_does_not_pay(problem, monkey
     assert not alone.cpu_pays("papara")
     np.testing.assert_array_equal(_scores(alone.score(task, queries, blocks)), expected)
     assert alone.stats.workers and not any(n.startswith("cpu-") for n in alone.stats.workers)
+    assert "alone" in alone.describe() and "CPU workers +" not in alone.describe()
     hb._write_rates(key, {"gpu-0": 100.0, "cpu-0": 20.0, "cpu-1": 20.0})  # 29%: they join
     joined = HybridBackend(devices=[_device()], threads=2, processes=False)
     assert joined.cpu_pays("papara")
@@ -421,6 +422,7 @@ def test_devices_alone_fall_back_to_the_cores_when_every_device_fails(
     assert not failing.cpu_pays("papara")
     np.testing.assert_array_equal(_scores(failing.score(task, queries, blocks)), expected)
     assert any(name.startswith("cpu-") for name in failing.stats.workers)
+    assert "CPU workers +" in failing.describe()  # the run the cores took is what it names
 
 
 def test_devices_alone_run_on_threads_of_this_process(problem, monkeypatch, tmp_path, cl_device):

@@ -153,6 +153,7 @@ class HybridBackend(Backend):
         # Measured throughput of each worker (cells/s) per kernel family, carried from run to
         # run: later runs open with device takes of the right size.
         self._rates: dict[str, dict[str, float]] = {}
+        self._devices_alone = False  # the last run left the CPU workers out (cpu_pays)
 
     @classmethod
     def available(cls, devices=None, **options) -> bool:
@@ -251,6 +252,12 @@ class HybridBackend(Backend):
         n_dev = len(self.devices or gpu_selectors())
         device_cls = device_backend()
         kind = device_cls.name if device_cls is not None else "device"
+        if self._devices_alone:
+            share = config.HYBRID_MIN_CPU_SHARE
+            return (
+                f"hybrid ({n_dev} {kind} devices alone: the CPU workers' measured share is "
+                f"below {share:.0%})"
+            )
         return f"hybrid ({n_cpu} CPU workers + {n_dev} {kind} devices)"
 
     def _n_cpu(self) -> int:
@@ -295,6 +302,7 @@ class HybridBackend(Backend):
         }
         if not len(queries) or not blocks:
             return empty_results(queries, blocks)
+        self._devices_alone = False
         if self.cpu_pays(task.kernel):
             return self._score(task, queries, blocks, progress, failures, with_cpu=True)
         log.info(
@@ -302,10 +310,12 @@ class HybridBackend(Backend):
             100 * config.HYBRID_MIN_CPU_SHARE,
         )
         try:
-            return self._score(task, queries, blocks, progress, failures, with_cpu=False)
+            results = self._score(task, queries, blocks, progress, failures, with_cpu=False)
         except DpalignError as exc:  # every device failed: the cores take the run, as they
             log.warning("hybrid: %s; the run starts again with the CPU workers", exc)
             return self._score(task, queries, blocks, progress, failures, with_cpu=True)
+        self._devices_alone = True  # what the summary line names
+        return results
 
     def _score(self, task, queries, blocks, progress, failures: dict, with_cpu: bool):
         """One run of the work queue: the device workers, and the CPU workers ``with_cpu``
