@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import config
 from ..contract import Backend, BlockScores, RegionFill, RegionFiller
+from .threads import map_threads
 
 
 def query_slices(lengths: np.ndarray, n_blocks: int, threads: int) -> list[slice]:
@@ -277,15 +277,8 @@ class NumbaBackend(Backend):
             if progress is not None:
                 progress(sum(len(a_list[k]) * len(b_list[k]) for k in chunk))
 
-        n_threads = config.cpu_threads(self.threads)
         chunks = [range(k, min(k + 64, len(a_list))) for k in range(0, len(a_list), 64)]
-        if n_threads == 1 or len(chunks) <= 1:
-            for chunk in chunks:
-                work(chunk)
-        else:
-            with ThreadPoolExecutor(n_threads) as pool:
-                for future in [pool.submit(work, c) for c in chunks]:
-                    future.result()
+        map_threads(work, chunks, self.threads)
         return out
 
     # -- the long-pair region contract (CPU side) -----------------------------------------
@@ -371,13 +364,7 @@ class NumbaBackend(Backend):
             if progress is not None:
                 progress(cells)
 
-        if threads == 1:
-            for unit in units:
-                work(unit)
-        else:
-            with ThreadPoolExecutor(threads, thread_name_prefix="dpalign") as pool:
-                for future in [pool.submit(work, u) for u in units]:
-                    future.result()
+        map_threads(work, units, threads, name="dpalign")
         return results
 
 

@@ -9,12 +9,11 @@ the lower edge; the runner-up is the next tied edge first).
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 from numba import njit
 
 from .. import config
+from .threads import map_threads
 
 _LOW = np.iinfo(np.int64).min
 
@@ -84,10 +83,4 @@ def fold_block(
             ties,
         )
 
-    workers = min(config.cpu_threads(threads), len(starts))
-    if workers <= 1:
-        for lo in starts:
-            run(lo)
-    else:
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(run, starts))
+    map_threads(run, starts, threads)

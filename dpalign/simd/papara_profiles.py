@@ -9,12 +9,10 @@ math), so the likelihoods and therefore the gap flags are bit-identical.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 from numba import njit
 
-from .. import config
+from .threads import map_threads
 
 _TINY = 2.0**-256
 _SCALE = 2.0**256
@@ -100,11 +98,5 @@ def run_profile_schedule(
         _run_schedule(tips, gap, ops, trans, n_slots, lo, hi, cgap, states, flags)
 
     starts = range(0, n_cols, CHUNK)
-    workers = min(config.cpu_threads(threads), len(starts))
-    if workers <= 1:
-        for lo in starts:
-            run(lo)
-    else:
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(run, starts))
+    map_threads(run, starts, threads)
     return states, flags

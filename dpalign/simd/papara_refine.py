@@ -23,12 +23,11 @@ as they go, so long reads neither overflow nor underflow.
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numba import njit
 
-from .. import config
+from .threads import map_threads
 
 _OP_TABLE = bytes.maketrans(b"\x00\x01\x02", b"MRI")
 
@@ -243,13 +242,7 @@ def refine_many(
         core = buf[:count][::-1].tobytes().translate(_OP_TABLE).decode()
         out[k] = "R" * lo + core + "R" * (n_total - hi)
 
-    workers = min(config.cpu_threads(threads), len(reads))
-    if workers <= 1:
-        for k in range(len(reads)):
-            one(k)
-    else:
-        # Longest reads first, so that no thread is left with a long one at the end.
-        order = sorted(range(len(reads)), key=lambda k: -len(reads[k]))
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(one, order, chunksize=16))
+    # Longest reads first, so that no thread is left with a long one at the end.
+    order = sorted(range(len(reads)), key=lambda k: -len(reads[k]))
+    map_threads(one, order, threads, chunksize=16)
     return out

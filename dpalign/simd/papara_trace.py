@@ -7,14 +7,12 @@ for many (read, edge) pairs, 32 pairs per vector.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 from numba import njit
 
-from .. import config
 from ..scoring import PaparaMaxForm, PaparaScoring
 from .papara_score import _DTYPES, LANES, kernel_width
+from .threads import map_threads
 from .vectors import (
     vadd,
     vand,
@@ -457,11 +455,5 @@ def papara_align_many(
         for lane, k in enumerate(group):
             ops[k] = buf[lane, : counts[lane]][::-1].tobytes().translate(_OP_TABLE).decode()
 
-    workers = min(config.cpu_threads(threads), len(groups))
-    if workers <= 1:
-        for item in groups:
-            one(item)
-    else:
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(one, groups))
+    map_threads(one, groups, threads)
     return done()
