@@ -72,37 +72,22 @@ def combine_schedule(tree: PaparaTree, gap_fraction: float) -> tuple[list, np.nd
     """
     g = gap_fraction
     tips = [node for node in range(len(tree.names)) if tree.is_tip(node)]
-    slot: dict[tuple[int, int], int] = {}
+    slot: dict[tuple[int, int], int] = {}  # directed subtree -> its slot (tips: their own)
     tip_slot = {node: k for k, node in enumerate(tips)}
     ops: list[tuple[int, int, int, int]] = []
     trans: list[tuple[float, ...]] = []
     next_slot = len(tips)
 
-    def directed(parent: int, node: int) -> int:
+    def combine(q: int, kids) -> int:
         nonlocal next_slot
-        stack = [(parent, node)]
-        while stack:
-            p, q = stack[-1]
-            if tree.is_tip(q):
-                stack.pop()
-                continue
-            if (p, q) in slot:
-                stack.pop()
-                continue
-            kids = [(c, z) for c, z in tree.neighbors[q] if c != p]
-            missing = [(q, c) for c, _ in kids if not tree.is_tip(c) and (q, c) not in slot]
-            if missing:
-                stack.extend(missing)
-                continue
-            (c1, z1), (c2, z2) = kids
-            a = tip_slot[c1] if tree.is_tip(c1) else slot[(q, c1)]
-            b = tip_slot[c2] if tree.is_tip(c2) else slot[(q, c2)]
-            ops.append((next_slot, a, b, int(tree.is_tip(c1) or tree.is_tip(c2))))
-            trans.append(_transition(g, z1) + _transition(g, z2))
-            slot[(p, q)] = next_slot
-            next_slot += 1
-            stack.pop()
-        return tip_slot[node] if tree.is_tip(node) else slot[(parent, node)]
+        (c1, z1, a), (c2, z2, b) = kids
+        ops.append((next_slot, a, b, int(tree.is_tip(c1) or tree.is_tip(c2))))
+        trans.append(_transition(g, z1) + _transition(g, z2))
+        next_slot += 1
+        return next_slot - 1
+
+    def directed(parent: int, node: int) -> int:
+        return tree.directed(parent, node, slot, tip_slot.__getitem__, combine)
 
     for k, edge in enumerate(tree.edges):
         a, b = directed(edge.v, edge.u), directed(edge.u, edge.v)
@@ -168,27 +153,12 @@ def edge_profiles(
             states, (~gap).astype(np.float64), gap.astype(np.float64), gap.astype(np.uint8), True
         )
 
+    def combine(q: int, kids) -> _Subtree:
+        (_, z1, a), (_, z2, b) = kids
+        return _combine(a, z1, b, z2, g)
+
     def directed(parent: int, node: int) -> _Subtree:
-        # The subtree at `node` seen from `parent`, computed bottom-up without recursion.
-        stack = [(parent, node)]
-        while stack:
-            p, q = stack[-1]
-            if (p, q) in memo:
-                stack.pop()
-                continue
-            if tree.is_tip(q):
-                memo[(p, q)] = tip_value(q)
-                stack.pop()
-                continue
-            kids = [(c, z) for c, z in tree.neighbors[q] if c != p]
-            missing = [(q, c) for c, _ in kids if (q, c) not in memo]
-            if missing:
-                stack.extend(missing)
-                continue
-            (c1, z1), (c2, z2) = kids
-            memo[(p, q)] = _combine(memo[(q, c1)], z1, memo[(q, c2)], z2, g)
-            stack.pop()
-        return memo[(parent, node)]
+        return tree.directed(parent, node, memo, tip_value, combine)
 
     n_edges = len(tree.edges)
     n_cols = len(next(iter(tip_states.values())))

@@ -143,25 +143,13 @@ class EdgeFrequencies:
         return value, top + math.log(total)
 
     def _directed(self, parent: int, node: int) -> tuple[np.ndarray, float]:
-        tree, memo = self._tree, self._memo
-        stack = [(parent, node)]
-        while stack:
-            p, q = stack[-1]
-            if (p, q) in memo:
-                stack.pop()
-                continue
-            if tree.is_tip(q):
-                memo[(p, q)] = (self._tips[q], 0.0)
-                stack.pop()
-                continue
-            kids = [(c, z) for c, z in tree.neighbors[q] if c != p]
-            missing = [(q, c) for c, _ in kids if (q, c) not in memo]
-            if missing:
-                stack.extend(missing)
-                continue
-            memo[(p, q)] = self._mix([(memo[(q, c)], z) for c, z in kids])
-            stack.pop()
-        return memo[(parent, node)]
+        return self._tree.directed(
+            parent,
+            node,
+            self._memo,
+            lambda q: (self._tips[q], 0.0),
+            lambda q, kids: self._mix([(value, z) for _, z, value in kids]),
+        )
 
     def at_edge(self, edge: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(residues (n, K), gap (n,), gap_pair (n,))``: the residue frequencies among the

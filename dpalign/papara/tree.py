@@ -58,6 +58,32 @@ class PaparaTree:
     def tip_names(self) -> list[str]:
         return [self.names[k] for k in self.tips]
 
+    def directed(self, parent: int, node: int, memo: dict, tip, combine):
+        """The value of the subtree at ``node`` seen from ``parent``, bottom-up, no recursion.
+
+        ``tip(q)`` gives a tip's value and ``combine(q, kids)`` an inner node's, ``kids`` its
+        ``(child, branch length, child's value)`` away from the parent. Every directed subtree
+        met is kept in ``memo`` under ``(parent, node)``, so that the edges share them.
+        """
+        stack = [(parent, node)]
+        while stack:
+            p, q = stack[-1]
+            if (p, q) in memo:
+                stack.pop()
+                continue
+            if self.is_tip(q):
+                memo[(p, q)] = tip(q)
+                stack.pop()
+                continue
+            kids = [(c, z) for c, z in self.neighbors[q] if c != p]
+            missing = [(q, c) for c, _ in kids if (q, c) not in memo]
+            if missing:
+                stack.extend(missing)
+                continue
+            memo[(p, q)] = combine(q, [(c, z, memo[(q, c)]) for c, z in kids])
+            stack.pop()
+        return memo[(parent, node)]
+
     def side(self, edge: Edge, toward: int) -> list[str]:
         """Names of the tips on the ``toward`` end of ``edge`` (``edge.u`` or ``edge.v``)."""
         away = edge.v if toward == edge.u else edge.u
