@@ -419,22 +419,13 @@ class ActorFiller(RegionFiller):
     def __init__(self, actor, threads: int) -> None:
         self.actor, self.threads = actor, threads
         self.tile_rows, self.tile_cols, self.label = actor.shape().result()
-        self._cells, self._seconds = 0, 0.0
 
     def fill_region(self, r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads):
         last_row, rows, cols, best, (cells, seconds) = self.actor.fill(
             r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, self.threads
         ).result()
-        self._cells, self._seconds = cells, seconds
+        self.cells, self.kernel_seconds = cells, seconds  # the remote filler's totals
         return RegionFill(last_row, rows, cols, best)
-
-    @property
-    def cells(self) -> int:
-        return self._cells
-
-    @property
-    def kernel_seconds(self) -> float:
-        return self._seconds
 
 
 def dask_fillers(cluster, cpu_args: tuple | None, device: tuple | None = None) -> list:
@@ -541,7 +532,6 @@ class ProcessFiller(RegionFiller):
         child.close()
         # the process stops when the driver lets go of this filler (the pair is aligned)
         self._stop = weakref.finalize(self, _stop, self.conn, self.process)
-        self._cells, self._seconds = 0, 0.0
         self._started = False  # the process starts while the first band fills its first chunk
 
     def ready(self) -> None:
@@ -564,16 +554,8 @@ class ProcessFiller(RegionFiller):
         self.ready()
         self.conn.send(("fill", (r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, 1)))
         _, (last_row, rows, cols, best, (cells, seconds)) = self._receive()
-        self._cells, self._seconds = cells, seconds
+        self.cells, self.kernel_seconds = cells, seconds  # the remote filler's totals
         return RegionFill(last_row, rows, cols, best)
-
-    @property
-    def cells(self) -> int:
-        return self._cells
-
-    @property
-    def kernel_seconds(self) -> float:
-        return self._seconds
 
     def close(self) -> None:
         """Stop the process (also done when this filler is garbage-collected)."""
