@@ -193,7 +193,7 @@ class HybridBackend(Backend):
         copy of each run's reads."""
         from .devproc import DeviceProcess
 
-        selectors = self.devices if self.devices is not None else gpu_selectors()
+        selectors = self._selectors()
         if not selectors and self.devices is None:
             raise BackendUnavailable("the hybrid backend found no GPU")
         device_cls = device_backend()
@@ -260,6 +260,10 @@ class HybridBackend(Backend):
             )
         return f"hybrid ({n_cpu} CPU workers + {n_dev} {kind} devices)"
 
+    def _selectors(self) -> list:
+        """The devices of this backend: those given, else every GPU."""
+        return self.devices if self.devices is not None else gpu_selectors()
+
     def _n_cpu(self) -> int:
         if self.cpu_workers is not None:
             return self.cpu_workers
@@ -274,7 +278,7 @@ class HybridBackend(Backend):
         return self._rates[kernel]
 
     def _rates_key(self, kernel: str) -> str:
-        selectors = self.devices if self.devices is not None else gpu_selectors()
+        selectors = self._selectors()
         names = ",".join(s if isinstance(s, str) else type(s).__name__ for s in selectors)
         return f"{kernel}|{self._n_cpu()} cpu|{names}"
 
@@ -322,7 +326,7 @@ class HybridBackend(Backend):
         (or where there is no device)."""
         cpu = cpu_backend(threads=1)
         reads_per_unit = unit_reads(queries, blocks)
-        selectors = self.devices if self.devices is not None else gpu_selectors()
+        selectors = self._selectors()
         if not with_cpu and len(selectors) == 1:
             # one device alone takes everything in one launch per block, as --backend opencl
             # does: its first small take and the takes after it cost the PRANK shape's
