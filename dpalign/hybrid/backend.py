@@ -183,9 +183,10 @@ class HybridBackend(Backend):
         return "it cannot run with these options"
 
     def _device_workers(
-        self, n_blocks: int, failures: dict, chunk_reads: int, alone: bool = False
+        self, selectors: list, n_blocks: int, failures: dict, chunk_reads: int, alone: bool
     ) -> list:
-        """The device workers: ``config.HYBRID_STREAMS`` per OpenCL device (``gpu-0``,
+        """The device workers of ``selectors`` (:meth:`_selectors`):
+        ``config.HYBRID_STREAMS`` per OpenCL device (``gpu-0``,
         ``gpu-0.1``...), each with queues of its own, in a child process when ``processes``;
         a ready Backend given in ``devices`` runs on a thread of its own. One device working
         ``alone`` (no CPU workers, no other device to share the GIL with) runs on a thread
@@ -193,7 +194,6 @@ class HybridBackend(Backend):
         copy of each run's reads."""
         from .devproc import DeviceProcess
 
-        selectors = self._selectors()
         if not selectors and self.devices is None:
             raise BackendUnavailable("the hybrid backend found no GPU")
         device_cls = device_backend()
@@ -332,7 +332,9 @@ class HybridBackend(Backend):
             # does: its first small take and the takes after it cost the PRANK shape's
             # scoring 2.55-2.60 s against opencl's 2.29-2.32 s on the H100
             reads_per_unit = max(len(queries), 1)
-        devices = self._device_workers(len(blocks), failures, reads_per_unit, not with_cpu)
+        devices = self._device_workers(
+            selectors, len(blocks), failures, reads_per_unit, not with_cpu
+        )
         nice = config.HYBRID_CPU_NICE if devices else 0
         n_cpu = self._n_cpu() if with_cpu or not devices else 0
         workers = [CpuWorker(f"cpu-{k}", cpu, failures.get(f"cpu-{k}"), nice) for k in range(n_cpu)]
