@@ -193,6 +193,16 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_progress(parser: argparse.ArgumentParser, help_on: str) -> None:
+    """``--progress`` / ``--no-progress`` into ``args.progress`` (None: on a terminal)."""
+    parser.add_argument(
+        "--progress", dest="progress", action="store_true", default=None, help=help_on
+    )
+    parser.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="never show a progress bar"
+    )
+
+
 def _add_backend(parser: argparse.ArgumentParser, choices: list[str], dask: bool = True) -> None:
     parser.add_argument(
         "--backend",
@@ -207,16 +217,7 @@ def _add_backend(parser: argparse.ArgumentParser, choices: list[str], dask: bool
         metavar="N",
         help="CPU worker threads (default: one per core; more than the cores are capped at them)",
     )
-    parser.add_argument(
-        "--progress",
-        dest="progress",
-        action="store_true",
-        default=None,
-        help="always show a progress bar",
-    )
-    parser.add_argument(
-        "--no-progress", dest="progress", action="store_false", help="never show a progress bar"
-    )
+    _add_progress(parser, "always show a progress bar")
     if dask:
         parser.add_argument(
             "--scheduler",
@@ -935,16 +936,7 @@ def _add_align(sub) -> None:
         "CPU thread (numba; the same alignment)",
     )
     p.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads")
-    p.add_argument(
-        "--progress",
-        dest="progress",
-        action="store_true",
-        default=None,
-        help="always show a progress bar of cells for long pairs (default: on a terminal)",
-    )
-    p.add_argument(
-        "--no-progress", dest="progress", action="store_false", help="never show a progress bar"
-    )
+    _add_progress(p, "always show a progress bar of cells for long pairs (default: on a terminal)")
     p.add_argument(
         "--scheduler",
         metavar="ADDRESS",
