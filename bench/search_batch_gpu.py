@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from search_e2e import SCORING, query_set, write_fasta  # noqa: E402
+from search_e2e import run_one as search_e2e_run  # noqa: E402
 
 from dpalign.benchmarks import workloads  # noqa: E402
 
@@ -61,36 +61,17 @@ def tree_env(tree: Path, work: Path, label: str) -> dict:
 
 
 def run_one(name, tree: Path, argv, env, cells, out_dir: Path, timeout: float) -> dict:
-    report = out_dir / f"{name}.report.json"
-    hits = out_dir / f"{name}.tsv"
-    cmd = [sys.executable, "-m", "dpalign.cli", "search", *argv]
-    cmd += ["--out", str(hits), "--report", str(report), "--no-progress", "-v"]
-    start = time.perf_counter()
-    row: dict = {"name": name, "tree": str(tree), "argv": argv, "cells": cells}
-    try:
-        proc = subprocess.run(
-            cmd, env=env, capture_output=True, text=True, cwd=tree, timeout=timeout
-        )
-    except subprocess.TimeoutExpired as exc:
-        tail = exc.stderr or b""
-        tail = tail.decode(errors="replace") if isinstance(tail, bytes) else tail
-        row.update(rc="timeout", wall_s=time.perf_counter() - start, stderr_tail=tail[-2000:])
-        return row
-    wall = time.perf_counter() - start
-    row.update(rc=proc.returncode, wall_s=wall, gcups_wall=cells / wall / 1e9)
-    if proc.returncode == 0 and report.exists():
-        data = json.loads(report.read_text())
-        phases = {k: v["seconds"] for k, v in data["phases"].items()}
-        row["phases"] = phases
-        row["in_process_s"] = data["seconds"]
-        row["gcups_search"] = cells / phases["search"] / 1e9 if phases.get("search") else 0.0
-        row["backend"] = data["settings"]["backend"]
-        row["hit_rows"] = sum(1 for _ in open(hits))
-        row["workers"] = data.get("workers")
-        row["traceback"] = data["settings"].get("traceback")
-        report.unlink()
-    row["stderr_tail"] = proc.stderr[-4000:]  # -v: the search's own timings
-    return row
+    """:func:`search_e2e.run_one` from ``tree``, with ``-v``, the hit file kept (the runs'
+    hits are compared) and the report's workers and traceback path."""
+
+    def more(report: dict) -> dict:
+        return {"workers": report.get("workers"), "traceback": report["settings"].get("traceback")}
+
+    row = search_e2e_run(
+        name, argv, env, cells, out_dir, timeout, cwd=tree, verbose=True, keep_hits=True,
+        tail=4000, more=more,
+    )  # fmt: skip
+    return {"name": name, "tree": str(tree), **row}
 
 
 def same_hits(a: Path, b: Path) -> bool | None:

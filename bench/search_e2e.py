@@ -62,23 +62,40 @@ def write_fasta(path: Path, records) -> int:
 
 
 def run_one(
-    name: str, argv: list[str], env: dict, cells: int, out_dir: Path, timeout: float
+    name: str,
+    argv: list[str],
+    env: dict,
+    cells: int,
+    out_dir: Path,
+    timeout: float,
+    cwd: Path = ROOT,
+    verbose: bool = False,
+    keep_hits: bool = False,
+    tail: int = 2000,
+    more=None,
 ) -> dict:
+    """One ``dpalign search`` process run from ``cwd``, timed from outside; its row.
+
+    ``verbose`` adds ``-v`` (the search's own timings in ``stderr_tail``, the last ``tail``
+    characters of standard error), ``keep_hits`` keeps the hit file, and ``more(report)``
+    gives fields of the run's report to add to the row.
+    """
     report = out_dir / f"{name}.report.json"
     hits = out_dir / f"{name}.tsv"
     cmd = [sys.executable, "-m", "dpalign.cli", "search", *argv]
     cmd += ["--out", str(hits), "--report", str(report), "--no-progress"]
+    cmd += ["-v"] if verbose else []
     start = time.perf_counter()
     try:
         proc = subprocess.run(
-            cmd, env=env, capture_output=True, text=True, cwd=ROOT, timeout=timeout
+            cmd, env=env, capture_output=True, text=True, cwd=cwd, timeout=timeout
         )
     except subprocess.TimeoutExpired as exc:
         wall = time.perf_counter() - start
-        tail = (exc.stderr or b"")[-2000:]
-        tail = tail.decode(errors="replace") if isinstance(tail, bytes) else tail
+        err = (exc.stderr or b"")[-2000:]
+        err = err.decode(errors="replace") if isinstance(err, bytes) else err
         return {"name": name, "argv": argv, "rc": "timeout", "wall_s": wall, "cells": cells,
-                "gcups_wall": 0.0, "stderr_tail": tail}  # fmt: skip
+                "gcups_wall": 0.0, "stderr_tail": err}  # fmt: skip
     wall = time.perf_counter() - start
     row: dict = {"name": name, "argv": argv, "rc": proc.returncode, "wall_s": wall}
     row["cells"] = cells
@@ -91,9 +108,11 @@ def run_one(
         row["gcups_search"] = cells / phases["search"] / 1e9 if phases.get("search") else 0.0
         row["backend"] = data["settings"]["backend"]
         row["hit_rows"] = sum(1 for _ in open(hits))
+        row.update(more(data) if more is not None else {})
         report.unlink()
-        hits.unlink()
-    row["stderr_tail"] = proc.stderr[-2000:]
+        if not keep_hits:
+            hits.unlink()
+    row["stderr_tail"] = proc.stderr[-tail:]
     return row
 
 
