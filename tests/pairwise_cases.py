@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from hypothesis import strategies as st
 
 from dpalign import reference
@@ -78,3 +79,17 @@ def skbio_score(case: Case, a: str, b: str) -> float:
     return pair_align(
         a, b, mode="global", sub_score=case.sub, gap_cost=case.gap, free_ends=case.ends
     ).score
+
+
+def random_pair(rng, m, n, letters, similar):
+    """Codes of a long-pair test: ``a`` random over ``letters`` codes, ``b`` unrelated or
+    ``a`` repeated to length ``n`` with 20% of it mutated (long diagonals, where tiles and
+    bands meet the alignment)."""
+    a = rng.integers(0, letters, m).astype(np.uint8)
+    if similar:
+        b = np.resize(a, n).copy()
+        mutate = rng.random(n) < 0.2
+        b[mutate] = rng.integers(0, letters, int(mutate.sum()))
+    else:
+        b = rng.integers(0, letters, n).astype(np.uint8)
+    return a, b

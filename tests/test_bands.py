@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pairwise_cases import random_pair
 
 from dpalign import engine, reference
 from dpalign.bands import Bands, CountingFiller, PieceFiller, _relabel
@@ -26,17 +27,6 @@ SCORINGS = [
 TINY = Tiling(tile_rows=4, tile_cols=3, blocks=3, leaf_rows=4, leaf_cols=4, parallel_cells=1)
 
 
-def _pair(rng, m, n, letters, similar):
-    a = rng.integers(0, letters, m).astype(np.uint8)
-    if similar:
-        b = np.resize(a, n).copy()
-        mutate = rng.random(n) < 0.2
-        b[mutate] = rng.integers(0, letters, int(mutate.sum()))
-    else:
-        b = rng.integers(0, letters, n).astype(np.uint8)
-    return a, b
-
-
 @st.composite
 def problems(draw, max_len=80):
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1), label="seed"))
@@ -44,7 +34,7 @@ def problems(draw, max_len=80):
     scoring = Scoring(sub, gap)
     m = draw(st.integers(1, max_len), label="m")
     n = draw(st.integers(1, max_len), label="n")
-    a, b = _pair(rng, m, n, 20 if sub == "BLOSUM62" else 4, draw(st.booleans()))
+    a, b = random_pair(rng, m, n, 20 if sub == "BLOSUM62" else 4, draw(st.booleans()))
     mode = draw(st.sampled_from(["local", "global", "semiglobal"]), label="mode")
     free = draw(st.tuples(*[st.booleans()] * 4), label="free") if mode == "global" else None
     return scoring, a, b, mode, free
@@ -136,7 +126,7 @@ def test_relabel_keeps_the_border_last():
 def test_a_failing_band_raises_and_does_not_hang():
     scoring = Scoring((1, -1), 2)
     rng = np.random.default_rng(3)
-    a, b = _pair(rng, 60, 60, 4, True)
+    a, b = random_pair(rng, 60, 60, 4, True)
     lanes = plan_lanes(scoring, 60, 60, "global", TINY)
     job = _Aligner(a, b, scoring, "global", (False,) * 4, TINY, 1, lanes)
     region = job.global_region()
@@ -156,7 +146,7 @@ def test_a_failing_band_raises_and_does_not_hang():
 
 def test_progress_counts_forward_and_traceback_cells():
     scoring = Scoring((1, -1), 2)
-    a, b = _pair(np.random.default_rng(5), 300, 280, 4, True)
+    a, b = random_pair(np.random.default_rng(5), 300, 280, 4, True)
     cells = []
     got = align_long(a, b, scoring, "local", tiling=TINY, progress=cells.append)
     assert got == _oracle(a, b, scoring, "local", None)
@@ -168,7 +158,7 @@ def test_progress_counts_forward_and_traceback_cells():
 
 def test_one_filler_cuts_wide_regions_into_column_pieces():
     scoring = Scoring((1, -1), 2)
-    a, b = _pair(np.random.default_rng(7), 12, 400, 4, True)
+    a, b = random_pair(np.random.default_rng(7), 12, 400, 4, True)
     lanes = plan_lanes(scoring, 12, 400, "local", TINY)
     job = _Aligner(a, b, scoring, "local", (False,) * 4, TINY, 1, lanes)
     region = job.global_region()
@@ -184,7 +174,7 @@ def test_one_filler_cuts_wide_regions_into_column_pieces():
 
 def test_counting_filler_reports_each_region():
     scoring = Scoring((1, -1), 2)
-    a, b = _pair(np.random.default_rng(6), 20, 30, 4, False)
+    a, b = random_pair(np.random.default_rng(6), 20, 30, 4, False)
     lanes = plan_lanes(scoring, 20, 30, "global", TINY)
     job = _Aligner(a, b, scoring, "global", (False,) * 4, TINY, 1, lanes)
     region = job.global_region()
@@ -266,7 +256,7 @@ def test_dask_bands_equal_the_oracle(dask_backend, mode):
     rng = np.random.default_rng(11)
     for sub, gap in SCORINGS[:3]:
         scoring = Scoring(sub, gap)
-        a, b = _pair(rng, 150, 170, 4, True)
+        a, b = random_pair(rng, 150, 170, 4, True)
         got = align_long(
             a,
             b,
@@ -285,7 +275,7 @@ def test_both_device_queues_do_work(cl_device, processes):
     from dpalign.kernels_cl.backend import OpenCLBackend
 
     scoring = Scoring((2, -3), (5, 2))
-    a, b = _pair(np.random.default_rng(9), 70, 80, 4, True)
+    a, b = random_pair(np.random.default_rng(9), 70, 80, 4, True)
     devices = [OpenCLBackend(device=cl_device), OpenCLBackend(device=cl_device, stream=1)]
     tiling = Tiling(tile_rows=6, tile_cols=5, device_cells=1, device_tile=(3, 2, 2))
     stats = RunStats()
@@ -303,7 +293,7 @@ def test_dask_workers_hold_the_pair_on_their_devices(dask_backend, cl_device):
     from dpalign.gcups import RunStats
 
     scoring = Scoring((2, -3), (5, 2))
-    a, b = _pair(np.random.default_rng(12), 90, 100, 4, True)
+    a, b = random_pair(np.random.default_rng(12), 90, 100, 4, True)
     tiling = Tiling(tile_rows=6, tile_cols=5, blocks=3, leaf_rows=4, leaf_cols=4, device_cells=1,
                     device_tile=(3, 2, 2))  # fmt: skip
     bands = Bands(

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pairwise_cases import random_pair
 
 from dpalign import reference
 from dpalign.errors import OptionError
@@ -29,17 +30,6 @@ SCORINGS = [
     ("BLOSUM62", (11, 1)),
     ((1, 0), (1, 0)),
 ]
-
-
-def _pair(rng, m, n, letters, similar):
-    a = rng.integers(0, letters, m).astype(np.uint8)
-    if similar:
-        b = np.resize(a, n).copy()
-        mutate = rng.random(n) < 0.2
-        b[mutate] = rng.integers(0, letters, int(mutate.sum()))
-    else:
-        b = rng.integers(0, letters, n).astype(np.uint8)
-    return a, b
 
 
 def _tiny(rng_tile, device_cells=1, leaf_bytes=None, retile=None):
@@ -64,7 +54,7 @@ def test_alignments_equal_the_oracle(cl_device, data):
     letters = 20 if sub == "BLOSUM62" else 4
     m = data.draw(st.integers(1, 70), label="m")
     n = data.draw(st.integers(1, 70), label="n")
-    a, b = _pair(rng, m, n, letters, data.draw(st.booleans(), label="similar"))
+    a, b = random_pair(rng, m, n, letters, data.draw(st.booleans(), label="similar"))
     mode = data.draw(st.sampled_from(["local", "global", "semiglobal"]), label="mode")
     free = (
         data.draw(st.tuples(*[st.booleans()] * 4), label="free_ends") if mode == "global" else None
@@ -139,7 +129,7 @@ def test_device_fill_leaves_the_cpu_checkpoints(cl_device, mode, tile, prefetch)
     """A region inside the matrix (boundaries from a CPU fill): same rows, columns, best."""
     rng = np.random.default_rng(sum(tile))
     scoring = Scoring((2, -3), (5, 2))
-    a, b = _pair(rng, 90, 77, 4, True)
+    a, b = random_pair(rng, 90, 77, 4, True)
     shape = TileShape(*tile)
     local = mode == "local"
     lanes = plan_lanes(scoring, len(a), len(b), mode, Tiling(lane_bits=32))
@@ -223,7 +213,7 @@ def test_block_pruning_keeps_the_local_alignment(cl_device, data):
     letters = 20 if sub == "BLOSUM62" else 4
     m = data.draw(st.integers(1, 90), label="m")
     n = data.draw(st.integers(1, 90), label="n")
-    a, b = _pair(rng, m, n, letters, data.draw(st.booleans(), label="similar"))
+    a, b = random_pair(rng, m, n, letters, data.draw(st.booleans(), label="similar"))
     tile = (data.draw(st.integers(1, 6), label="tile rows"), 2, 2)
     traceback = data.draw(st.booleans(), label="traceback")
     got = align_long(
@@ -252,7 +242,7 @@ def test_block_pruning_skips_tiles_far_from_the_alignment(cl_device, prefetch):
     traceback sees: same end cell as without, the oracle's alignment through its checkpoints."""
     rng = np.random.default_rng(3)
     scoring = Scoring((2, -3), (5, 2))
-    a, b = _pair(rng, 400, 380, 4, True)
+    a, b = random_pair(rng, 400, 380, 4, True)
     lanes = plan_lanes(scoring, len(a), len(b), "local", Tiling(lane_bits=32))
     job = _Aligner(a, b, scoring, "local", free_ends_tuple("local"), Tiling(), 1, lanes)
     whole = job.global_region()
@@ -307,7 +297,7 @@ def test_traceback_recomputes_in_narrower_tiles(cl_device, mode):
 
     rng = np.random.default_rng(12)
     scoring = Scoring((2, -3), (5, 2))
-    a, b = _pair(rng, 700, 650, 4, True)
+    a, b = random_pair(rng, 700, 650, 4, True)
     reshaped = []
     real = DeviceRegions.reshaped
     tiling = Tiling(
@@ -335,7 +325,7 @@ def test_traceback_recomputes_in_narrower_tiles(cl_device, mode):
         narrow.reshaped((8, 4, 4))
 
 
-def test_page_locked_stores_pass_from_pair_to_pair(cl_device):
+def test_page_locked_stores_pass_from_pair_torandom_pair(cl_device):
     """The leaf-level fills' staging buffer goes back to its context's pool when a pair is
     done, and the next pair takes the same one (pinning is slow); results stay exact."""
     from dpalign.kernels_cl import antidiagonal as AD
@@ -353,7 +343,7 @@ def test_page_locked_stores_pass_from_pair_to_pair(cl_device):
     )
     kept = []
     for _ in range(2):
-        a, b = _pair(rng, 500, 480, 4, True)
+        a, b = random_pair(rng, 500, 480, 4, True)
         got = align_long(a, b, scoring, "local", tiling=tiling, backend="opencl", device=cl_device)
         want = reference.pairwise_align(a, b, scoring.matrix, 5, 2, "local", (False,) * 4)
         assert got == want
@@ -365,7 +355,7 @@ def test_length_one_and_narrow_pairs(cl_device):
     scoring = Scoring((1, -1), (2, 1))
     rng = np.random.default_rng(2)
     for m, n in ((1, 1), (1, 40), (40, 1), (2, 33)):
-        a, b = _pair(rng, m, n, 4, False)
+        a, b = random_pair(rng, m, n, 4, False)
         for mode in ("local", "global", "semiglobal"):
             ends = free_ends_tuple(mode)
             got = align_long(
@@ -404,7 +394,7 @@ def test_backend_option_is_checked():
 def test_longer_pair_with_default_device_tiles(cl_device, mode):
     rng = np.random.default_rng(7)
     scoring = Scoring("NUC.4.4", (10, 1))
-    a, b = _pair(rng, 3000, 2800, 4, True)
+    a, b = random_pair(rng, 3000, 2800, 4, True)
     tiling = Tiling(device_cells=1 << 16)
     want = align_long(a, b, scoring, mode, tiling=tiling)
     stats = RunStats()
@@ -418,7 +408,7 @@ def test_longer_pair_with_default_device_tiles(cl_device, mode):
 def test_gpu_shuffle_tiles_equal_the_cpu(cl_device):
     rng = np.random.default_rng(8)
     scoring = Scoring("NUC.4.4", (10, 1))
-    a, b = _pair(rng, 5000, 4700, 4, True)
+    a, b = random_pair(rng, 5000, 4700, 4, True)
     tiling = Tiling(device_cells=1 << 16)
     for mode in ("local", "global"):
         want = align_long(a, b, scoring, mode, tiling=tiling)
