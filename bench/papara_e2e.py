@@ -1,9 +1,10 @@
 """`dpalign papara` end to end at the 1604.PRANK shape: the whole command, a fresh process each run.
 
 Writes ``prank_like(1.0)`` (802 taxa x 3,060 columns, 16,040 reads) and ``prank_like(4)``
-(64,160 reads) to files, then runs the CLI as a user would, once per backend to warm the disk
-and kernel caches and then ``--repeat`` times in cold processes, and records each run's wall
-time (measured outside the process) and its phase split (from ``--report``)::
+(3,208 taxa, 64,160 reads; ``--taxa-scale 1`` keeps the 802 taxa) to files, then runs the CLI
+as a user would, once per backend to warm the disk and kernel caches and then ``--repeat`` times
+in cold processes, and records each run's wall time (measured outside the process) and its phase
+split (from ``--report``)::
 
     OUT=/tmp/out python bench/papara_e2e.py                 # H100: opencl, auto, numba (16 threads)
     OUT=/tmp/out python bench/papara_e2e.py --quick         # here: a small shape on numba and PoCL
@@ -33,14 +34,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _write_shape(scale: float, folder: Path) -> dict:
+def _write_shape(scale: float, folder: Path, taxa_scale: float | None = None) -> dict:
     from dpalign.benchmarks.workloads import prank_like
 
     folder.mkdir(parents=True, exist_ok=True)
     paths = {k: folder / name for k, name in (("tree", "tree.nwk"), ("msa", "ref.fasta"))}
     paths["reads"] = folder / "reads.fasta"
     if not all(p.exists() for p in paths.values()):
-        prank_like(scale).write(paths["tree"], paths["msa"], paths["reads"])
+        prank_like(scale, taxa_scale=taxa_scale).write(paths["tree"], paths["msa"], paths["reads"])
     return paths
 
 
@@ -110,6 +111,12 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per backend and shape")
     parser.add_argument("--threads", type=int, default=16, help="threads for --backend numba")
     parser.add_argument("--scales", default=None, help="comma-separated prank_like scales")
+    parser.add_argument(
+        "--taxa-scale",
+        type=float,
+        default=None,
+        help="scale the taxa by this instead of by each scale (1: reads x scale on the PRANK tree)",
+    )
     parser.add_argument("--backends", default=None, help="comma-separated (default by mode)")
     parser.add_argument("--data", default=None, help="folder for the inputs (default: temp)")
     parser.add_argument(
@@ -122,15 +129,18 @@ def main() -> int:
     backends = (args.backends or ("numba,opencl" if args.quick else "opencl,auto,numba")).split(",")
     repeat = 1 if args.quick and args.repeat == 3 else args.repeat
     # one file per (scales, backends) selection, so that split calls do not overwrite each other
-    target = out / f"papara_e2e_{'-'.join(f'{s:g}' for s in scales)}_{'-'.join(backends)}.json"
+    taxa = "" if args.taxa_scale is None else f"_taxa{args.taxa_scale:g}"
+    name = f"{'-'.join(f'{s:g}' for s in scales)}{taxa}_{'-'.join(backends)}"
+    target = out / f"papara_e2e_{name}.json"
     results: list[dict] = []
     trees = [("A", ROOT)] + ([("B", Path(args.vs).resolve())] if args.vs else [])
     with tempfile.TemporaryDirectory(prefix="papara_e2e.") as tmp:
         data_root = Path(args.data).resolve() if args.data else Path(tmp)
         for scale in scales:
             t0 = time.perf_counter()
-            paths = _write_shape(scale, data_root / f"prank_{scale:g}")
-            print(f"prank_like({scale:g}) written in {time.perf_counter() - t0:.1f} s", flush=True)
+            paths = _write_shape(scale, data_root / f"prank_{scale:g}{taxa}", args.taxa_scale)
+            took = time.perf_counter() - t0
+            print(f"prank_like({scale:g}{taxa}) written in {took:.1f} s", flush=True)
             for backend in backends:
                 threads = args.threads if backend == "numba" else None
                 for label, tree in trees:

@@ -428,3 +428,11 @@ def test_peer_availability_names_the_packages():
         assert peers.available(peer) == (importlib.util.find_spec(module) is not None)
     with pytest.raises(KeyError):
         peers.prepare("nonesuch", peers.PairwiseJob(["A"], ["A"], "local", (1, -1), (1, 1)))
+
+
+def test_prank_like_scales_taxa_apart_from_reads():
+    both = workloads.prank_like(0.01)
+    reads_only = workloads.prank_like(0.02, taxa_scale=0.01)
+    assert len(reads_only.reads) == round(16_040 * 0.02) > len(both.reads) == round(16_040 * 0.01)
+    assert len(reads_only.msa) == len(both.msa)
+    assert len(workloads.prank_like(0.02).msa) > len(both.msa)

@@ -93,10 +93,13 @@ def papara_kernel(
     return PaparaKernelWorkload(states, flags, reads)
 
 
-def prank_like(scale: float = 1.0, seed: int = 1604) -> SimulatedData:
+def prank_like(
+    scale: float = 1.0, seed: int = 1604, *, taxa_scale: float | None = None
+) -> SimulatedData:
     """The 1604.PRANK shape (802 taxa x 3,060 columns, 16,040 reads of ~100 bp) x ``scale``
-    (taxa and reads scale; columns stay)."""
-    taxa = max(8, round(802 * scale))
+    (taxa and reads scale; columns stay). ``taxa_scale`` scales the taxa apart from the reads:
+    ``prank_like(4, taxa_scale=1)`` is 64,160 reads on the PRANK-sized reference."""
+    taxa = max(8, round(802 * (scale if taxa_scale is None else taxa_scale)))
     reads = max(10, round(16_040 * scale))
     return simulate(
         taxa,
