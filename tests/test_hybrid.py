@@ -406,6 +406,16 @@ def test_the_devices_work_alone_where_the_cpu_share_does_not_pay(problem, monkey
     assert HybridBackend(devices=[_device()], threads=2, processes=False).cpu_pays("papara")
 
 
+def test_describe_counts_the_devices_it_was_given(monkeypatch):
+    from dpalign.hybrid import backend as hb
+    from dpalign.hybrid.backend import HybridBackend
+
+    monkeypatch.setattr(hb, "gpu_selectors", lambda: ["0:0", "0:1"])  # a machine's GPUs
+    assert "+ 2 " in HybridBackend(threads=2, processes=False).describe()
+    assert "+ 0 " in HybridBackend(devices=[], threads=2, processes=False).describe()
+    assert "+ 1 " in HybridBackend(devices=[_device()], threads=2, processes=False).describe()
+
+
 def test_devices_alone_fall_back_to_the_cores_when_every_device_fails(
     problem, monkeypatch, tmp_path
 ):

@@ -249,7 +249,7 @@ class HybridBackend(Backend):
 
     def describe(self) -> str:
         n_cpu = self._n_cpu()
-        n_dev = len(self.devices or gpu_selectors())
+        n_dev = len(self._selectors())
         device_cls = device_backend()
         kind = device_cls.name if device_cls is not None else "device"
         if self._devices_alone:
