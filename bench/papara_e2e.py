@@ -53,6 +53,7 @@ def _run(
     tag: str,
     tree: Path = ROOT,
     extra: tuple[str, ...] = (),
+    env_extra: dict | None = None,
 ) -> dict:
     report = folder / f"{tag}.json"
     out = folder / f"{tag}.phy"
@@ -62,7 +63,7 @@ def _run(
     if threads:
         argv += ["--threads", str(threads)]
     argv += list(extra)
-    env = dict(os.environ)
+    env = {**os.environ, **(env_extra or {})}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
     start = time.perf_counter()
     # run in the tree: ``python -m`` puts the working directory ahead of PYTHONPATH
@@ -81,6 +82,8 @@ def _run(
         "phases_s": {k: round(v["seconds"], 3) for k, v in data["phases"].items()},
         "scoring_gcups": round(data["phases"].get("scoring", {}).get("gcups", 0.0), 1),
         "settings": data["settings"],
+        "workers": data.get("workers", []),
+        "log_tail": done.stderr.strip()[-4000:],
         "summary": done.stderr.strip().splitlines()[-1],
     }
 

@@ -9,8 +9,9 @@ with the others (fresh processes, wall time measured outside)::
 
 Configurations: ``opencl`` (the first GPU alone), ``auto-1gpu`` (``auto --device gpu``: the
 work queue with the first GPU and the cores), ``auto`` (the work queue with every GPU and the
-cores). Results: ``$OUT/papara_two_gpus.json`` (every run) and, on standard output, the
-median wall and scoring seconds of each and the speed-ups of ``auto`` over the one-GPU runs.
+cores), and on request ``auto-threads`` (``auto`` with its device workers on threads).
+Results: ``$OUT/papara_two_gpus.json`` (every run) and, on standard output, the median wall
+and scoring seconds of each and the speed-ups of ``auto`` over the one-GPU runs.
 """
 
 from __future__ import annotations
@@ -28,10 +29,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from papara_e2e import _run, _write_shape  # noqa: E402
 
 CONFIGS = {
-    "opencl": ("opencl", ()),
-    "auto-1gpu": ("auto", ("--device", "gpu")),
-    "auto": ("auto", ()),
+    "opencl": ("opencl", ("-v",)),
+    "auto-1gpu": ("auto", ("--device", "gpu", "-v")),
+    "auto": ("auto", ("-v",)),
 }
+# ``auto`` with its device workers on threads of the command's process instead of processes
+# of their own (config.HYBRID_DEVICE_PROCESSES): opt in with --configs
+EXTRA_CONFIGS = {"auto-threads": ("auto", ("-v",), {"DPALIGN_HYBRID_DEVICE_PROCESSES": "0"})}
+
+
+def _config(name: str) -> tuple[str, tuple[str, ...], dict]:
+    """(backend, extra arguments, extra environment) of a configuration."""
+    if name in CONFIGS:
+        return (*CONFIGS[name], {})
+    return EXTRA_CONFIGS[name]
 
 
 def _double(paths: dict, folder: Path) -> dict:
@@ -63,16 +74,16 @@ def main() -> int:
         paths = _double(_write_shape(args.scale, folder / "shape"), folder / "shape")
         print(f"inputs written in {time.perf_counter() - t0:.1f} s", flush=True)
         for name in names:
-            backend, extra = CONFIGS[name]
-            warm = _run(paths, backend, None, folder, name, extra=extra)
+            backend, extra, env = _config(name)
+            warm = _run(paths, backend, None, folder, name, extra=extra, env_extra=env)
             print(f"{name}: warm-up {warm.get('wall_s', 0):.2f} s {warm.get('error', '')}")
         for k in range(args.repeat):
             for name in names:
-                backend, extra = CONFIGS[name]
+                backend, extra, env = _config(name)
                 run = {
                     "config": name,
                     "repeat": k,
-                    **_run(paths, backend, None, folder, name, extra=extra),
+                    **_run(paths, backend, None, folder, name, extra=extra, env_extra=env),
                 }
                 results.append(run)
                 if "error" in run:

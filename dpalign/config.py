@@ -114,7 +114,7 @@ HYBRID_DEVICE_SHARE = 1.0
 #: Run each hybrid device worker's OpenCL work in a process of its own: in the same process its
 #: host work queues on the GIL behind the CPU workers (measured: 0.64-0.79 of the sum of
 #: CPU-only and GPU-only on the H100 host; a separate process reaches the sum).
-HYBRID_DEVICE_PROCESSES = True
+HYBRID_DEVICE_PROCESSES: bool = os.environ.get("DPALIGN_HYBRID_DEVICE_PROCESSES", "1") != "0"
 
 #: How much lower (in nice steps) the hybrid's CPU worker threads run than the threads that
 #: feed its GPUs, so a device's host work never waits for a core (see
