@@ -935,6 +935,13 @@ def _add_align(sub) -> None:
         help="split each long pair's matrix into N column bands filled at once, each by one "
         "CPU thread (numba; the same alignment)",
     )
+    p.add_argument(
+        "--prune",
+        action="store_true",
+        help="--mode local, long pairs on an OpenCL device: skip the tiles that cannot reach "
+        "the best score found so far (CUDAlign's block pruning; the same alignment, found "
+        "faster the more similar the pair)",
+    )
     p.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads")
     _add_progress(p, "always show a progress bar of cells for long pairs (default: on a terminal)")
     p.add_argument(
@@ -1065,6 +1072,8 @@ def _run_align(args) -> int:
         args.backend == "auto" or backend_class(args.backend).kind != "device"
     ):
         raise DpalignError(f"--device applies to --backend opencl, not {args.backend}")
+    if args.prune and args.mode != "local":
+        raise DpalignError(f"--prune is for --mode local, not {args.mode}")
     _cap_threads(args)
     _check_outputs({"--out": args.out}, {"A": args.a, "B": args.b})
     scoring = _scoring(args)
@@ -1107,6 +1116,7 @@ def _run_align(args) -> int:
                         threads=args.threads,
                         progress=bar.update if bar else None,
                         bands=bands,
+                        prune=args.prune,
                     )
                     if args.format == "sam":
                         per_query.append((rb, cb, aln))

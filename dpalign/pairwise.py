@@ -222,6 +222,7 @@ def align(
     strand: str = "plus",
     progress=None,
     bands=None,
+    prune: bool = False,
 ) -> Alignment:
     """Align two sequences with traceback.
 
@@ -265,6 +266,9 @@ def align(
         :func:`dpalign.longpair.align_long`).
     bands : dpalign.bands.Bands, optional
         Long pairs: column bands across several fillers (CPU fillers, devices, Dask workers).
+    prune : bool
+        Local long pairs on a device: skip the forward pass's tiles that cannot reach the
+        best score found so far (CUDAlign's block pruning); the same alignment.
 
     Returns
     -------
@@ -292,7 +296,9 @@ def align(
     if _oracle_pays(backend, len(a_codes) * len(b_codes) * (1 if strand == "plus" else 2)):
         backend = "reference"
     runner = engine.backend_for(backend, scoring, threads=threads, device=device)
-    long = {"progress": progress, "bands": bands}
+    if prune and mode != "local":
+        raise OptionError("block pruning (prune=True) is for local alignments")
+    long = {"progress": progress, "bands": bands, "prune": prune}
     b_shown, shown_strand = b_codes, None
     if strand != "minus":
         fields, which = _align_codes(a_codes, b_codes, scoring, mode, ends, runner, threads, **long)

@@ -241,3 +241,25 @@ def test_dask_workers_with_their_devices(files, capsys, cl_device):
     plain = _run(base, capsys)[1]
     devices = ["--backend", "opencl", "--device", cl_device, "--dask-workers", "2"]
     assert _run([*base, *devices], capsys)[1] == plain
+
+
+def test_prune_gives_the_same_alignment(files, capsys, cl_device, monkeypatch):
+    from dpalign import longpair
+
+    seen = []
+    real = longpair.align_long
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("prune"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(longpair, "align_long", spy)
+    a, b = _related(2000, 7)
+    fa = files("a.fa", _fasta([("a", a)]))
+    fb = files("b.fa", _fasta([("b", b)]))
+    base = ["align", fa, fb, "--format", "cigar", "--backend", "opencl", "--device", cl_device]
+    plain = _run([*base, "--mode", "local"], capsys)[1]
+    assert _run([*base, "--mode", "local", "--prune"], capsys)[1] == plain
+    assert seen == [False, True]
+    code, out, err = _run([*base, "--mode", "global", "--prune"], capsys)
+    assert code != 0 and "--prune is for --mode local" in err and not out
