@@ -8,8 +8,9 @@ cases must write the same SAM records. ``--check-length`` first runs ``--check-c
 smaller pair of the same kind (e.g. the device against the CPU path).
 
 Cases: ``numba`` (every core), ``opencl`` (the first GPU), ``opencl-all`` (column bands on
-every GPU), ``bands-N`` (N single-threaded CPU bands), ``dask-N`` (one band per worker of a
-local Dask cluster of N processes).
+every GPU), ``opencl-prune`` / ``opencl-all-prune`` (the same with ``--prune``, local mode),
+``bands-N`` (N single-threaded CPU bands), ``dask-N`` (one band per worker of a local Dask
+cluster of N processes). ``-v`` shows the runs' logs.
 
     python bench/longpair_e2e.py --length 1e7 --cases opencl-all \\
         --check-length 1e6 --check-cases numba,opencl --out $OUT/e2e.json
@@ -32,6 +33,8 @@ CASES = {
     "numba": ["--backend", "numba"],
     "opencl": ["--backend", "opencl"],
     "opencl-all": ["--backend", "opencl", "--device", "all"],
+    "opencl-prune": ["--backend", "opencl", "--prune"],
+    "opencl-all-prune": ["--backend", "opencl", "--device", "all", "--prune"],
 }
 RUN = "import sys; from dpalign.cli import main; sys.exit(main(sys.argv[1:]))"
 
@@ -59,7 +62,9 @@ def _records(path: str) -> list[str]:
         return [line for line in f if not line.startswith("@PG")]
 
 
-def run_pair(length: int, cases: list[str], mode: str, folder: str, tag: str) -> dict:
+def run_pair(
+    length: int, cases: list[str], mode: str, folder: str, tag: str, verbose: bool = False
+) -> dict:
     a_path, b_path = os.path.join(folder, f"{tag}_A.fa.gz"), os.path.join(folder, f"{tag}_B.fa")
     a, b = related(length, 0.05, 0.002, 1)
     write(a_path, "query", a)
@@ -71,6 +76,7 @@ def run_pair(length: int, cases: list[str], mode: str, folder: str, tag: str) ->
     rows, outputs = [], {}
     for case in cases:
         base = ["align", "--mode", mode, "--format", "sam", "--no-progress", *_options(case)]
+        base += ["-v"] if verbose else []
         warm_s, _, _ = _run([*base, warm_a, warm_b, "--out", os.path.join(folder, "warm.sam")])
         out = os.path.join(folder, f"{tag}_{case}.sam")
         seconds, rss, code = _run([*base, a_path, b_path, "--out", out])
@@ -101,14 +107,21 @@ def main() -> None:
     parser.add_argument("--mode", default="local")
     parser.add_argument("--folder", default=os.environ.get("TMPDIR", "/tmp"))
     parser.add_argument("--out", default="e2e.json")
+    parser.add_argument("-v", "--verbose", action="store_true", help="the runs' -v logs")
     args = parser.parse_args()
     result = {}
     if args.check_length:
         result["check"] = run_pair(
-            int(args.check_length), args.check_cases.split(","), args.mode, args.folder, "check"
+            int(args.check_length),
+            args.check_cases.split(","),
+            args.mode,
+            args.folder,
+            "check",
+            args.verbose,
         )
         print("check identical:", result["check"]["identical"], flush=True)
-    result["run"] = run_pair(int(args.length), args.cases.split(","), args.mode, args.folder, "run")
+    cases = args.cases.split(",")
+    result["run"] = run_pair(int(args.length), cases, args.mode, args.folder, "run", args.verbose)
     with open(args.out, "w") as out:
         json.dump(result, out, indent=1)
     ok = all(part["identical"] for part in result.values())
