@@ -399,9 +399,14 @@ def test_the_devices_work_alone_where_the_cpu_share_does_not_pay(problem, monkey
     np.testing.assert_array_equal(_scores(alone.score(task, queries, blocks)), expected)
     assert alone.stats.workers and not any(n.startswith("cpu-") for n in alone.stats.workers)
     assert "alone" in alone.describe() and "CPU workers +" not in alone.describe()
+    # alone, the device's own layout (OpenCL: every profile in one block); joined, the CPU's
+    device = alone._selectors()[0]
+    assert alone.block_width("papara", 200) == device.block_width("papara", 200)
     hb._write_rates(key, {"gpu-0": 100.0, "cpu-0": 20.0, "cpu-1": 20.0})  # 29%: they join
     joined = HybridBackend(devices=[_device()], threads=2, processes=False)
     assert joined.cpu_pays("papara")
+    cpu_width = hb.cpu_backend(2).block_width("papara", 200)
+    assert joined.block_width("papara", 200) == cpu_width
     monkeypatch.setattr(config, "HYBRID_RATES_FILE", "")  # nothing kept: the queue measures
     assert HybridBackend(devices=[_device()], threads=2, processes=False).cpu_pays("papara")
 
