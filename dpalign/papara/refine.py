@@ -16,6 +16,7 @@ backend's scoring, so the output is the same whichever backend scored.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 
@@ -79,6 +80,12 @@ class RefineModel:
     divergent: float = 0.08
     band: int = 30
     markov: bool = True
+    rows: int = 0
+    row_tau_rel: float = 0.8
+    jump: float = 0.02
+    row_mix: float = 0.1
+    profile_weight: float = 0.0
+    row_residue: float = 0.0
 
 
 class EdgeFrequencies:
@@ -95,7 +102,8 @@ class EdgeFrequencies:
         self._tree = data.tree
         self._k = 4 if data.alphabet.name == "dna" else 20
         lengths = [e.length for e in data.tree.edges]
-        self._tau = max(tau_rel * (float(np.mean(lengths)) if lengths else 1.0), 1e-9)
+        self.mean_length = float(np.mean(lengths)) if lengths else 1.0
+        self._tau = max(tau_rel * self.mean_length, 1e-9)
         self._memo: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
         self._tips = {}
         total = np.zeros(self._k + 2)
@@ -212,6 +220,34 @@ class Refiner:
         stay[0], leave[0] = g[0], g[0]
         return np.ascontiguousarray(odds), occupied, 1 - leave, leave, 1 - stay, stay
 
+    def _row_table(self, edge: int, table, codes: np.ndarray):
+        """``(*table, rows, row_odds, weights)``: the ``model.rows`` reference rows nearest the
+        middle of the edge (True where they have a residue), their emissions (None unless
+        ``model.row_residue``) and their weights."""
+        model, data = self.model, self._data
+        tips = nearest_tips(data.tree, edge, model.rows)
+        tau = max(model.row_tau_rel * self._freqs.mean_length, 1e-9)
+        d = np.array([dist for dist, _ in tips])
+        w = np.exp(-(d - d.min()) / tau)
+        w /= w.sum()
+        states = np.stack([data.ref_states[data.tip_rows[node]] for _, node in tips])
+        rows = states != data.alphabet.gap
+        row_odds = None
+        if model.row_residue > 0:
+            k, freqs = self._freqs.n_bits, self._freqs
+            bits = ((states[..., None].astype(np.int64) >> np.arange(k)) & 1).astype(np.float64)
+            bits /= np.maximum(bits.sum(axis=2, keepdims=True), 1.0)
+            residues, _, _ = freqs.at_edge(edge)
+            q = (1 - model.pseudo) * residues + model.pseudo * freqs.background  # (n, K)
+            s = model.row_residue
+            q_rows = np.where(rows[..., None], s * bits + (1 - s) * q[None], q[None])
+            member = ((codes[:, None].astype(np.int64) >> np.arange(k)) & 1).astype(np.float64)
+            bg = np.maximum(member @ freqs.background, 1e-300)
+            row_odds = np.ascontiguousarray(
+                np.einsum("ck,rnk->rcn", member, q_rows) / bg[None, :, None]
+            )
+        return (*table, rows, row_odds, w)
+
     def refine(
         self, reads: list[np.ndarray], edges: np.ndarray, ops: list[str], states: np.ndarray
     ) -> list[str]:
@@ -242,6 +278,22 @@ class Refiner:
             last = min(first + per_chunk, len(chosen))
             pick = np.flatnonzero((table_of >= first) & (table_of < last))
             tables = [self._tables(int(e), codes) for e in chosen[first:last]]
+            if model.rows:
+                from ..simd.papara_refine import refine_many_rows
+
+                tables = [
+                    self._row_table(int(e), t, codes)
+                    for e, t in zip(chosen[first:last], tables, strict=True)
+                ]
+                refined = refine_many_rows(
+                    tables, table_of[pick] - first, [coded[live[t]] for t in pick],
+                    [bands[t] for t in pick], model.open_ins, model.extend_ins, model.overhang,
+                    thetas[pick], model.row_mix, model.jump, model.profile_weight,
+                    threads=self._backend.threads,
+                )  # fmt: skip
+                for t, text in zip(pick, refined, strict=True):
+                    out[live[t]] = text
+                continue
             refined = engine.refine_papara(
                 self._backend,
                 tables,
@@ -254,6 +306,26 @@ class Refiner:
             for t, text in zip(pick, refined, strict=True):
                 out[live[t]] = text
         return out
+
+
+def nearest_tips(tree, edge: int, count: int) -> list[tuple[float, int]]:
+    """The ``count`` tips nearest the middle of ``edge`` as ``(distance, node)``, nearest
+    first (ties by node number)."""
+    e = tree.edges[edge]
+    heap = [(e.length / 2, e.u), (e.length / 2, e.v)]
+    seen: set[int] = set()
+    found: list[tuple[float, int]] = []
+    while heap and len(found) < count:
+        dist, node = heapq.heappop(heap)
+        if node in seen:
+            continue
+        seen.add(node)
+        if tree.is_tip(node):
+            found.append((dist, node))
+        for nxt, length in tree.neighbors[node]:
+            if nxt not in seen and {node, nxt} != {e.u, e.v}:
+                heapq.heappush(heap, (dist + length, nxt))
+    return found
 
 
 def _mismatch(ops: str, read: np.ndarray, states: np.ndarray) -> float:

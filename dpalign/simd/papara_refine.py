@@ -167,6 +167,192 @@ def posteriors(
 
 
 @njit(nogil=True, cache=True)
+def posteriors_rows(
+    odds,
+    occupied,
+    keep,
+    leave,
+    enter,
+    stay,
+    weights,
+    jump,
+    read,
+    lo,
+    hi,
+    first,
+    last,
+    open_ins,
+    extend_ins,
+    overhang,
+    open_lo,
+    open_hi,
+):  # pragma: no cover - compiled
+    """:func:`posteriors` for the row-mixture model: the read follows one of R components
+    (a reference row's gap pattern, or the profile's chain) and may switch between them on
+    entering a column.
+
+    ``odds`` is (R, codes, hi - lo) and ``occupied``, ``keep``, ``leave``, ``enter`` and
+    ``stay`` are (R, hi - lo): component r's emissions and chain over the window's columns
+    (index i - 1 for window column i, i.e. ``lo + i - 1``);
+    ``weights[r]`` (summing to 1) is the chance of following r at the start and of switching
+    to it; ``jump`` the chance of a switch on entering a column (aligned or skipped; an
+    insertion keeps the component). With one component this is :func:`posteriors` on
+    ``[lo, hi)``. Oracle: :func:`dpalign.reference.papara_refine_rows_posteriors`.
+    """
+    m = read.shape[0]
+    n = hi - lo
+    rows = occupied.shape[0]
+    fm = np.zeros((rows, m + 1, n + 1))
+    fd = np.zeros((rows, m + 1, n + 1))
+    fi = np.zeros((rows, m + 1, n + 1))
+    scale_f = np.zeros(m + 1)
+    log_over = math.log(overhang)
+    same = 1.0 - jump
+    cum = 0.0
+    for j in range(1, m + 1):
+        start = 1.0 if j == 1 else 0.0
+        if open_lo:
+            start = math.exp(log_over * (j - 1) - (cum if j > 1 else 0.0))
+        code = read[j - 1]
+        for i in range(first[j], last[j] + 1):
+            if i > 0:
+                all_mi = 0.0  # every component's sums, for switches
+                all_d = 0.0
+                all_m = 0.0
+                all_dd = 0.0
+                for r in range(rows):
+                    all_mi += fm[r, j - 1, i - 1] + fi[r, j - 1, i - 1]
+                    all_d += fd[r, j - 1, i - 1]
+                    all_m += fm[r, j, i - 1]
+                    all_dd += fd[r, j, i - 1]
+                begin = 0.0
+                if j == 1:
+                    begin = 1.0  # free leading columns
+                elif i == 1:
+                    begin = start
+                for r in range(rows):
+                    w = weights[r]
+                    mi = same * (fm[r, j - 1, i - 1] + fi[r, j - 1, i - 1]) + jump * w * all_mi
+                    d = same * fd[r, j - 1, i - 1] + jump * w * all_d
+                    start_here = begin * w * occupied[r, i - 1]
+                    into = mi * keep[r, i - 1] + d * enter[r, i - 1] + start_here
+                    fm[r, j, i] = into * odds[r, code, i - 1]
+                    from_m = same * fm[r, j, i - 1] + jump * w * all_m
+                    from_d = same * fd[r, j, i - 1] + jump * w * all_dd
+                    fd[r, j, i] = from_m * leave[r, i - 1] + from_d * stay[r, i - 1]
+            for r in range(rows):
+                fi[r, j, i] = (fm[r, j - 1, i] + fd[r, j - 1, i]) * open_ins + fi[
+                    r, j - 1, i
+                ] * extend_ins
+        top = 0.0
+        for r in range(rows):
+            for i in range(first[j], last[j] + 1):
+                v = fm[r, j, i] + fd[r, j, i] + fi[r, j, i]
+                if v > top:
+                    top = v
+        if open_lo:
+            v = math.exp(log_over * j - cum)
+            if v > top:
+                top = v
+        if top <= 0.0:
+            top = 1.0
+        for r in range(rows):
+            for i in range(first[j], last[j] + 1):
+                fm[r, j, i] /= top
+                fd[r, j, i] /= top
+                fi[r, j, i] /= top
+        cum += math.log(top)
+        scale_f[j] = cum
+    bm = np.zeros((rows, m + 1, n + 2))  # backward from M, D and I
+    bd = np.zeros((rows, m + 1, n + 2))
+    bi = np.zeros((rows, m + 2, n + 2))
+    scale_b = np.zeros(m + 1)
+    diag = np.zeros(rows)  # per target component: on into its next column, aligned
+    skip = np.zeros(rows)
+    cum = 0.0
+    for j in range(m, 0, -1):
+        code = read[j] if j < m else 0
+        for i in range(last[j], first[j] - 1, -1):
+            end = 0.0
+            if j == m:
+                end = 1.0 if i >= 1 else 0.0
+            elif i == n and open_hi:
+                end = math.exp(log_over * (m - j) - cum)
+            if i < n:
+                # after a switch to r2: from M (or I) keep / leave, from D enter / stay
+                mix_keep = 0.0
+                mix_leave = 0.0
+                mix_enter = 0.0
+                mix_stay = 0.0
+                for r in range(rows):
+                    diag[r] = odds[r, code, i] * bm[r, j + 1, i + 1] if j < m else 0.0
+                    skip[r] = bd[r, j, i + 1]
+                    w = weights[r]
+                    mix_keep += w * keep[r, i] * diag[r]
+                    mix_leave += w * leave[r, i] * skip[r]
+                    mix_enter += w * enter[r, i] * diag[r]
+                    mix_stay += w * stay[r, i] * skip[r]
+                for r in range(rows):
+                    on_keep = same * keep[r, i] * diag[r] + jump * mix_keep
+                    on_leave = same * leave[r, i] * skip[r] + jump * mix_leave
+                    on_enter = same * enter[r, i] * diag[r] + jump * mix_enter
+                    on_stay = same * stay[r, i] * skip[r] + jump * mix_stay
+                    insert = bi[r, j + 1, i] * open_ins if j < m else 0.0
+                    bm[r, j, i] = on_keep + on_leave + insert + end
+                    bd[r, j, i] = on_enter + on_stay + insert + end
+                    bi[r, j, i] = on_keep + (bi[r, j + 1, i] * extend_ins if j < m else 0.0) + end
+            else:
+                for r in range(rows):
+                    insert = bi[r, j + 1, i] * open_ins if j < m else 0.0
+                    bm[r, j, i] = insert + end
+                    bd[r, j, i] = insert + end
+                    bi[r, j, i] = (bi[r, j + 1, i] * extend_ins if j < m else 0.0) + end
+        if j < m:
+            top = 0.0
+            for r in range(rows):
+                for i in range(first[j], last[j] + 1):
+                    v = bm[r, j, i] + bd[r, j, i] + bi[r, j, i]
+                    if v > top:
+                        top = v
+            if top <= 0.0:
+                top = 1.0
+            for r in range(rows):
+                for i in range(first[j], last[j] + 1):
+                    bm[r, j, i] /= top
+                    bd[r, j, i] /= top
+                    bi[r, j, i] /= top
+            cum += math.log(top)
+            scale_b[j] = cum
+    total = 0.0
+    for r in range(rows):
+        for i in range(max(first[m], 1), last[m] + 1):
+            total += fm[r, m, i] + fd[r, m, i] + fi[r, m, i]
+    log_z = math.log(total) + scale_f[m] if total > 0.0 else -math.inf
+    if open_hi:
+        for j in range(1, m):
+            if last[j] == n:
+                part = 0.0
+                for r in range(rows):
+                    part += fm[r, j, n] + fd[r, j, n] + fi[r, j, n]
+                if part > 0.0:
+                    log_part = math.log(part) + scale_f[j] + log_over * (m - j)
+                    top_, low_ = max(log_z, log_part), min(log_z, log_part)
+                    log_z = top_ + math.log1p(math.exp(low_ - top_))
+    post = np.zeros((m + 1, n + 1))
+    for j in range(1, m + 1):
+        shift = scale_f[j] + (scale_b[j] if j < m else 0.0) - log_z
+        for i in range(max(first[j], 1), last[j] + 1):
+            v = 0.0
+            for r in range(rows):
+                v += fm[r, j, i] * bm[r, j, i]
+            if shift < 700.0:
+                post[j, i] = v * math.exp(shift)
+            elif v > 0.0:
+                post[j, i] = math.exp(math.log(v) + shift)
+    return post
+
+
+@njit(nogil=True, cache=True)
 def decode(post, theta, out):  # pragma: no cover - compiled
     """The alignment maximising the sum of ``posterior - theta`` over aligned pairs, as op
     codes (0 M, 1 R, 2 I) written backwards into ``out``; returns their count."""
@@ -243,6 +429,75 @@ def refine_many(
         out[k] = "R" * lo + core + "R" * (n_total - hi)
 
     # Longest reads first, so that no thread is left with a long one at the end.
+    order = sorted(range(len(reads)), key=lambda k: -len(reads[k]))
+    map_threads(one, order, threads, chunksize=16)
+    return out
+
+
+def row_window(odds, profile, rows, row_odds, weights, lo, hi, mix, profile_weight):
+    """The components of one read's window ``[lo, hi)`` for :func:`posteriors_rows`:
+    ``(odds, occupied, keep, leave, enter, stay, weights)``.
+
+    ``odds`` (codes, n) and ``profile = (occupied, keep, leave, enter, stay)`` are the edge's
+    emissions and chain over all columns, ``rows`` (R, n) True where a reference row has a
+    residue, ``row_odds`` (R, codes, n) or None the rows' own emissions (None: the edge's),
+    ``weights`` the rows' shares. A row's chain goes where the row goes (into a column where
+    it has a residue, past one where it has a gap), mixed with the profile's as
+    ``(1 - mix) * row + mix * profile``. Without ``row_odds``, rows with the same gaps in
+    the window are one component (their weights summed: the same model, fewer components).
+    With ``profile_weight`` > 0 the edge's own chain is one more component, of that weight
+    (the others scaled to the rest).
+    """
+    window = rows[:, lo:hi]
+    if row_odds is None:
+        unique, inverse = np.unique(window, axis=0, return_inverse=True)
+        merged = np.zeros(len(unique))
+        np.add.at(merged, inverse.ravel(), weights)
+        emit = np.broadcast_to(odds[None, :, lo:hi], (len(unique), odds.shape[0], hi - lo))
+    else:
+        unique, merged, emit = window, np.asarray(weights, dtype=np.float64), row_odds[:, :, lo:hi]
+    res = unique.astype(np.float64)
+    occupied, keep, leave, enter, stay = (np.asarray(p)[lo:hi][None, :] for p in profile)
+    parts = [
+        emit,
+        (1.0 - mix) * res + mix * occupied,
+        (1.0 - mix) * res + mix * keep,
+        (1.0 - mix) * (1.0 - res) + mix * leave,
+        (1.0 - mix) * res + mix * enter,
+        (1.0 - mix) * (1.0 - res) + mix * stay,
+    ]
+    if profile_weight > 0.0:
+        base = (odds[None, :, lo:hi], occupied, keep, leave, enter, stay)
+        parts = [np.concatenate([part, b]) for part, b in zip(parts, base, strict=True)]
+        merged = np.concatenate([merged * (1.0 - profile_weight), [profile_weight]])
+    return (*(np.ascontiguousarray(p) for p in parts), merged)
+
+
+def refine_many_rows(
+    tables, table_of, reads, bands, open_ins, extend_ins, overhang, thetas, mix, jump,
+    profile_weight, threads=None,
+) -> list[str]:  # fmt: skip
+    """:func:`refine_many` for the row-mixture model: ``tables[t] = (odds, occupied, keep,
+    leave, enter, stay, rows, row_odds, weights)`` (see :func:`row_window`,
+    :func:`posteriors_rows`)."""
+    out: list[str] = [""] * len(reads)
+
+    def one(k: int) -> None:
+        table = tables[int(table_of[k])]
+        odds, profile, rows, row_odds, weights = table[0], table[1:6], *table[6:]
+        n_total = len(profile[0])
+        lo, hi, first, last = bands[k]
+        read = reads[k]
+        window = row_window(odds, profile, rows, row_odds, weights, lo, hi, mix, profile_weight)
+        post = posteriors_rows(
+            *window, jump, read, lo, hi, first, last, open_ins, extend_ins, overhang,
+            lo == 0, hi == n_total,
+        )  # fmt: skip
+        buf = np.empty(len(read) + hi - lo, dtype=np.uint8)
+        count = decode(post, float(thetas[k]), buf)
+        core = buf[:count][::-1].tobytes().translate(_OP_TABLE).decode()
+        out[k] = "R" * lo + core + "R" * (n_total - hi)
+
     order = sorted(range(len(reads)), key=lambda k: -len(reads[k]))
     map_threads(one, order, threads, chunksize=16)
     return out
