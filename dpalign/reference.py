@@ -663,9 +663,7 @@ def papara_refine_rows_posteriors(
                     from_i.append(bi[r, j + 1, i] + _log(extend_ins))
                 if i < n:
                     for r2, lt in moves(r):
-                        diag = (
-                            bm[r2, j + 1, i + 1] + _log(odds[r2][read[j], i]) if j < m else ninf
-                        )
+                        diag = bm[r2, j + 1, i + 1] + _log(odds[r2][read[j], i]) if j < m else ninf
                         skip = bd[r2, j, i + 1]
                         from_m += [lt + _log(keep[r2][i]) + diag, lt + _log(leave[r2][i]) + skip]
                         from_d += [lt + _log(enter[r2][i]) + diag, lt + _log(stay[r2][i]) + skip]
@@ -680,6 +678,66 @@ def papara_refine_rows_posteriors(
             if v > ninf:
                 post[j, i] = math.exp(v - log_z)
     return post
+
+
+def papara_refine_row_window(odds, profile, rows, row_odds, weights, lo, hi, mix, profile_weight):
+    """The components of one read's window ``[lo, hi)`` for
+    :func:`papara_refine_rows_posteriors`:
+    ``(odds, occupied, keep, leave, enter, stay, weights)``.
+
+    ``odds`` (codes, n) and ``profile = (occupied, keep, leave, enter, stay)`` are the edge's
+    emissions and chain over all columns, ``rows`` (R, n) True where a reference row has a
+    residue, ``row_odds`` (R, codes, n) or None the rows' own emissions (None: the edge's),
+    ``weights`` the rows' shares. A row's chain goes where the row goes (into a column where
+    it has a residue, past one where it has a gap), mixed with the profile's as
+    ``(1 - mix) * row + mix * profile``. Without ``row_odds``, rows with the same gaps in
+    the window are one component (their weights summed: the same model, fewer components).
+    With ``profile_weight`` > 0 the edge's own chain is one more component, of that weight
+    (the others scaled to the rest).
+    """
+    window = rows[:, lo:hi]
+    if row_odds is None:
+        unique, inverse = np.unique(window, axis=0, return_inverse=True)
+        merged = np.zeros(len(unique))
+        np.add.at(merged, inverse.ravel(), weights)
+        emit = np.broadcast_to(odds[None, :, lo:hi], (len(unique), odds.shape[0], hi - lo))
+    else:
+        unique, merged, emit = window, np.asarray(weights, dtype=np.float64), row_odds[:, :, lo:hi]
+    res = unique.astype(np.float64)
+    occupied, keep, leave, enter, stay = (np.asarray(p)[lo:hi][None, :] for p in profile)
+    parts = [
+        emit,
+        (1.0 - mix) * res + mix * occupied,
+        (1.0 - mix) * res + mix * keep,
+        (1.0 - mix) * (1.0 - res) + mix * leave,
+        (1.0 - mix) * res + mix * enter,
+        (1.0 - mix) * (1.0 - res) + mix * stay,
+    ]
+    if profile_weight > 0.0:
+        base = (odds[None, :, lo:hi], occupied, keep, leave, enter, stay)
+        parts = [np.concatenate([part, b]) for part, b in zip(parts, base, strict=True)]
+        merged = np.concatenate([merged * (1.0 - profile_weight), [profile_weight]])
+    return (*(np.ascontiguousarray(p) for p in parts), merged)
+
+
+def papara_refine_rows(
+    table, read, band, open_ins, extend_ins, overhang, theta, mix, jump, profile_weight
+) -> str:
+    """One read's second-pass alignment under the row-mixture model (``R`` outside the
+    window): ``table = (odds, occupied, keep, leave, enter, stay, rows, row_odds, weights)``
+    of its edge, :func:`papara_refine_row_window`, :func:`papara_refine_rows_posteriors`,
+    then :func:`papara_refine_decode`."""
+    odds, profile, rows, row_odds, weights = table[0], table[1:6], *table[6:]
+    n_total = len(profile[0])
+    lo, hi, first, last = band
+    window = papara_refine_row_window(
+        odds, profile, rows, row_odds, weights, lo, hi, mix, profile_weight
+    )
+    post = papara_refine_rows_posteriors(
+        *window, jump, read, lo, hi, first, last, open_ins, extend_ins, overhang, lo == 0,
+        hi == n_total,
+    )  # fmt: skip
+    return "R" * lo + papara_refine_decode(post, theta) + "R" * (n_total - hi)
 
 
 def papara_refine_decode(post: np.ndarray, theta: float) -> str:

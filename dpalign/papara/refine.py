@@ -10,15 +10,19 @@ frequencies per column and how often a gap follows a gap (a lineage's deletions 
 columns), each row weighted by ``exp(-d / tau)`` with d its tree distance from the middle of
 the edge (close relatives share their gaps), and aligns the read to it by
 posterior decoding (:mod:`dpalign.simd.papara_refine`, through the engine; the model is spelt
-out in :func:`dpalign.reference.papara_refine_posteriors`). It runs on the CPU after any
-backend's scoring, so the output is the same whichever backend scored.
+out in :func:`dpalign.reference.papara_refine_posteriors`). With ``RefineModel.rows`` the
+profile is a row mixture (:func:`dpalign.reference.papara_refine_rows_posteriors`): the read
+follows the nearest reference rows one at a time, each row's gaps and residues mixed with the
+edge's, and may switch rows between columns, so that a stretch can take the gaps of the one
+relative whose lineage it shares. It runs on the CPU after any backend's scoring, so the
+output is the same whichever backend scored.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -65,6 +69,25 @@ class RefineModel:
     markov : bool
         Whether skipping a column depends on whether the column before was skipped (from the
         same weighted rows), or each column is skipped independently.
+    rows : int
+        The row-mixture model (0: off): the read follows one of the ``rows`` reference rows
+        nearest the edge's middle at a time, taking its gaps and (``row_residue``) its
+        residues, and may switch rows on entering a column; what one weighted profile per
+        column cannot say is which columns the read's own lineage has, and a row can.
+    row_tau_rel : float
+        Distance scale of those rows' weights (start and switch), in mean branch lengths.
+    jump : float
+        Chance of switching rows on entering a column.
+    row_mix : float
+        Share of the edge's chain (``occupied``, ``keep``...) in a row's: a row's own gaps
+        are not the read's everywhere (its lineage's deletions are its own).
+    profile_weight : float
+        Weight of the edge's chain as one more component beside the rows (0: none).
+    row_residue : float
+        Share of a row's own residue in its residue frequencies (the rest the edge's).
+    row_band : int
+        With ``rows``: first the edge's chain alone in ``band``, then the rows in this many
+        columns around its result (0: the rows in ``band`` around the first pass's).
     """
 
     tau_rel: float = 0.8
@@ -82,10 +105,11 @@ class RefineModel:
     markov: bool = True
     rows: int = 0
     row_tau_rel: float = 0.8
-    jump: float = 0.02
-    row_mix: float = 0.1
+    jump: float = 0.01
+    row_mix: float = 0.6
     profile_weight: float = 0.0
-    row_residue: float = 0.0
+    row_residue: float = 0.45
+    row_band: int = 0
 
 
 class EdgeFrequencies:
@@ -253,16 +277,10 @@ class Refiner:
     ) -> list[str]:
         """The second-pass op strings of a batch of reads (first-pass ``ops`` where the edge
         is -1); ``states`` are the edges' Fitch states (E, n) the first pass aligned to."""
-        out = list(ops)
-        n = self._data.n_columns
+        model = self.model
         live = [k for k in range(len(reads)) if edges[k] >= 0 and len(reads[k])]
         if not live:
-            return out
-        codes, index = np.unique(np.concatenate([reads[k] for k in live]), return_inverse=True)
-        starts = np.cumsum([0] + [len(reads[k]) for k in live])
-        coded = {k: index[starts[t] : starts[t + 1]].astype(np.int64) for t, k in enumerate(live)}
-        bands = [_band(ops[k], n, self.model.band) for k in live]
-        model = self.model
+            return list(ops)
         thetas = np.array(
             [
                 model.theta_divergent
@@ -271,29 +289,33 @@ class Refiner:
                 for k in live
             ]
         )
+        if model.rows and model.row_band:
+            # The edge's chain first (wide band, cheap), then the rows around its result.
+            guide = self._pass(replace(model, rows=0), reads, edges, ops, live, thetas, model.band)
+            return self._pass(model, reads, edges, guide, live, thetas, model.row_band)
+        return self._pass(model, reads, edges, ops, live, thetas, model.band)
+
+    def _pass(self, model, reads, edges, ops, live, thetas, width) -> list[str]:
+        """One model's op strings, each read in ``width`` columns around its ``ops``."""
+        out = list(ops)
+        n = self._data.n_columns
+        codes, index = np.unique(np.concatenate([reads[k] for k in live]), return_inverse=True)
+        starts = np.cumsum([0] + [len(reads[k]) for k in live])
+        coded = {k: index[starts[t] : starts[t + 1]].astype(np.int64) for t, k in enumerate(live)}
+        bands = [_band(ops[k], n, width) for k in live]
         chosen, table_of = np.unique([int(edges[k]) for k in live], return_inverse=True)
         # Edges a chunk at a time, so that the tables stay small on big trees.
-        per_chunk = max(1, _TABLE_BYTES // (8 * (len(codes) + 2) * max(n, 1)))
+        per_edge = 8 * (len(codes) + 2) * max(n, 1) * (1 + model.rows)
+        per_chunk = max(1, _TABLE_BYTES // per_edge)
         for first in range(0, len(chosen), per_chunk):
             last = min(first + per_chunk, len(chosen))
             pick = np.flatnonzero((table_of >= first) & (table_of < last))
             tables = [self._tables(int(e), codes) for e in chosen[first:last]]
             if model.rows:
-                from ..simd.papara_refine import refine_many_rows
-
                 tables = [
                     self._row_table(int(e), t, codes)
                     for e, t in zip(chosen[first:last], tables, strict=True)
                 ]
-                refined = refine_many_rows(
-                    tables, table_of[pick] - first, [coded[live[t]] for t in pick],
-                    [bands[t] for t in pick], model.open_ins, model.extend_ins, model.overhang,
-                    thetas[pick], model.row_mix, model.jump, model.profile_weight,
-                    threads=self._backend.threads,
-                )  # fmt: skip
-                for t, text in zip(pick, refined, strict=True):
-                    out[live[t]] = text
-                continue
             refined = engine.refine_papara(
                 self._backend,
                 tables,
@@ -301,7 +323,7 @@ class Refiner:
                 [coded[live[t]] for t in pick],
                 [bands[t] for t in pick],
                 thetas[pick],
-                self.model,
+                model,
             )
             for t, text in zip(pick, refined, strict=True):
                 out[live[t]] = text

@@ -27,6 +27,7 @@ import math
 import numpy as np
 from numba import njit
 
+from ..reference import papara_refine_row_window
 from .threads import map_threads
 
 _OP_TABLE = bytes.maketrans(b"\x00\x01\x02", b"MRI")
@@ -202,9 +203,22 @@ def posteriors_rows(
     m = read.shape[0]
     n = hi - lo
     rows = occupied.shape[0]
-    fm = np.zeros((rows, m + 1, n + 1))
-    fd = np.zeros((rows, m + 1, n + 1))
-    fi = np.zeros((rows, m + 1, n + 1))
+    # Component innermost (a cell's R values sit together) and only the band stored: row j
+    # keeps columns first[j]..last[j] at 1.. (0 and the end are zero padding).
+    occupied_t = np.ascontiguousarray(occupied.T)
+    keep_t = np.ascontiguousarray(keep.T)
+    leave_t = np.ascontiguousarray(leave.T)
+    enter_t = np.ascontiguousarray(enter.T)
+    stay_t = np.ascontiguousarray(stay.T)
+    odds_t = np.empty((odds.shape[1], odds.shape[2], rows))
+    for r in range(rows):
+        odds_t[:, :, r] = odds[r]
+    width = 1
+    for j in range(m + 1):
+        width = max(width, last[j] - first[j] + 1)
+    fm = np.zeros((m + 1, width + 2, rows))
+    fd = np.zeros((m + 1, width + 2, rows))
+    fi = np.zeros((m + 1, width + 2, rows))
     scale_f = np.zeros(m + 1)
     log_over = math.log(overhang)
     same = 1.0 - jump
@@ -214,17 +228,24 @@ def posteriors_rows(
         if open_lo:
             start = math.exp(log_over * (j - 1) - (cum if j > 1 else 0.0))
         code = read[j - 1]
+        f0, p0, p1 = first[j], first[j - 1], last[j - 1]
         for i in range(first[j], last[j] + 1):
+            k = i - f0 + 1
+            up_ok = p0 <= i <= p1
+            ku = i - p0 + 1
             if i > 0:
+                diag_ok = p0 <= i - 1 <= p1
+                kd = i - p0  # (j - 1, i - 1)
                 all_mi = 0.0  # every component's sums, for switches
                 all_d = 0.0
                 all_m = 0.0
                 all_dd = 0.0
                 for r in range(rows):
-                    all_mi += fm[r, j - 1, i - 1] + fi[r, j - 1, i - 1]
-                    all_d += fd[r, j - 1, i - 1]
-                    all_m += fm[r, j, i - 1]
-                    all_dd += fd[r, j, i - 1]
+                    if diag_ok:
+                        all_mi += fm[j - 1, kd, r] + fi[j - 1, kd, r]
+                        all_d += fd[j - 1, kd, r]
+                    all_m += fm[j, k - 1, r]
+                    all_dd += fd[j, k - 1, r]
                 begin = 0.0
                 if j == 1:
                     begin = 1.0  # free leading columns
@@ -232,22 +253,27 @@ def posteriors_rows(
                     begin = start
                 for r in range(rows):
                     w = weights[r]
-                    mi = same * (fm[r, j - 1, i - 1] + fi[r, j - 1, i - 1]) + jump * w * all_mi
-                    d = same * fd[r, j - 1, i - 1] + jump * w * all_d
-                    start_here = begin * w * occupied[r, i - 1]
-                    into = mi * keep[r, i - 1] + d * enter[r, i - 1] + start_here
-                    fm[r, j, i] = into * odds[r, code, i - 1]
-                    from_m = same * fm[r, j, i - 1] + jump * w * all_m
-                    from_d = same * fd[r, j, i - 1] + jump * w * all_dd
-                    fd[r, j, i] = from_m * leave[r, i - 1] + from_d * stay[r, i - 1]
-            for r in range(rows):
-                fi[r, j, i] = (fm[r, j - 1, i] + fd[r, j - 1, i]) * open_ins + fi[
-                    r, j - 1, i
-                ] * extend_ins
+                    own_mi = 0.0
+                    own_d = 0.0
+                    if diag_ok:
+                        own_mi = fm[j - 1, kd, r] + fi[j - 1, kd, r]
+                        own_d = fd[j - 1, kd, r]
+                    mi = same * own_mi + jump * w * all_mi
+                    d = same * own_d + jump * w * all_d
+                    start_here = begin * w * occupied_t[i - 1, r]
+                    into = mi * keep_t[i - 1, r] + d * enter_t[i - 1, r] + start_here
+                    fm[j, k, r] = into * odds_t[code, i - 1, r]
+                    from_m = same * fm[j, k - 1, r] + jump * w * all_m
+                    from_d = same * fd[j, k - 1, r] + jump * w * all_dd
+                    fd[j, k, r] = from_m * leave_t[i - 1, r] + from_d * stay_t[i - 1, r]
+            if up_ok:
+                for r in range(rows):
+                    opened = (fm[j - 1, ku, r] + fd[j - 1, ku, r]) * open_ins
+                    fi[j, k, r] = opened + fi[j - 1, ku, r] * extend_ins
         top = 0.0
-        for r in range(rows):
-            for i in range(first[j], last[j] + 1):
-                v = fm[r, j, i] + fd[r, j, i] + fi[r, j, i]
+        for k in range(1, last[j] - f0 + 2):
+            for r in range(rows):
+                v = fm[j, k, r] + fd[j, k, r] + fi[j, k, r]
                 if v > top:
                     top = v
         if open_lo:
@@ -256,84 +282,97 @@ def posteriors_rows(
                 top = v
         if top <= 0.0:
             top = 1.0
-        for r in range(rows):
-            for i in range(first[j], last[j] + 1):
-                fm[r, j, i] /= top
-                fd[r, j, i] /= top
-                fi[r, j, i] /= top
+        for k in range(1, last[j] - f0 + 2):
+            for r in range(rows):
+                fm[j, k, r] /= top
+                fd[j, k, r] /= top
+                fi[j, k, r] /= top
         cum += math.log(top)
         scale_f[j] = cum
-    bm = np.zeros((rows, m + 1, n + 2))  # backward from M, D and I
-    bd = np.zeros((rows, m + 1, n + 2))
-    bi = np.zeros((rows, m + 2, n + 2))
+    bm = np.zeros((m + 1, width + 2, rows))  # backward from M, D and I
+    bd = np.zeros((m + 1, width + 2, rows))
+    bi = np.zeros((m + 1, width + 2, rows))
     scale_b = np.zeros(m + 1)
     diag = np.zeros(rows)  # per target component: on into its next column, aligned
     skip = np.zeros(rows)
+    below = np.zeros(rows)  # bi of (j + 1, i)
     cum = 0.0
     for j in range(m, 0, -1):
         code = read[j] if j < m else 0
+        f0 = first[j]
+        q0 = first[j + 1] if j < m else 0
+        q1 = last[j + 1] if j < m else -1
         for i in range(last[j], first[j] - 1, -1):
+            k = i - f0 + 1
             end = 0.0
             if j == m:
                 end = 1.0 if i >= 1 else 0.0
             elif i == n and open_hi:
                 end = math.exp(log_over * (m - j) - cum)
+            down_ok = q0 <= i <= q1
+            kb = i - q0 + 1
+            for r in range(rows):
+                below[r] = bi[j + 1, kb, r] if down_ok else 0.0
             if i < n:
+                diag_ok = q0 <= i + 1 <= q1
+                kd = i + 2 - q0  # (j + 1, i + 1)
                 # after a switch to r2: from M (or I) keep / leave, from D enter / stay
                 mix_keep = 0.0
                 mix_leave = 0.0
                 mix_enter = 0.0
                 mix_stay = 0.0
                 for r in range(rows):
-                    diag[r] = odds[r, code, i] * bm[r, j + 1, i + 1] if j < m else 0.0
-                    skip[r] = bd[r, j, i + 1]
+                    diag[r] = odds_t[code, i, r] * bm[j + 1, kd, r] if diag_ok else 0.0
+                    skip[r] = bd[j, k + 1, r]
                     w = weights[r]
-                    mix_keep += w * keep[r, i] * diag[r]
-                    mix_leave += w * leave[r, i] * skip[r]
-                    mix_enter += w * enter[r, i] * diag[r]
-                    mix_stay += w * stay[r, i] * skip[r]
+                    mix_keep += w * keep_t[i, r] * diag[r]
+                    mix_leave += w * leave_t[i, r] * skip[r]
+                    mix_enter += w * enter_t[i, r] * diag[r]
+                    mix_stay += w * stay_t[i, r] * skip[r]
                 for r in range(rows):
-                    on_keep = same * keep[r, i] * diag[r] + jump * mix_keep
-                    on_leave = same * leave[r, i] * skip[r] + jump * mix_leave
-                    on_enter = same * enter[r, i] * diag[r] + jump * mix_enter
-                    on_stay = same * stay[r, i] * skip[r] + jump * mix_stay
-                    insert = bi[r, j + 1, i] * open_ins if j < m else 0.0
-                    bm[r, j, i] = on_keep + on_leave + insert + end
-                    bd[r, j, i] = on_enter + on_stay + insert + end
-                    bi[r, j, i] = on_keep + (bi[r, j + 1, i] * extend_ins if j < m else 0.0) + end
+                    on_keep = same * keep_t[i, r] * diag[r] + jump * mix_keep
+                    on_leave = same * leave_t[i, r] * skip[r] + jump * mix_leave
+                    on_enter = same * enter_t[i, r] * diag[r] + jump * mix_enter
+                    on_stay = same * stay_t[i, r] * skip[r] + jump * mix_stay
+                    insert = below[r] * open_ins
+                    bm[j, k, r] = on_keep + on_leave + insert + end
+                    bd[j, k, r] = on_enter + on_stay + insert + end
+                    bi[j, k, r] = on_keep + below[r] * extend_ins + end
             else:
                 for r in range(rows):
-                    insert = bi[r, j + 1, i] * open_ins if j < m else 0.0
-                    bm[r, j, i] = insert + end
-                    bd[r, j, i] = insert + end
-                    bi[r, j, i] = (bi[r, j + 1, i] * extend_ins if j < m else 0.0) + end
+                    insert = below[r] * open_ins
+                    bm[j, k, r] = insert + end
+                    bd[j, k, r] = insert + end
+                    bi[j, k, r] = below[r] * extend_ins + end
         if j < m:
             top = 0.0
-            for r in range(rows):
-                for i in range(first[j], last[j] + 1):
-                    v = bm[r, j, i] + bd[r, j, i] + bi[r, j, i]
+            for k in range(1, last[j] - f0 + 2):
+                for r in range(rows):
+                    v = bm[j, k, r] + bd[j, k, r] + bi[j, k, r]
                     if v > top:
                         top = v
             if top <= 0.0:
                 top = 1.0
-            for r in range(rows):
-                for i in range(first[j], last[j] + 1):
-                    bm[r, j, i] /= top
-                    bd[r, j, i] /= top
-                    bi[r, j, i] /= top
+            for k in range(1, last[j] - f0 + 2):
+                for r in range(rows):
+                    bm[j, k, r] /= top
+                    bd[j, k, r] /= top
+                    bi[j, k, r] /= top
             cum += math.log(top)
             scale_b[j] = cum
     total = 0.0
-    for r in range(rows):
-        for i in range(max(first[m], 1), last[m] + 1):
-            total += fm[r, m, i] + fd[r, m, i] + fi[r, m, i]
+    for i in range(max(first[m], 1), last[m] + 1):
+        k = i - first[m] + 1
+        for r in range(rows):
+            total += fm[m, k, r] + fd[m, k, r] + fi[m, k, r]
     log_z = math.log(total) + scale_f[m] if total > 0.0 else -math.inf
     if open_hi:
         for j in range(1, m):
             if last[j] == n:
+                k = n - first[j] + 1
                 part = 0.0
                 for r in range(rows):
-                    part += fm[r, j, n] + fd[r, j, n] + fi[r, j, n]
+                    part += fm[j, k, r] + fd[j, k, r] + fi[j, k, r]
                 if part > 0.0:
                     log_part = math.log(part) + scale_f[j] + log_over * (m - j)
                     top_, low_ = max(log_z, log_part), min(log_z, log_part)
@@ -342,9 +381,10 @@ def posteriors_rows(
     for j in range(1, m + 1):
         shift = scale_f[j] + (scale_b[j] if j < m else 0.0) - log_z
         for i in range(max(first[j], 1), last[j] + 1):
+            k = i - first[j] + 1
             v = 0.0
             for r in range(rows):
-                v += fm[r, j, i] * bm[r, j, i]
+                v += fm[j, k, r] * bm[j, k, r]
             if shift < 700.0:
                 post[j, i] = v * math.exp(shift)
             elif v > 0.0:
@@ -434,52 +474,13 @@ def refine_many(
     return out
 
 
-def row_window(odds, profile, rows, row_odds, weights, lo, hi, mix, profile_weight):
-    """The components of one read's window ``[lo, hi)`` for :func:`posteriors_rows`:
-    ``(odds, occupied, keep, leave, enter, stay, weights)``.
-
-    ``odds`` (codes, n) and ``profile = (occupied, keep, leave, enter, stay)`` are the edge's
-    emissions and chain over all columns, ``rows`` (R, n) True where a reference row has a
-    residue, ``row_odds`` (R, codes, n) or None the rows' own emissions (None: the edge's),
-    ``weights`` the rows' shares. A row's chain goes where the row goes (into a column where
-    it has a residue, past one where it has a gap), mixed with the profile's as
-    ``(1 - mix) * row + mix * profile``. Without ``row_odds``, rows with the same gaps in
-    the window are one component (their weights summed: the same model, fewer components).
-    With ``profile_weight`` > 0 the edge's own chain is one more component, of that weight
-    (the others scaled to the rest).
-    """
-    window = rows[:, lo:hi]
-    if row_odds is None:
-        unique, inverse = np.unique(window, axis=0, return_inverse=True)
-        merged = np.zeros(len(unique))
-        np.add.at(merged, inverse.ravel(), weights)
-        emit = np.broadcast_to(odds[None, :, lo:hi], (len(unique), odds.shape[0], hi - lo))
-    else:
-        unique, merged, emit = window, np.asarray(weights, dtype=np.float64), row_odds[:, :, lo:hi]
-    res = unique.astype(np.float64)
-    occupied, keep, leave, enter, stay = (np.asarray(p)[lo:hi][None, :] for p in profile)
-    parts = [
-        emit,
-        (1.0 - mix) * res + mix * occupied,
-        (1.0 - mix) * res + mix * keep,
-        (1.0 - mix) * (1.0 - res) + mix * leave,
-        (1.0 - mix) * res + mix * enter,
-        (1.0 - mix) * (1.0 - res) + mix * stay,
-    ]
-    if profile_weight > 0.0:
-        base = (odds[None, :, lo:hi], occupied, keep, leave, enter, stay)
-        parts = [np.concatenate([part, b]) for part, b in zip(parts, base, strict=True)]
-        merged = np.concatenate([merged * (1.0 - profile_weight), [profile_weight]])
-    return (*(np.ascontiguousarray(p) for p in parts), merged)
-
-
 def refine_many_rows(
     tables, table_of, reads, bands, open_ins, extend_ins, overhang, thetas, mix, jump,
     profile_weight, threads=None,
 ) -> list[str]:  # fmt: skip
     """:func:`refine_many` for the row-mixture model: ``tables[t] = (odds, occupied, keep,
-    leave, enter, stay, rows, row_odds, weights)`` (see :func:`row_window`,
-    :func:`posteriors_rows`)."""
+    leave, enter, stay, rows, row_odds, weights)`` (see :func:`posteriors_rows` and
+    :func:`dpalign.reference.papara_refine_row_window`)."""
     out: list[str] = [""] * len(reads)
 
     def one(k: int) -> None:
@@ -488,7 +489,9 @@ def refine_many_rows(
         n_total = len(profile[0])
         lo, hi, first, last = bands[k]
         read = reads[k]
-        window = row_window(odds, profile, rows, row_odds, weights, lo, hi, mix, profile_weight)
+        window = papara_refine_row_window(
+            odds, profile, rows, row_odds, weights, lo, hi, mix, profile_weight
+        )
         post = posteriors_rows(
             *window, jump, read, lo, hi, first, last, open_ins, extend_ins, overhang,
             lo == 0, hi == n_total,
