@@ -721,12 +721,14 @@ def papara_refine_row_window(odds, profile, rows, row_odds, weights, lo, hi, mix
 
 
 def papara_refine_rows(
-    table, read, band, open_ins, extend_ins, overhang, theta, mix, jump, profile_weight
+    table, read, band, open_ins, extend_ins, overhang, theta, mix, jump, profile_weight,
+    blend=0.0,
 ) -> str:
     """One read's second-pass alignment under the row-mixture model (``R`` outside the
     window): ``table = (odds, occupied, keep, leave, enter, stay, rows, row_odds, weights)``
-    of its edge, :func:`papara_refine_row_window`, :func:`papara_refine_rows_posteriors`,
-    then :func:`papara_refine_decode`."""
+    of its edge, :func:`papara_refine_row_window`, :func:`papara_refine_rows_posteriors`
+    (with ``blend`` > 0 mixed with :func:`papara_refine_posteriors`' of the edge's chain as
+    ``(1 - blend) * rows' + blend * chain's``), then :func:`papara_refine_decode`."""
     odds, profile, rows, row_odds, weights = table[0], table[1:6], *table[6:]
     n_total = len(profile[0])
     lo, hi, first, last = band
@@ -737,6 +739,12 @@ def papara_refine_rows(
         *window, jump, read, lo, hi, first, last, open_ins, extend_ins, overhang, lo == 0,
         hi == n_total,
     )  # fmt: skip
+    if blend > 0.0:
+        chain = papara_refine_posteriors(
+            odds, *profile, read, lo, hi, first, last, open_ins, extend_ins, overhang, lo == 0,
+            hi == n_total,
+        )  # fmt: skip
+        post = (1.0 - blend) * post + blend * chain
     return "R" * lo + papara_refine_decode(post, theta) + "R" * (n_total - hi)
 
 

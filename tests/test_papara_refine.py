@@ -323,12 +323,15 @@ def test_the_reference_backend_refines_rows_as_numba_does():
     )
     n_sites = states.shape[1]
     first = [msa.untrim_ops(lead, core, n_sites) for lead, core in zip(leads, cores, strict=True)]
-    model = refine.RefineModel(rows=3, row_residue=0.4, profile_weight=0.2, band=6)
-    got = refine.Refiner(data, backend, model).refine(data.reads, placed.edge, first, states)
-    want = refine.Refiner(data, ReferenceBackend(), model).refine(
-        data.reads, placed.edge, first, states
-    )
-    assert got == want
+    for model in (
+        refine.RefineModel(rows=3, row_residue=0.4, profile_weight=0.2, band=6),
+        refine.RefineModel(rows=2, row_residue=0.0, blend=0.4, band=5),
+    ):
+        got = refine.Refiner(data, backend, model).refine(data.reads, placed.edge, first, states)
+        want = refine.Refiner(data, ReferenceBackend(), model).refine(
+            data.reads, placed.edge, first, states
+        )
+        assert got == want
     assert got != first  # the pass moved something, so the comparison has teeth
 
 

@@ -85,6 +85,9 @@ class RefineModel:
         Weight of the edge's chain as one more component beside the rows (0: none).
     row_residue : float
         Share of a row's own residue in its residue frequencies (the rest the edge's).
+    blend : float
+        With ``rows``: the share of the edge chain's posteriors in those decoded (the rest
+        the rows').
     row_band : int
         With ``rows``: first the edge's chain alone in ``band``, then the rows in this many
         columns around its result (0: the rows in ``band`` around the first pass's).
@@ -101,15 +104,16 @@ class RefineModel:
     theta: float = 0.0
     theta_divergent: float = 0.5
     divergent: float = 0.08
-    band: int = 30
+    band: int = 20
     markov: bool = True
-    rows: int = 0
+    rows: int = 2
     row_tau_rel: float = 0.8
     jump: float = 0.01
     row_mix: float = 0.6
     profile_weight: float = 0.0
     row_residue: float = 0.45
     row_band: int = 0
+    blend: float = 0.3
 
 
 class EdgeFrequencies:

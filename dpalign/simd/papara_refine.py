@@ -31,6 +31,7 @@ from ..reference import papara_refine_row_window
 from .threads import map_threads
 
 _OP_TABLE = bytes.maketrans(b"\x00\x01\x02", b"MRI")
+_ONE = np.ones(1)
 
 
 @njit(nogil=True, cache=True)
@@ -229,6 +230,7 @@ def posteriors_rows(
             start = math.exp(log_over * (j - 1) - (cum if j > 1 else 0.0))
         code = read[j - 1]
         f0, p0, p1 = first[j], first[j - 1], last[j - 1]
+        top = 0.0  # the row's largest cell, for its scale
         for i in range(first[j], last[j] + 1):
             k = i - f0 + 1
             up_ok = p0 <= i <= p1
@@ -270,8 +272,6 @@ def posteriors_rows(
                 for r in range(rows):
                     opened = (fm[j - 1, ku, r] + fd[j - 1, ku, r]) * open_ins
                     fi[j, k, r] = opened + fi[j - 1, ku, r] * extend_ins
-        top = 0.0
-        for k in range(1, last[j] - f0 + 2):
             for r in range(rows):
                 v = fm[j, k, r] + fd[j, k, r] + fi[j, k, r]
                 if v > top:
@@ -302,6 +302,7 @@ def posteriors_rows(
         f0 = first[j]
         q0 = first[j + 1] if j < m else 0
         q1 = last[j + 1] if j < m else -1
+        top = 0.0  # the row's largest cell, for its scale
         for i in range(last[j], first[j] - 1, -1):
             k = i - f0 + 1
             end = 0.0
@@ -344,13 +345,11 @@ def posteriors_rows(
                     bm[j, k, r] = insert + end
                     bd[j, k, r] = insert + end
                     bi[j, k, r] = below[r] * extend_ins + end
+            for r in range(rows):
+                v = bm[j, k, r] + bd[j, k, r] + bi[j, k, r]
+                if v > top:
+                    top = v
         if j < m:
-            top = 0.0
-            for k in range(1, last[j] - f0 + 2):
-                for r in range(rows):
-                    v = bm[j, k, r] + bd[j, k, r] + bi[j, k, r]
-                    if v > top:
-                        top = v
             if top <= 0.0:
                 top = 1.0
             for k in range(1, last[j] - f0 + 2):
@@ -476,11 +475,12 @@ def refine_many(
 
 def refine_many_rows(
     tables, table_of, reads, bands, open_ins, extend_ins, overhang, thetas, mix, jump,
-    profile_weight, threads=None,
+    profile_weight, blend=0.0, threads=None,
 ) -> list[str]:  # fmt: skip
     """:func:`refine_many` for the row-mixture model: ``tables[t] = (odds, occupied, keep,
     leave, enter, stay, rows, row_odds, weights)`` (see :func:`posteriors_rows` and
-    :func:`dpalign.reference.papara_refine_row_window`)."""
+    :func:`dpalign.reference.papara_refine_row_window`); with ``blend`` > 0 the posteriors
+    decoded are ``(1 - blend) * rows' + blend * the edge chain's`` (:func:`posteriors`)."""
     out: list[str] = [""] * len(reads)
 
     def one(k: int) -> None:
@@ -496,6 +496,14 @@ def refine_many_rows(
             *window, jump, read, lo, hi, first, last, open_ins, extend_ins, overhang,
             lo == 0, hi == n_total,
         )  # fmt: skip
+        if blend > 0.0:  # the edge's chain alone: one component (the banded kernel)
+            alone = [np.ascontiguousarray(odds[None, :, lo:hi])]
+            alone += [np.ascontiguousarray(p[None, lo:hi]) for p in profile]
+            chain = posteriors_rows(
+                *alone, _ONE, 0.0, read, lo, hi, first, last, open_ins, extend_ins, overhang,
+                lo == 0, hi == n_total,
+            )  # fmt: skip
+            post = (1.0 - blend) * post + blend * chain
         buf = np.empty(len(read) + hi - lo, dtype=np.uint8)
         count = decode(post, float(thetas[k]), buf)
         core = buf[:count][::-1].tobytes().translate(_OP_TABLE).decode()
