@@ -721,7 +721,16 @@ def papara_refine_row_window(odds, profile, rows, row_odds, weights, lo, hi, mix
 
 
 def papara_refine_rows(
-    table, read, band, open_ins, extend_ins, overhang, theta, mix, jump, profile_weight,
+    table,
+    read,
+    band,
+    open_ins,
+    extend_ins,
+    overhang,
+    theta,
+    mix,
+    jump,
+    profile_weight,
     blend=0.0,
 ) -> str:
     """One read's second-pass alignment under the row-mixture model (``R`` outside the
