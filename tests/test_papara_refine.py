@@ -187,7 +187,7 @@ def test_the_reference_backend_refines_as_numba_does():
     bands = [(0, 25, np.zeros(len(r) + 1, np.int64), np.full(len(r) + 1, 25)) for r in reads]
     which = rng.integers(0, 2, len(reads))
     thetas = rng.choice([0.0, 0.5], len(reads))
-    model = refine.RefineModel(open_ins=1e-3, extend_ins=0.3)
+    model = refine.RefineModel(rows=0, open_ins=1e-3, extend_ins=0.3)
     want = ReferenceBackend().refine_papara(tables, which, reads, bands, thetas, model)
     got = get_backend("numba").refine_papara(tables, which, reads, bands, thetas, model)
     assert got == want

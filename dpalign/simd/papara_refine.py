@@ -223,6 +223,9 @@ def posteriors_rows(
     scale_f = np.zeros(m + 1)
     log_over = math.log(overhang)
     same = 1.0 - jump
+    switching = jump > 0.0 and rows > 1  # else the sums over components are not needed
+    if not switching:
+        same = 1.0
     cum = 0.0
     for j in range(1, m + 1):
         start = 1.0 if j == 1 else 0.0
@@ -242,7 +245,7 @@ def posteriors_rows(
                 all_d = 0.0
                 all_m = 0.0
                 all_dd = 0.0
-                for r in range(rows):
+                for r in range(rows if switching else 0):
                     if diag_ok:
                         all_mi += fm[j - 1, kd, r] + fi[j - 1, kd, r]
                         all_d += fd[j - 1, kd, r]
@@ -325,6 +328,8 @@ def posteriors_rows(
                 for r in range(rows):
                     diag[r] = odds_t[code, i, r] * bm[j + 1, kd, r] if diag_ok else 0.0
                     skip[r] = bd[j, k + 1, r]
+                    if not switching:
+                        continue
                     w = weights[r]
                     mix_keep += w * keep_t[i, r] * diag[r]
                     mix_leave += w * leave_t[i, r] * skip[r]
