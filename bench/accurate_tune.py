@@ -45,7 +45,7 @@ def parse_model(name: str) -> dict:
     out = {}
     for part in name.split(":"):
         key, value = part.split("=")
-        out[key] = int(value) if key in ("rows", "band", "row_band") else float(value)
+        out[key] = int(value) if key in ("rows", "band") else float(value)
     return out
 
 

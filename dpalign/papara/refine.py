@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -88,9 +88,6 @@ class RefineModel:
     blend : float
         With ``rows``: the share of the edge chain's posteriors in those decoded (the rest
         the rows').
-    row_band : int
-        With ``rows``: first the edge's chain alone in ``band``, then the rows in this many
-        columns around its result (0: the rows in ``band`` around the first pass's).
     """
 
     tau_rel: float = 0.8
@@ -112,7 +109,6 @@ class RefineModel:
     row_mix: float = 0.6
     profile_weight: float = 0.0
     row_residue: float = 0.45
-    row_band: int = 0
     blend: float = 0.3
 
 
@@ -293,10 +289,6 @@ class Refiner:
                 for k in live
             ]
         )
-        if model.rows and model.row_band:
-            # The edge's chain first (wide band, cheap), then the rows around its result.
-            guide = self._pass(replace(model, rows=0), reads, edges, ops, live, thetas, model.band)
-            return self._pass(model, reads, edges, guide, live, thetas, model.row_band)
         return self._pass(model, reads, edges, ops, live, thetas, model.band)
 
     def _pass(self, model, reads, edges, ops, live, thetas, width) -> list[str]:
