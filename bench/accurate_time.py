@@ -8,14 +8,15 @@ Each case is simulated as ``bench/placement_accuracy.py`` does (same seeds, same
 two commands (``python -c 'dpalign.cli.main()'``, what the ``dpalign`` script runs, so that it
 works where only ``PYTHONPATH`` points at the project) run in turn (default, accurate, default,
 ...; one untimed warm-up pair first) so that drift in the machine's speed falls on both alike.
-The median of the per-pair ratios is the figure. Writes ``DIR/accurate_time.json`` (every run's
-seconds) and prints a table.
+The median of the per-pair ratios is the figure (wall; CPU, user + system, beside it). Writes
+``DIR/accurate_time.json`` (every run's seconds) and prints a table.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -31,13 +32,17 @@ from dpalign.benchmarks.simulate import simulate  # noqa: E402
 _DPALIGN = [sys.executable, "-c", "import sys; from dpalign.cli import main; sys.exit(main())"]
 
 
-def _seconds(cmd: list[str]) -> float:
+def _seconds(cmd: list[str]) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of one command."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    return seconds
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return seconds, cpu
 
 
 def main(argv=None) -> int:
@@ -69,8 +74,10 @@ def main(argv=None) -> int:
         default = [*base, "--out", str(case_dir / "default.fasta")]
         accurate = [*base, "--out", str(case_dir / "accurate.fasta"), "--accurate"]
         _seconds(default), _seconds(accurate)  # warm-up: caches, kernels
-        pairs = [(_seconds(default), _seconds(accurate)) for _ in range(args.runs)]
+        timed = [(_seconds(default), _seconds(accurate)) for _ in range(args.runs)]
+        pairs = [(d[0], a[0]) for d, a in timed]
         ratio = statistics.median(a / d for d, a in pairs)
+        cpu_ratio = statistics.median(a[1] / d[1] for d, a in timed)
         row = {
             "case": case,
             "backend": args.backend,
@@ -79,21 +86,27 @@ def main(argv=None) -> int:
             "median_default_s": statistics.median(d for d, _ in pairs),
             "median_accurate_s": statistics.median(a for _, a in pairs),
             "median_ratio": ratio,
+            "default_cpu_s": [d[1] for d, _ in timed],
+            "accurate_cpu_s": [a[1] for _, a in timed],
+            "median_cpu_ratio": cpu_ratio,
         }
         results.append(row)
         print(
             f"{case:<24} default {row['median_default_s']:6.2f} s  accurate "
-            f"{row['median_accurate_s']:6.2f} s  ratio {ratio:.2f}",
+            f"{row['median_accurate_s']:6.2f} s  ratio {ratio:.2f}  CPU ratio {cpu_ratio:.2f}",
             file=sys.stderr,
             flush=True,
         )
     (out / "accurate_time.json").write_text(json.dumps(results, indent=1) + "\n")
-    print("| case | default s | accurate s | accurate / default (median of pairs) |")
-    print("|---|---|---|---|")
+    print(
+        "| case | default s | accurate s | accurate / default, wall (median of pairs) | "
+        "CPU (user + system) |"
+    )
+    print("|---|---|---|---|---|")
     for r in results:
         print(
             f"| {r['case']} | {r['median_default_s']:.2f} | {r['median_accurate_s']:.2f} | "
-            f"{r['median_ratio']:.2f} |"
+            f"{r['median_ratio']:.2f} | {r['median_cpu_ratio']:.2f} |"
         )
     return 0
 

@@ -341,7 +341,8 @@ def _add_papara(sub) -> None:
         action="store_true",
         help="the accurate mode, not PaPaRa 2.5's output: a mismatch score (so unrelated read "
         "ends become insertions instead of being pulled into columns), N/X kept in reads, and a "
-        "second pass that re-aligns each read against its edge's residue and gap frequencies; "
+        "second pass that re-aligns each read against its edge's residue and gap frequencies "
+        "and its two nearest reference rows; "
         "--scoring then defaults to the tuned dpalign.scoring.ACCURATE",
     )
     p.add_argument(

@@ -436,8 +436,17 @@ class ReferenceBackend(Backend):
         return None
 
     def refine_papara(self, tables, table_of, reads, bands, thetas, model):
-        """The accurate mode's second pass, read by read (:func:`reference.papara_refine`)."""
+        """The accurate mode's second pass, read by read (:func:`reference.papara_refine`, or
+        :func:`reference.papara_refine_rows` for the row-mixture model, ``model.rows`` > 0)."""
         consts = (model.open_ins, model.extend_ins, model.overhang)
+        if model.rows:
+            extra = (model.row_mix, model.jump, model.profile_weight, model.blend)
+            return [
+                reference.papara_refine_rows(
+                    tables[int(t)], read, band, *consts, float(theta), *extra
+                )
+                for t, read, band, theta in zip(table_of, reads, bands, thetas, strict=True)
+            ]
         return [
             reference.papara_refine(*tables[int(t)], read, band, *consts, float(theta))
             for t, read, band, theta in zip(table_of, reads, bands, thetas, strict=True)

@@ -557,6 +557,206 @@ def papara_refine_posteriors(
     return post
 
 
+def papara_refine_rows_posteriors(
+    odds,
+    occupied,
+    keep,
+    leave,
+    enter,
+    stay,
+    weights,
+    jump,
+    read,
+    lo,
+    hi,
+    first,
+    last,
+    open_ins,
+    extend_ins,
+    overhang,
+    open_lo,
+    open_hi,
+) -> np.ndarray:
+    """Posteriors ``P[j+1, i+1]`` of the row-mixture model: :func:`papara_refine_posteriors`
+    with R components, each its own chain, and switches between them.
+
+    ``odds`` (R, codes, hi - lo) and ``occupied``, ``keep``, ``leave``, ``enter`` and ``stay``
+    (R, hi - lo) are component r's weights of :func:`papara_refine_posteriors` for window
+    column i (``lo + i``). A path
+    follows one component at a time: component r at the start with ``weights[r]``; on each
+    step into a column (aligned or skipped) it stays with its component with ``1 - jump`` or
+    draws one anew (itself included) with ``jump * weights[r2]``, and that component's chain
+    weighs the step. Insertions keep the component. Plain log space over the states
+    (component, M/D/I), cell by cell: the oracle of
+    :func:`dpalign.simd.papara_refine.posteriors_rows`.
+    """
+    m, n, rows = len(read), hi - lo, len(weights)
+    ninf = -math.inf
+    lw = [_log(w) for w in weights]
+    l_same, l_jump = _log(1.0 - jump), _log(jump)
+
+    def moves(r: int) -> list[tuple[int, float]]:  # (r2, log weight) of entering a column
+        return [(r2, _lse(l_jump + lw[r2], l_same if r2 == r else ninf)) for r2 in range(rows)]
+
+    lm = np.full((rows, m + 1, n + 1), ninf)
+    ld = np.full((rows, m + 1, n + 1), ninf)
+    li = np.full((rows, m + 1, n + 1), ninf)
+
+    def start(j: int) -> float:
+        if j == 0:
+            return 0.0
+        return j * _log(overhang) if open_lo else ninf
+
+    for j in range(1, m + 1):
+        for i in range(n + 1):
+            if not first[j] <= i <= last[j]:
+                continue
+            if i > 0:
+                c = i - 1
+                begin = 0.0 if j == 1 else (start(j - 1) if i == 1 else ninf)
+                into_m = [[begin + lw[r2] + _log(occupied[r2][c])] for r2 in range(rows)]
+                into_d = [[] for _ in range(rows)]
+                for r in range(rows):
+                    for r2, lt in moves(r):
+                        into_m[r2].append(
+                            _lse(lm[r, j - 1, i - 1], li[r, j - 1, i - 1]) + lt + _log(keep[r2][c])
+                        )
+                        into_m[r2].append(ld[r, j - 1, i - 1] + lt + _log(enter[r2][c]))
+                        into_d[r2].append(lm[r, j, i - 1] + lt + _log(leave[r2][c]))
+                        into_d[r2].append(ld[r, j, i - 1] + lt + _log(stay[r2][c]))
+                for r2 in range(rows):
+                    lm[r2, j, i] = _lse(*into_m[r2]) + _log(odds[r2][read[j - 1], c])
+                    ld[r2, j, i] = _lse(*into_d[r2])
+            for r in range(rows):
+                li[r, j, i] = _lse(
+                    _lse(lm[r, j - 1, i], ld[r, j - 1, i]) + _log(open_ins),
+                    li[r, j - 1, i] + _log(extend_ins),
+                )
+    ends = [
+        _lse(lm[r, m, i], ld[r, m, i], li[r, m, i]) for r in range(rows) for i in range(1, n + 1)
+    ]
+    if open_hi:
+        ends += [
+            _lse(lm[r, j, n], ld[r, j, n], li[r, j, n]) + (m - j) * _log(overhang)
+            for r in range(rows)
+            for j in range(1, m)
+        ]
+    log_z = _lse(*ends) if ends else ninf
+    bm = np.full((rows, m + 2, n + 2), ninf)
+    bd = np.full((rows, m + 2, n + 2), ninf)
+    bi = np.full((rows, m + 2, n + 2), ninf)
+    for j in range(m, 0, -1):
+        for i in range(n, -1, -1):
+            if not first[j] <= i <= last[j]:
+                continue
+            end = ninf
+            if j == m and i >= 1:
+                end = 0.0
+            elif open_hi and i == n and j < m:
+                end = (m - j) * _log(overhang)
+            for r in range(rows):
+                from_m, from_d, from_i = [end], [end], [end]
+                if j < m:
+                    into_i = bi[r, j + 1, i] + _log(open_ins)
+                    from_m.append(into_i)
+                    from_d.append(into_i)
+                    from_i.append(bi[r, j + 1, i] + _log(extend_ins))
+                if i < n:
+                    for r2, lt in moves(r):
+                        diag = bm[r2, j + 1, i + 1] + _log(odds[r2][read[j], i]) if j < m else ninf
+                        skip = bd[r2, j, i + 1]
+                        from_m += [lt + _log(keep[r2][i]) + diag, lt + _log(leave[r2][i]) + skip]
+                        from_d += [lt + _log(enter[r2][i]) + diag, lt + _log(stay[r2][i]) + skip]
+                        from_i.append(lt + _log(keep[r2][i]) + diag)
+                bm[r, j, i] = _lse(*from_m)
+                bd[r, j, i] = _lse(*from_d)
+                bi[r, j, i] = _lse(*from_i)
+    post = np.zeros((m + 1, n + 1))
+    for j in range(1, m + 1):
+        for i in range(1, n + 1):
+            v = _lse(*(lm[r, j, i] + bm[r, j, i] for r in range(rows)))
+            if v > ninf:
+                post[j, i] = math.exp(v - log_z)
+    return post
+
+
+def papara_refine_row_window(odds, profile, rows, row_odds, weights, lo, hi, mix, profile_weight):
+    """The components of one read's window ``[lo, hi)`` for
+    :func:`papara_refine_rows_posteriors`:
+    ``(odds, occupied, keep, leave, enter, stay, weights)``.
+
+    ``odds`` (codes, n) and ``profile = (occupied, keep, leave, enter, stay)`` are the edge's
+    emissions and chain over all columns, ``rows`` (R, n) True where a reference row has a
+    residue, ``row_odds`` (R, codes, n) or None the rows' own emissions (None: the edge's),
+    ``weights`` the rows' shares. A row's chain goes where the row goes (into a column where
+    it has a residue, past one where it has a gap), mixed with the profile's as
+    ``(1 - mix) * row + mix * profile``. Without ``row_odds``, rows with the same gaps in
+    the window are one component (their weights summed: the same model, fewer components).
+    With ``profile_weight`` > 0 the edge's own chain is one more component, of that weight
+    (the others scaled to the rest).
+    """
+    window = rows[:, lo:hi]
+    if row_odds is None:
+        unique, inverse = np.unique(window, axis=0, return_inverse=True)
+        merged = np.zeros(len(unique))
+        np.add.at(merged, inverse.ravel(), weights)
+        emit = np.broadcast_to(odds[None, :, lo:hi], (len(unique), odds.shape[0], hi - lo))
+    else:
+        unique, merged, emit = window, np.asarray(weights, dtype=np.float64), row_odds[:, :, lo:hi]
+    res = unique.astype(np.float64)
+    occupied, keep, leave, enter, stay = (np.asarray(p)[lo:hi][None, :] for p in profile)
+    parts = [
+        emit,
+        (1.0 - mix) * res + mix * occupied,
+        (1.0 - mix) * res + mix * keep,
+        (1.0 - mix) * (1.0 - res) + mix * leave,
+        (1.0 - mix) * res + mix * enter,
+        (1.0 - mix) * (1.0 - res) + mix * stay,
+    ]
+    if profile_weight > 0.0:
+        base = (odds[None, :, lo:hi], occupied, keep, leave, enter, stay)
+        parts = [np.concatenate([part, b]) for part, b in zip(parts, base, strict=True)]
+        merged = np.concatenate([merged * (1.0 - profile_weight), [profile_weight]])
+    return (*(np.ascontiguousarray(p) for p in parts), merged)
+
+
+def papara_refine_rows(
+    table,
+    read,
+    band,
+    open_ins,
+    extend_ins,
+    overhang,
+    theta,
+    mix,
+    jump,
+    profile_weight,
+    blend=0.0,
+) -> str:
+    """One read's second-pass alignment under the row-mixture model (``R`` outside the
+    window): ``table = (odds, occupied, keep, leave, enter, stay, rows, row_odds, weights)``
+    of its edge, :func:`papara_refine_row_window`, :func:`papara_refine_rows_posteriors`
+    (with ``blend`` > 0 mixed with :func:`papara_refine_posteriors`' of the edge's chain as
+    ``(1 - blend) * rows' + blend * chain's``), then :func:`papara_refine_decode`."""
+    odds, profile, rows, row_odds, weights = table[0], table[1:6], *table[6:]
+    n_total = len(profile[0])
+    lo, hi, first, last = band
+    window = papara_refine_row_window(
+        odds, profile, rows, row_odds, weights, lo, hi, mix, profile_weight
+    )
+    post = papara_refine_rows_posteriors(
+        *window, jump, read, lo, hi, first, last, open_ins, extend_ins, overhang, lo == 0,
+        hi == n_total,
+    )  # fmt: skip
+    if blend > 0.0:
+        chain = papara_refine_posteriors(
+            odds, *profile, read, lo, hi, first, last, open_ins, extend_ins, overhang, lo == 0,
+            hi == n_total,
+        )  # fmt: skip
+        post = (1.0 - blend) * post + blend * chain
+    return "R" * lo + papara_refine_decode(post, theta) + "R" * (n_total - hi)
+
+
 def papara_refine_decode(post: np.ndarray, theta: float) -> str:
     """The alignment (``M``/``R``/``I`` over the window) that maximises the sum of
     ``posterior - theta`` over its aligned pairs; ties go to M, then I, then R."""

@@ -187,7 +187,168 @@ def test_the_reference_backend_refines_as_numba_does():
     bands = [(0, 25, np.zeros(len(r) + 1, np.int64), np.full(len(r) + 1, 25)) for r in reads]
     which = rng.integers(0, 2, len(reads))
     thetas = rng.choice([0.0, 0.5], len(reads))
-    model = refine.RefineModel(open_ins=1e-3, extend_ins=0.3)
+    model = refine.RefineModel(rows=0, open_ins=1e-3, extend_ins=0.3)
     want = ReferenceBackend().refine_papara(tables, which, reads, bands, thetas, model)
     got = get_backend("numba").refine_papara(tables, which, reads, bands, thetas, model)
     assert got == want
+
+
+@st.composite
+def row_problems(draw):
+    """A read, R components (emissions and chains over the window), weights, a switch chance
+    and a band."""
+    n_total = draw(st.integers(1, 7))
+    m = draw(st.integers(1, 6))
+    codes = draw(st.integers(1, 3))
+    rows = draw(st.integers(1, 3))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    lo = draw(st.integers(0, n_total - 1))
+    hi = draw(st.integers(lo + 1, n_total))
+    n = hi - lo
+    odds = rng.uniform(0.02, 5.0, (rows, codes, n))
+    chains = rng.uniform(0.001, 0.999, (5, rows, n))  # independent: a swapped one shows
+    weights = rng.uniform(0.05, 1.0, rows)
+    weights /= weights.sum()
+    jump = draw(st.sampled_from([0.0, 0.02, 0.5, 1.0]))
+    if draw(st.booleans()):
+        centre = np.sort(rng.integers(0, n + 1, m + 1))
+        width = draw(st.integers(0, 3))
+        first, last = np.clip(centre - width, 0, n), np.clip(centre + width, 0, n)
+    else:
+        first, last = np.zeros(m + 1, np.int64), np.full(m + 1, n, np.int64)
+    read = rng.integers(0, codes, m)
+    consts = (
+        draw(st.sampled_from([1e-5, 0.01, 0.3])),
+        draw(st.sampled_from([0.05, 0.4, 0.9])),
+        draw(st.sampled_from([0.2, 1.0])),
+    )
+    args = (odds, *chains, weights, jump, read, lo, hi, first, last, *consts)
+    return args, lo == 0, hi == n_total
+
+
+@settings(max_examples=60, deadline=None)
+@given(row_problems())
+def test_row_mixture_posteriors_match_the_oracle(problem):
+    args, open_lo, open_hi = problem
+    want = reference.papara_refine_rows_posteriors(*args, open_lo, open_hi)
+    got = kernel.posteriors_rows(*args, open_lo, open_hi)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    assert (want[1:].sum(axis=1) <= 1 + 1e-9).all()
+
+
+@settings(max_examples=50, deadline=None)
+@given(problems(), st.sampled_from([0.0, 0.3, 1.0]), st.integers(1, 3))
+def test_row_mixture_of_copies_of_one_chain_is_the_one_chain_model(problem, jump, copies):
+    """Components that are all the edge's chain give :func:`posteriors` whatever the weights
+    and the switch chance (a switch changes nothing), also through the long-read scaling."""
+    table, read, lo, hi, first, last, consts = problem
+    n_total = table[0].shape[1]
+    want = kernel.posteriors(*table, read, lo, hi, first, last, *consts, lo == 0, hi == n_total)
+    parts = [np.repeat(np.asarray(p)[None, ..., lo:hi], copies, axis=0) for p in table]
+    weights = np.arange(1.0, copies + 1) / (copies * (copies + 1) / 2)
+    got = kernel.posteriors_rows(
+        *(np.ascontiguousarray(p) for p in parts), weights, jump, read, lo, hi, first, last,
+        *consts, lo == 0, hi == n_total,
+    )  # fmt: skip
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def test_a_read_follows_the_gaps_of_the_row_it_is_closest_to():
+    """Two rows with the same residues but their gap in different columns; the read's own
+    residues cannot tell where its gap goes, the rows' weights can: each row's gaps win when
+    that row carries the weight."""
+    n = 8
+    odds = np.ones((1, n))  # one code, no residue evidence anywhere
+    chain = [np.full(n, 0.5)] * 5
+    rows = np.ones((2, n), dtype=bool)
+    rows[0, 2] = rows[1, 5] = False
+    read = np.zeros(n - 1, np.int64)
+    band = (np.zeros(n, np.int64), np.full(n, n, np.int64))
+    for heavy, gap in ((0, 2), (1, 5)):
+        weights = np.array([0.9, 0.1]) if heavy == 0 else np.array([0.1, 0.9])
+        window = reference.papara_refine_row_window(
+            odds, chain, rows, None, weights, 0, n, 0.05, 0.0
+        )
+        post = kernel.posteriors_rows(
+            *window, 0.01, read, 0, n, *band, 1e-4, 0.3, 1.0, False, False
+        )  # fmt: skip
+        buf = np.empty(2 * n, dtype=np.uint8)
+        count = kernel.decode(post, 0.0, buf)
+        ops = buf[:count][::-1].tobytes().translate(kernel._OP_TABLE).decode()
+        assert ops == "M" * gap + "R" + "M" * (n - 1 - gap)
+
+
+def test_row_window_merges_rows_with_the_same_gaps():
+    odds = np.ones((2, 6))
+    chain = [np.full(6, 0.7)] * 5
+    rows = np.array([[1, 1, 0, 1, 1, 1], [1, 1, 0, 1, 0, 1], [1, 0, 0, 1, 1, 1]], dtype=bool)
+    weights = np.array([0.5, 0.3, 0.2])
+    *parts, merged = reference.papara_refine_row_window(
+        odds, chain, rows, None, weights, 2, 5, 0.1, 0.0
+    )
+    # columns 2-4: rows 0 and 2 agree (gap, residue, residue), row 1 differs
+    assert sorted(merged.tolist()) == pytest.approx([0.3, 0.7])
+    assert parts[0].shape == (2, 2, 3) and parts[1].shape == (2, 3)
+    *parts, merged = reference.papara_refine_row_window(
+        odds, chain, rows, None, weights, 2, 5, 0.1, 0.25
+    )
+    assert merged.sum() == pytest.approx(1.0) and merged[-1] == 0.25
+    np.testing.assert_allclose(parts[2][-1], chain[1][2:5])
+
+
+def test_nearest_tips_are_those_of_a_brute_force_search():
+    sim = simulate(15, 40, 2, (10, 20), seed=12)
+    data = dataset.load(sim.newick, sim.msa, sim.reads)
+    tree = data.tree
+    for edge_id, edge in enumerate(tree.edges):
+        dist = _distances(tree, edge.u, edge.v, edge.length)
+        want = sorted((dist[t], t) for t in tree.tips)[:5]
+        got = refine.nearest_tips(tree, edge_id, 5)
+        assert [t for _, t in got] == [t for _, t in want]
+        np.testing.assert_allclose([d for d, _ in got], [d for d, _ in want])
+
+
+def test_the_reference_backend_refines_rows_as_numba_does():
+    """The row-mixture model through the engine's door on both CPU backends: the same op
+    strings (residue-weighted rows, the edge's chain as one more component)."""
+    from dpalign.engine import ReferenceBackend
+
+    sim = simulate(12, 80, 12, (15, 30), seed=14)
+    data = dataset.load(sim.newick, sim.msa, sim.reads, keep_ambiguous=True)
+    states, flags = profiles.dataset_profiles(data)
+    backend = get_backend("numba")
+    placed = placement.place(states, flags, data.reads, ACCURATE, backend)
+    leads, cores = traceback.align_reads(
+        states, flags, data.reads, placed.edge, placed.score, ACCURATE, backend
+    )
+    n_sites = states.shape[1]
+    first = [msa.untrim_ops(lead, core, n_sites) for lead, core in zip(leads, cores, strict=True)]
+    for model in (
+        refine.RefineModel(rows=3, row_residue=0.4, profile_weight=0.2, band=6),
+        refine.RefineModel(rows=2, row_residue=0.0, blend=0.4, band=5),
+    ):
+        got = refine.Refiner(data, backend, model).refine(data.reads, placed.edge, first, states)
+        want = refine.Refiner(data, ReferenceBackend(), model).refine(
+            data.reads, placed.edge, first, states
+        )
+        assert got == want
+    assert got != first  # the pass moved something, so the comparison has teeth
+
+
+def test_row_mixture_scales_long_reads_as_the_one_chain_kernel_does():
+    """600 characters: the per-row scaling keeps the sums finite, and copies of the edge's
+    chain still give :func:`posteriors` (whose own scaling is tested against the oracle)."""
+    rng = np.random.default_rng(3)
+    n, m = 700, 600
+    table = (rng.uniform(0.05, 6.0, (4, n)), *rng.uniform(0.02, 0.98, (5, n)))
+    read = rng.integers(0, 4, m)
+    centre = np.sort(rng.integers(0, n + 1, m + 1))
+    first, last = np.clip(centre - 30, 0, n), np.clip(centre + 30, 0, n)
+    consts = (1e-4, 0.3, 1.0, True, True)
+    want = kernel.posteriors(*table, read, 0, n, first, last, *consts)
+    parts = [np.ascontiguousarray(np.repeat(np.asarray(p)[None], 2, axis=0)) for p in table]
+    got = kernel.posteriors_rows(
+        *parts, np.array([0.25, 0.75]), 0.05, read, 0, n, first, last, *consts
+    )
+    assert np.isfinite(got).all() and want.sum() > m / 2
+    np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-12)

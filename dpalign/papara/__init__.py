@@ -286,7 +286,8 @@ def papara(
         ambiguity codes (``N``, ``X``...) kept in reads as state sets instead of dropped; and a
         second pass (:mod:`dpalign.papara.refine`, on the CPU whatever the backend) that
         re-aligns each read against its edge's distance-weighted residue and gap frequencies
-        by posterior decoding. The placements are the first pass's.
+        and a mixture of the edge's nearest reference rows, by posterior decoding. The
+        placements are the first pass's.
     stream : (binary handle, "phylip" or "fasta"), optional
         With ``ref_gaps=False`` only: write the alignment to the handle as each batch of
         reads is traced back (the columns are the reference's, so no later read changes an

@@ -10,12 +10,17 @@ frequencies per column and how often a gap follows a gap (a lineage's deletions 
 columns), each row weighted by ``exp(-d / tau)`` with d its tree distance from the middle of
 the edge (close relatives share their gaps), and aligns the read to it by
 posterior decoding (:mod:`dpalign.simd.papara_refine`, through the engine; the model is spelt
-out in :func:`dpalign.reference.papara_refine_posteriors`). It runs on the CPU after any
-backend's scoring, so the output is the same whichever backend scored.
+out in :func:`dpalign.reference.papara_refine_posteriors`). With ``RefineModel.rows`` the
+profile is a row mixture (:func:`dpalign.reference.papara_refine_rows_posteriors`): the read
+follows the nearest reference rows one at a time, each row's gaps and residues mixed with the
+edge's, and may switch rows between columns, so that a stretch can take the gaps of the one
+relative whose lineage it shares. It runs on the CPU after any backend's scoring, so the
+output is the same whichever backend scored.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 
@@ -64,6 +69,25 @@ class RefineModel:
     markov : bool
         Whether skipping a column depends on whether the column before was skipped (from the
         same weighted rows), or each column is skipped independently.
+    rows : int
+        The row-mixture model (0: off): the read follows one of the ``rows`` reference rows
+        nearest the edge's middle at a time, taking its gaps and (``row_residue``) its
+        residues, and may switch rows on entering a column; what one weighted profile per
+        column cannot say is which columns the read's own lineage has, and a row can.
+    row_tau_rel : float
+        Distance scale of those rows' weights (start and switch), in mean branch lengths.
+    jump : float
+        Chance of switching rows on entering a column.
+    row_mix : float
+        Share of the edge's chain (``occupied``, ``keep``...) in a row's: a row's own gaps
+        are not the read's everywhere (its lineage's deletions are its own).
+    profile_weight : float
+        Weight of the edge's chain as one more component beside the rows (0: none).
+    row_residue : float
+        Share of a row's own residue in its residue frequencies (the rest the edge's).
+    blend : float
+        With ``rows``: the share of the edge chain's posteriors in those decoded (the rest
+        the rows').
     """
 
     tau_rel: float = 0.8
@@ -77,8 +101,15 @@ class RefineModel:
     theta: float = 0.0
     theta_divergent: float = 0.5
     divergent: float = 0.08
-    band: int = 30
+    band: int = 20
     markov: bool = True
+    rows: int = 2
+    row_tau_rel: float = 0.8
+    jump: float = 0.01
+    row_mix: float = 0.6
+    profile_weight: float = 0.0
+    row_residue: float = 0.45
+    blend: float = 0.3
 
 
 class EdgeFrequencies:
@@ -95,7 +126,8 @@ class EdgeFrequencies:
         self._tree = data.tree
         self._k = 4 if data.alphabet.name == "dna" else 20
         lengths = [e.length for e in data.tree.edges]
-        self._tau = max(tau_rel * (float(np.mean(lengths)) if lengths else 1.0), 1e-9)
+        self.mean_length = float(np.mean(lengths)) if lengths else 1.0
+        self._tau = max(tau_rel * self.mean_length, 1e-9)
         self._memo: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
         self._tips = {}
         total = np.zeros(self._k + 2)
@@ -212,21 +244,43 @@ class Refiner:
         stay[0], leave[0] = g[0], g[0]
         return np.ascontiguousarray(odds), occupied, 1 - leave, leave, 1 - stay, stay
 
+    def _row_table(self, edge: int, table, codes: np.ndarray):
+        """``(*table, rows, row_odds, weights)``: the ``model.rows`` reference rows nearest the
+        middle of the edge (True where they have a residue), their emissions (None unless
+        ``model.row_residue``) and their weights."""
+        model, data = self.model, self._data
+        tips = nearest_tips(data.tree, edge, model.rows)
+        tau = max(model.row_tau_rel * self._freqs.mean_length, 1e-9)
+        d = np.array([dist for dist, _ in tips])
+        w = np.exp(-(d - d.min()) / tau)
+        w /= w.sum()
+        states = np.stack([data.ref_states[data.tip_rows[node]] for _, node in tips])
+        rows = states != data.alphabet.gap
+        row_odds = None
+        if model.row_residue > 0:
+            k, freqs = self._freqs.n_bits, self._freqs
+            bits = ((states[..., None].astype(np.int64) >> np.arange(k)) & 1).astype(np.float64)
+            bits /= np.maximum(bits.sum(axis=2, keepdims=True), 1.0)
+            residues, _, _ = freqs.at_edge(edge)
+            q = (1 - model.pseudo) * residues + model.pseudo * freqs.background  # (n, K)
+            s = model.row_residue
+            q_rows = np.where(rows[..., None], s * bits + (1 - s) * q[None], q[None])
+            member = ((codes[:, None].astype(np.int64) >> np.arange(k)) & 1).astype(np.float64)
+            bg = np.maximum(member @ freqs.background, 1e-300)
+            row_odds = np.ascontiguousarray(
+                np.einsum("ck,rnk->rcn", member, q_rows) / bg[None, :, None]
+            )
+        return (*table, rows, row_odds, w)
+
     def refine(
         self, reads: list[np.ndarray], edges: np.ndarray, ops: list[str], states: np.ndarray
     ) -> list[str]:
         """The second-pass op strings of a batch of reads (first-pass ``ops`` where the edge
         is -1); ``states`` are the edges' Fitch states (E, n) the first pass aligned to."""
-        out = list(ops)
-        n = self._data.n_columns
+        model = self.model
         live = [k for k in range(len(reads)) if edges[k] >= 0 and len(reads[k])]
         if not live:
-            return out
-        codes, index = np.unique(np.concatenate([reads[k] for k in live]), return_inverse=True)
-        starts = np.cumsum([0] + [len(reads[k]) for k in live])
-        coded = {k: index[starts[t] : starts[t + 1]].astype(np.int64) for t, k in enumerate(live)}
-        bands = [_band(ops[k], n, self.model.band) for k in live]
-        model = self.model
+            return list(ops)
         thetas = np.array(
             [
                 model.theta_divergent
@@ -235,13 +289,29 @@ class Refiner:
                 for k in live
             ]
         )
+        return self._pass(model, reads, edges, ops, live, thetas, model.band)
+
+    def _pass(self, model, reads, edges, ops, live, thetas, width) -> list[str]:
+        """One model's op strings, each read in ``width`` columns around its ``ops``."""
+        out = list(ops)
+        n = self._data.n_columns
+        codes, index = np.unique(np.concatenate([reads[k] for k in live]), return_inverse=True)
+        starts = np.cumsum([0] + [len(reads[k]) for k in live])
+        coded = {k: index[starts[t] : starts[t + 1]].astype(np.int64) for t, k in enumerate(live)}
+        bands = [_band(ops[k], n, width) for k in live]
         chosen, table_of = np.unique([int(edges[k]) for k in live], return_inverse=True)
         # Edges a chunk at a time, so that the tables stay small on big trees.
-        per_chunk = max(1, _TABLE_BYTES // (8 * (len(codes) + 2) * max(n, 1)))
+        per_edge = 8 * (len(codes) + 2) * max(n, 1) * (1 + model.rows)
+        per_chunk = max(1, _TABLE_BYTES // per_edge)
         for first in range(0, len(chosen), per_chunk):
             last = min(first + per_chunk, len(chosen))
             pick = np.flatnonzero((table_of >= first) & (table_of < last))
             tables = [self._tables(int(e), codes) for e in chosen[first:last]]
+            if model.rows:
+                tables = [
+                    self._row_table(int(e), t, codes)
+                    for e, t in zip(chosen[first:last], tables, strict=True)
+                ]
             refined = engine.refine_papara(
                 self._backend,
                 tables,
@@ -249,11 +319,31 @@ class Refiner:
                 [coded[live[t]] for t in pick],
                 [bands[t] for t in pick],
                 thetas[pick],
-                self.model,
+                model,
             )
             for t, text in zip(pick, refined, strict=True):
                 out[live[t]] = text
         return out
+
+
+def nearest_tips(tree, edge: int, count: int) -> list[tuple[float, int]]:
+    """The ``count`` tips nearest the middle of ``edge`` as ``(distance, node)``, nearest
+    first (ties by node number)."""
+    e = tree.edges[edge]
+    heap = [(e.length / 2, e.u), (e.length / 2, e.v)]
+    seen: set[int] = set()
+    found: list[tuple[float, int]] = []
+    while heap and len(found) < count:
+        dist, node = heapq.heappop(heap)
+        if node in seen:
+            continue
+        seen.add(node)
+        if tree.is_tip(node):
+            found.append((dist, node))
+        for nxt, length in tree.neighbors[node]:
+            if nxt not in seen and {node, nxt} != {e.u, e.v}:
+                heapq.heappush(heap, (dist + length, nxt))
+    return found
 
 
 def _mismatch(ops: str, read: np.ndarray, states: np.ndarray) -> float:

@@ -236,10 +236,16 @@ class NumbaBackend(Backend):
         return papara_align_many(states, flags, reads, edges, scoring, threads=self.threads)
 
     def refine_papara(self, tables, table_of, reads, bands, thetas, model):
-        """The accurate mode's second pass, reads on every core."""
-        from .papara_refine import refine_many
+        """The accurate mode's second pass, reads on every core (the row-mixture model where
+        ``model.rows`` > 0)."""
+        from .papara_refine import refine_many, refine_many_rows
 
         consts = (model.open_ins, model.extend_ins, model.overhang)
+        if model.rows:
+            extra = (model.row_mix, model.jump, model.profile_weight, model.blend)
+            return refine_many_rows(
+                tables, table_of, reads, bands, *consts, thetas, *extra, threads=self.threads
+            )
         return refine_many(tables, table_of, reads, bands, *consts, thetas, threads=self.threads)
 
     def align_papara_trimmed(self, states, flags, reads, edges, scoring):
