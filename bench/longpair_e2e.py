@@ -7,9 +7,10 @@ cached: the figures are warm), and records each run's wall time and peak RSS (``
 cases must write the same SAM records. ``--check-length`` first runs ``--check-cases`` on a
 smaller pair of the same kind (e.g. the device against the CPU path).
 
-Cases: ``numba`` (every core), ``opencl`` (the first GPU), ``opencl-all`` (column bands on
-every GPU), ``bands-N`` (N single-threaded CPU bands), ``dask-N`` (one band per worker of a
-local Dask cluster of N processes).
+Cases: ``numba`` (every core), ``opencl`` (the first GPU), ``opencl-prune`` (the same with
+block pruning; ``--mode local``), ``opencl-all`` (column bands on every GPU), ``bands-N`` (N
+single-threaded CPU bands), ``dask-N`` (one band per worker of a local Dask cluster of N
+processes).
 
     python bench/longpair_e2e.py --length 1e7 --cases opencl-all \\
         --check-length 1e6 --check-cases numba,opencl --out $OUT/e2e.json
@@ -32,6 +33,7 @@ CASES = {
     "numba": ["--backend", "numba"],
     "opencl": ["--backend", "opencl"],
     "opencl-all": ["--backend", "opencl", "--device", "all"],
+    "opencl-prune": ["--backend", "opencl", "--prune"],  # local mode: block pruning
 }
 RUN = "import sys; from dpalign.cli import main; sys.exit(main(sys.argv[1:]))"
 

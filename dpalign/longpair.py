@@ -19,7 +19,9 @@ O((m + n) * blocks) per level and O(log(m n)) levels; the recomputation costs ab
 ``2 / blocks`` of the forward pass (two 100 kb sequences: ~30 MB of checkpoints, ~11 % more
 CPU time than the score alone). A region whose leaf-sized block boundaries fit in
 ``Tiling.leaf_bytes`` (and need no smaller tiles) keeps them all instead, and its blocks are
-traced leaf after leaf in one compiled loop (no Python per leaf).
+traced leaf after leaf in one compiled loop (no Python per leaf). Every traced path is
+re-scored against the sequences before it is returned (:func:`check_path`, O(m + n)): a path
+that does not give the reported score and end is an :class:`~dpalign.errors.InternalError`.
 
 On an OpenCL device
 -------------------
@@ -28,7 +30,10 @@ A backend with a device region filler (``backend="opencl"``: the anti-diagonal t
 cells (the forward pass, the larger recomputations of the traceback) there; it fills a region
 from the same boundaries and keeps the same checkpoints; smaller blocks and the leaves stay on
 the CPU. Results are identical. Local mode can prune there (``prune=True``: tiles that cannot
-reach the best score so far are skipped; the result stays identical).
+reach the best score so far are skipped; the result stays identical). A pruned tile leaves
+lower bounds (H = 0) in its borders and checkpoints, and so does every value computed from
+them: exact on every optimal path, and so in every traceback decision, but not near a tile's
+corner H, which the 16-bit lanes count from; the CPU's fills then use absolute lanes.
 
 >>> from dpalign.scoring import Scoring
 >>> s = Scoring((1, -1), 2)
