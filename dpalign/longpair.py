@@ -323,7 +323,7 @@ class _Aligner:
             filler = self.plan(filler, device is not None, h * w)
         more = {"prune": True} if prune and self.local and filler.prunes else {}
         if more and self.lanes.relative:  # pragma: no cover - align_long chose absolute lanes
-            raise RuntimeError("internal error: block pruning with 16-bit relative lanes")
+            raise InternalError("internal error: block pruning with 16-bit relative lanes")
         if leaves and filler.reuses_stores:
             # only trace_blocks reads a leaf-level fill's checkpoints, before any other fill
             more["reuse_stores"] = True
@@ -611,7 +611,7 @@ def path_score(ops: np.ndarray, a, b, a_start: int, b_start: int, matrix, o: int
 
     Returns
     -------
-    (score, a_end, b_end, letters_ok) : (int, int, int, bool)
+    (score, a_end, b_end, letters_ok) : (int or None, int, int, bool)
         The path's score and end, and whether every ``=``/``X`` says truly whether the two
         residues are equal; ``score`` is None when the path runs past either sequence.
     """
