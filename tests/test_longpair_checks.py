@@ -96,6 +96,40 @@ def test_pruned_traceback_equals_the_unpruned_one(cl_device, seed):
     assert _pruned(a, b, cl_device) == want
 
 
+@given(data=st.data())
+def test_pruned_forward_pass_with_cpu_recomputations(cl_device, data):
+    """Small pairs, any scoring: the forward pass pruned on the device, every recomputation of
+    the traceback on the CPU (the earlier pruning tests recomputed on the device only)."""
+    from pairwise_cases import random_pair
+
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    sub, gap = data.draw(
+        st.sampled_from([((1, -1), 2), ((2, -3), (5, 2)), ("BLOSUM62", (11, 1))]), label="scoring"
+    )
+    scoring = Scoring(sub, gap)
+    m = data.draw(st.integers(1, 90), label="m")
+    n = data.draw(st.integers(1, 90), label="n")
+    letters = 20 if sub == "BLOSUM62" else 4
+    a, b = random_pair(rng, m, n, letters, data.draw(st.booleans(), label="similar"))
+    tiling = Tiling(
+        tile_rows=data.draw(st.integers(1, 8), label="cpu tile rows"),
+        tile_cols=data.draw(st.integers(1, 8), label="cpu tile cols"),
+        blocks=3,
+        leaf_rows=4,
+        leaf_cols=4,
+        device_cells=m * n,
+        device_tile=(data.draw(st.integers(1, 6), label="device tile rows"), 2, 2),
+        leaf_bytes=data.draw(st.sampled_from([0, None]), label="leaf_bytes"),
+    )
+    got = align_long(
+        a, b, scoring, "local", tiling=tiling, backend="opencl", device=cl_device, prune=True
+    )
+    want = reference.pairwise_align(
+        a, b, scoring.matrix, scoring.gap_open, scoring.gap_extend, "local", (False,) * 4
+    )
+    assert got == want
+
+
 @settings(max_examples=60, deadline=None)
 @given(case=cases(), data=st.data())
 def test_path_score_of_the_oracles_alignments(case, data):
