@@ -1066,6 +1066,7 @@ def _run_align(args) -> int:
     from . import sam
     from .alphabet import reverse_complement_codes
     from .engine import backend_class
+    from .errors import InternalError
     from .io import atomic_output
     from .pairwise import align
 
@@ -1139,6 +1140,8 @@ def _run_align(args) -> int:
             if args.format == "json":
                 out.write("\n]\n" if count else "]\n")
             out.flush()
+    except InternalError as exc:  # a kernel bug (nothing written): name the pair it hit
+        raise InternalError(f"A record {ra.name!r} with B record {rb.name!r}: {exc}") from None
     finally:
         if bar:
             bar.close()

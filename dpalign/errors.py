@@ -80,3 +80,8 @@ class OptionError(DpalignError, ValueError):
 
 class BackendUnavailable(DpalignError, RuntimeError):
     """The requested backend or device does not exist on this machine."""
+
+
+class InternalError(DpalignError, RuntimeError):
+    """A result failed one of dpalign's own checks (a kernel bug, not the caller's): it is
+    reported, never written."""

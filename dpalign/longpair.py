@@ -19,7 +19,9 @@ O((m + n) * blocks) per level and O(log(m n)) levels; the recomputation costs ab
 ``2 / blocks`` of the forward pass (two 100 kb sequences: ~30 MB of checkpoints, ~11 % more
 CPU time than the score alone). A region whose leaf-sized block boundaries fit in
 ``Tiling.leaf_bytes`` (and need no smaller tiles) keeps them all instead, and its blocks are
-traced leaf after leaf in one compiled loop (no Python per leaf).
+traced leaf after leaf in one compiled loop (no Python per leaf). Every traced path is
+re-scored against the sequences before it is returned (:func:`check_path`, O(m + n)): a path
+that does not give the reported score and end is an :class:`~dpalign.errors.InternalError`.
 
 On an OpenCL device
 -------------------
@@ -28,7 +30,10 @@ A backend with a device region filler (``backend="opencl"``: the anti-diagonal t
 cells (the forward pass, the larger recomputations of the traceback) there; it fills a region
 from the same boundaries and keeps the same checkpoints; smaller blocks and the leaves stay on
 the CPU. Results are identical. Local mode can prune there (``prune=True``: tiles that cannot
-reach the best score so far are skipped; the result stays identical).
+reach the best score so far are skipped; the result stays identical). A pruned tile leaves
+lower bounds (H = 0) in its borders and checkpoints, and so does every value computed from
+them: exact on every optimal path, and so in every traceback decision, but not near a tile's
+corner H, which the 16-bit lanes count from; the CPU's fills then use absolute lanes.
 
 >>> from dpalign.scoring import Scoring
 >>> s = Scoring((1, -1), 2)
@@ -46,12 +51,14 @@ import numpy as np
 
 from . import config, engine, reference
 from .contract import RegionFill
-from .errors import OptionError
+from .errors import InternalError, OptionError
 from .reference import PairwiseResult
 from .scoring import Scoring, free_ends_tuple
 
 STATE_H = 0  # the traceback's state in H (D and I are 1 and 2)
-OP_DEL, OP_INS = ord("D"), ord("I")
+OP_MATCH, OP_DEL, OP_INS = ord("="), ord("D"), ord("I")
+#: Ops re-scored at a time by the check of every traced path (bounded scratch memory).
+CHECK_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -169,6 +176,10 @@ class Lanes:
     @property
     def relative(self) -> bool:
         return self.lane is np.int16
+
+    def absolute(self) -> Lanes:
+        """The same store with absolute lanes of the store's type (no 16-bit lanes)."""
+        return Lanes(self.store, self.store, self.neg_store, self.neg_store)
 
 
 def plan_lanes(scoring: Scoring, m: int, n: int, mode: str, tiling: Tiling | None = None) -> Lanes:
@@ -311,6 +322,8 @@ class _Aligner:
         if self.plan is not None:
             filler = self.plan(filler, device is not None, h * w)
         more = {"prune": True} if prune and self.local and filler.prunes else {}
+        if more and self.lanes.relative:  # pragma: no cover - align_long chose absolute lanes
+            raise InternalError("internal error: block pruning with 16-bit relative lanes")
         if leaves and filler.reuses_stores:
             # only trace_blocks reads a leaf-level fill's checkpoints, before any other fill
             more["reuse_stores"] = True
@@ -528,6 +541,8 @@ def align_long(
     m, n = len(a), len(b)
     if m == 0 or n == 0:
         return _gaps_only(a, b, scoring, mode, ends, traceback)
+    if prune and mode != "local":
+        raise OptionError("block pruning (prune=True) is for local alignments")
     lanes = plan_lanes(scoring, m, n, mode, tiling)
     pair, others = None, []
     runners = list(bands.devices) if bands is not None and bands.devices else [backend]
@@ -546,12 +561,19 @@ def align_long(
         args = (a, b, scoring, local, lanes.neg_store, tiling.device_tile)
         others = hold_devices(runners, *args, processes=bands is not None and bands.processes)
         pair = others[0] if others else None
+    if prune and getattr(pair, "prunes", False) and m * n >= tiling.device_cells:
+        # Pruned tiles leave lower bounds (H = 0), and so does every value computed from
+        # them, on every level of the traceback: exact on the optimal paths only. 16-bit
+        # lanes hold values relative to each CPU tile's corner H, assumed near every value
+        # of the tile; a corner lowered by pruning (0, beside a path at 83,000 in a 100 kb
+        # pair) clamped the path's values, and the traceback walked through garbage.
+        # Absolute lanes take lower bounds as they come (the CPU's recomputations only: the
+        # forward pass is the device's).
+        lanes = lanes.absolute()
     job = _Aligner(a, b, scoring, mode, ends, tiling, threads, lanes, pair)
     if bands is not None or progress is not None:
         job.plan = _plan(job, bands, progress, others)
     region = job.global_region()
-    if prune and mode != "local":
-        raise OptionError("block pruning (prune=True) is for local alignments")
     points = job.fill(region, keep=traceback, final_col=not job.local, prune=prune)
     score, a_end, b_end = job.end_cell(points)
     if not traceback:
@@ -559,6 +581,8 @@ def align_long(
     else:
         stop = job.walk(region, points, a_end, b_end, STATE_H)
         result = job.finish(score, a_end, b_end, stop)
+        label = getattr(pair, "label", "cpu") if pair is not None else "cpu"
+        check_path(result, a, b, scoring, f"{mode} mode, {label}{', pruned' if prune else ''}")
     if pair is not None and stats is not None:
         stats.record(pair.label, pair.cells, pair.kernel_seconds)
         if job.redevice is not pair:
@@ -568,6 +592,80 @@ def align_long(
     for k, held in enumerate(others[1:] if stats is not None else [], 1):  # bands' devices
         stats.record(f"{held.label} #{k}", held.cells, held.kernel_seconds)
     return result
+
+
+def path_score(ops: np.ndarray, a, b, a_start: int, b_start: int, matrix, o: int, e: int):
+    """Re-score a traced path against the sequences, in O(len(ops)) vectorised steps.
+
+    Parameters
+    ----------
+    ops : ndarray uint8
+        The path's ops in order (``=``, ``X``, ``D``: ``a`` advances, ``I``: ``b`` advances).
+    a, b : ndarray
+        Residue codes of the whole sequences; the path starts at ``a[a_start]``,
+        ``b[b_start]``.
+    matrix : ndarray (K, K)
+    o, e : int
+        A gap of k columns (a run of ``D`` or of ``I``) costs ``o + e*k`` (``o >= 0``: the
+        kernels never split a gap, so a run is one gap).
+
+    Returns
+    -------
+    (score, a_end, b_end, letters_ok) : (int or None, int, int, bool)
+        The path's score and end, and whether every ``=``/``X`` says truly whether the two
+        residues are equal; ``score`` is None when the path runs past either sequence.
+    """
+    score, i, j, prev, letters_ok = 0, a_start, b_start, -1, True
+    for lo in range(0, len(ops), CHECK_CHUNK):
+        part = ops[lo : lo + CHECK_CHUNK]
+        del_a, ins_b = part == OP_DEL, part == OP_INS
+        ia = i - 1 + np.cumsum(~ins_b, dtype=np.int64)  # a's residue at each column
+        jb = j - 1 + np.cumsum(~del_a, dtype=np.int64)
+        if ia[-1] >= len(a) or jb[-1] >= len(b):
+            return None, int(ia[-1]) + 1, int(jb[-1]) + 1, letters_ok
+        sub = ~(del_a | ins_b)
+        ra, rb = a[ia[sub]], b[jb[sub]]
+        score += int(np.asarray(matrix)[ra, rb].sum(dtype=np.int64))
+        letters_ok &= bool(np.array_equal(part[sub] == OP_MATCH, ra == rb))
+        gaps = ~sub
+        opens = gaps.copy()
+        opens[1:] &= part[1:] != part[:-1]
+        opens[0] &= int(part[0]) != prev
+        score -= o * int(np.count_nonzero(opens)) + e * int(np.count_nonzero(gaps))
+        i, j, prev = int(ia[-1]) + 1, int(jb[-1]) + 1, int(part[-1])
+    return score, i, j, letters_ok
+
+
+def check_path(result: PairwiseResult, a, b, scoring: Scoring, what: str) -> None:
+    """Raise :class:`~dpalign.errors.InternalError` unless ``result``'s ops, re-scored
+    against the sequences (:func:`path_score`), give its score and span exactly its
+    coordinates: a kernel or traceback bug is reported, never written as an alignment."""
+    ops = np.frombuffer((result.ops or "").encode("ascii"), np.uint8)
+    got, i, j, letters_ok = path_score(
+        ops,
+        a,
+        b,
+        result.a_start,
+        result.b_start,
+        scoring.matrix,
+        scoring.gap_open,
+        scoring.gap_extend,
+    )
+    problems = []
+    if got is None:
+        problems.append("runs past the end of a sequence")
+    elif got != result.score:
+        problems.append(f"scores {got} against the sequences, not its reported {result.score}")
+    if got is not None and (i, j) != (result.a_end, result.b_end):
+        problems.append(f"ends at ({i}, {j}), not at its reported ({result.a_end}, {result.b_end})")
+    if not letters_ok:
+        problems.append("marks a pair of residues = or X wrongly")
+    if not problems:
+        return
+    raise InternalError(
+        f"internal error: the traced alignment of a pair of {len(a):,} x {len(b):,} residues "
+        f"({what}) {' and '.join(problems)}; it was not written; please report this"
+    )
 
 
 def _plan(job: _Aligner, bands, progress, device_fillers):
