@@ -101,7 +101,11 @@ def test_hybrid_equals_reference(problem, monkeypatch):
     task, queries, blocks, expected = problem
     monkeypatch.setattr("dpalign.config.HYBRID_UNIT_CELLS", 20_000)
     monkeypatch.setattr("dpalign.config.HYBRID_DEVICE_MIN_READS", 1)
-    hybrid = get_backend("hybrid", devices=[_device()], cpu_workers=2)
+    # the device waits until both CPU workers have scored a unit: a fast PoCL device otherwise
+    # took every unit first now and then ({cpu-0, gpu-0} or {gpu-0} in full-suite runs)
+    device = HeldDevice(inner=_device())
+    hybrid = get_backend("hybrid", devices=[device], cpu_workers=2)
+    device.until = lambda: {"cpu-0", "cpu-1"} <= set(hybrid.stats.workers)
     np.testing.assert_array_equal(_scores(hybrid.score(task, queries, blocks)), expected)
     workers = hybrid.stats.workers
     assert set(workers) == {"cpu-0", "cpu-1", "gpu-0"}
