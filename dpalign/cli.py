@@ -1363,43 +1363,87 @@ def _trace_chunk(pairs, mode, ends, scoring) -> tuple[list, float]:
     return done, time.perf_counter() - start
 
 
+class _HitTracer:
+    """Traces printed hits back: in ``workers`` (a process pool from
+    :func:`_start_trace_workers`) where given, chunk by chunk as the search ranks them
+    (:meth:`add`, while the device scores the next chunks) once ``ready()`` says Numba's
+    cache holds the kernels; the rest, or all of them without workers, in :meth:`finish`."""
+
+    def __init__(self, workers, threads, ready=None) -> None:
+        self.workers = workers
+        self.threads = threads
+        self.ready = ready
+        self.waiting: list = []  # hits not handed to the workers yet
+        self.jobs: list = []  # (hits, future)
+        self.sent: set[int] = set()  # ids of the hits handed out
+        self.early = 0  # hits handed out before finish()
+        self.failure: str | None = None
+
+    def add(self, hits) -> None:
+        """More hits to trace back (a ranked chunk's printed hits)."""
+        self.waiting.extend(hits)
+        if self.workers is not None and (self.ready is None or self.ready()):
+            self.early += self._submit()
+
+    def _submit(self) -> int:
+        from concurrent.futures.process import BrokenProcessPool
+
+        hits, self.waiting = self.waiting, []
+        if self.workers is None or self.failure is not None or not hits:
+            return 0
+        pairs = [h.pair() for h in hits]
+        mode, ends, scoring = pairs[0][2:]
+        step = TRACE_CHUNK
+        for k in range(0, len(hits), step):
+            part = [p[:2] for p in pairs[k : k + step]]
+            try:
+                job = self.workers.submit(_trace_chunk, part, mode, ends, scoring)
+            except (BrokenProcessPool, OSError, RuntimeError) as exc:  # a pool down or shut
+                self.failure = f"{type(exc).__name__}: {exc}"  # the rest go to threads
+                return k
+            self.jobs.append((hits[k : k + step], job))
+            self.sent.update(id(h) for h in hits[k : k + step])
+        return len(hits)
+
+    def finish(self, hits) -> dict:
+        """Trace back every hit of ``hits`` (the printed ones) not traced yet; returns how
+        (for the report)."""
+        from concurrent.futures import ThreadPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
+        from .config import cpu_threads
+
+        self.waiting = [h for h in hits if id(h) not in self.sent]
+        self._submit()
+        busy = 0.0
+        for part, job in self.jobs:
+            try:
+                alignments, seconds = job.result()
+            except (BrokenProcessPool, OSError, RuntimeError) as exc:
+                self.failure = f"{type(exc).__name__}: {exc}"
+                continue  # traced on threads below
+            for hit, aln in zip(part, alignments, strict=True):
+                hit.adopt(aln)
+            busy += seconds
+        if self.workers is not None and self.failure is None:
+            return {
+                "hits": len(hits),
+                "jobs": len(self.jobs),
+                "worker_seconds": round(busy, 3),
+                "during_search": self.early,
+            }
+        threads = min(cpu_threads(self.threads), len(hits))
+        if threads >= 2:
+            with ThreadPoolExecutor(threads) as pool:  # one thread a pair (no tiles on every core)
+                list(pool.map(lambda hit: hit.trace(1), hits))
+        return {"hits": len(hits), "threads": threads, "pool_failure": self.failure}
+
+
 def _trace_back(hits, threads, workers=None) -> dict:
     """Trace back the hits to be printed: in ``workers`` (a process pool from
     :func:`_start_trace_workers`) where given, else on every core's thread (the kernels
     release the GIL; the Python around them does not). Returns how (for the report)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from .config import cpu_threads
-
-    if workers is not None and hits:
-        from concurrent.futures.process import BrokenProcessPool
-
-        pairs = [h.pair() for h in hits]
-        mode, ends, scoring = pairs[0][2:]
-        step = TRACE_CHUNK
-        try:
-            jobs = [
-                workers.submit(
-                    _trace_chunk, [p[:2] for p in pairs[k : k + step]], mode, ends, scoring
-                )
-                for k in range(0, len(hits), step)
-            ]
-            done = [job.result() for job in jobs]
-        except (BrokenProcessPool, OSError, RuntimeError) as exc:  # a pool down or shut
-            done, failure = None, f"{type(exc).__name__}: {exc}"  # traced back on threads
-        if done is not None:
-            for k, (alignments, _) in zip(range(0, len(hits), step), done, strict=True):
-                for hit, aln in zip(hits[k : k + step], alignments, strict=True):
-                    hit.adopt(aln)
-            busy = sum(seconds for _, seconds in done)
-            return {"hits": len(hits), "jobs": len(jobs), "worker_seconds": round(busy, 3)}
-    else:
-        failure = None
-    threads = min(cpu_threads(threads), len(hits))
-    if threads >= 2:
-        with ThreadPoolExecutor(threads) as pool:  # one thread a pair (no tiles on every core)
-            list(pool.map(lambda hit: hit.trace(1), hits))
-    return {"hits": len(hits), "threads": threads, "pool_failure": failure}
+    return _HitTracer(workers, threads).finish(hits)
 
 
 def _read_search_inputs(query_path, db_path, scoring):
@@ -1493,6 +1537,26 @@ def _search_and_write(
             _warm_traceback(scoring, args.mode, traceback_backend(backend), longest)
     strands = 2 if args.strand == "both" else 1
     cells = strands * sum(len(q) for q in q_codes) * db.residues
+
+    def printed(hits, codes):
+        if args.evalue is not None:
+            hits = within_evalue(hits, len(codes), stats, db.residues, len(db), args.evalue)
+        if args.mode == "local":  # an empty local alignment is no hit (BLAST reports none)
+            hits = [h for h in hits if h.score > 0]
+        return hits
+
+    # With worker processes, each chunk's hits are traced back while the device scores
+    # the next chunks, once the compile child has filled Numba's cache (a first run's
+    # workers would otherwise each compile the kernels).
+    tracer = _HitTracer(
+        tracing, args.threads, lambda: compiling is None or compiling.poll() is not None
+    )
+
+    def ranked(first, chunk_hits):
+        tracer.add(
+            [h for k, hits in enumerate(chunk_hits, first) for h in printed(hits, q_codes[k])]
+        )
+
     bar = _progress_bar(cells, args.progress, "searching")
     start = time.perf_counter()
     try:
@@ -1506,6 +1570,7 @@ def _search_and_write(
                 strand=args.strand,
                 backend=backend,
                 progress=bar.update if bar else None,
+                on_ranked=ranked if tracing is not None else None,
             )
     finally:
         if bar:
@@ -1514,13 +1579,7 @@ def _search_and_write(
         if close is not None:
             close()
     elapsed = time.perf_counter() - start
-    if args.evalue is not None:
-        all_hits = [
-            within_evalue(hits, len(codes), stats, db.residues, len(db), args.evalue)
-            for codes, hits in zip(q_codes, all_hits, strict=True)
-        ]
-    if args.mode == "local":  # an empty local alignment is no hit (BLAST reports none)
-        all_hits = [[h for h in hits if h.score > 0] for hits in all_hits]
+    all_hits = [printed(hits, codes) for codes, hits in zip(q_codes, all_hits, strict=True)]
     rows = []
     if compiling is not None:
         with run.phase("jit"):  # what the child compiled, loaded from Numba's cache
@@ -1528,7 +1587,7 @@ def _search_and_write(
             if tracing is None:  # else only the worker processes trace back
                 _warm_traceback(scoring, args.mode, traceback_backend(backend), longest)
     with run.phase("traceback"):
-        traced = _trace_back([h for hits in all_hits for h in hits], args.threads, tracing)
+        traced = tracer.finish([h for hits in all_hits for h in hits])
         for rec, codes, hits in zip(queries, q_codes, all_hits, strict=True):
             if stats is not None:
                 rows.extend(tabular_rows(rec.name, len(codes), hits, stats, db.residues, len(db)))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 
@@ -460,13 +460,19 @@ def search_many(
     backend="auto",
     scoring: Scoring | None = None,
     progress=None,
+    on_ranked: Callable[[int, list[list[Hit]]], None] | None = None,
     _names: list[str] | None = None,
 ) -> list[list[Hit]]:
     """:func:`search` for many queries: one list of hits per query.
 
     Queries are scored together, :data:`QUERY_CHUNK` at a time (or as many as the
     backend's ``query_chunk`` asks for), in one pass over the database each (fewer, longer
-    kernel calls than one search per query).
+    kernel calls than one search per query); a device backend scores the chunks in one
+    pipeline (``Backend.score_stream``).
+
+    ``on_ranked(first, hits)``, where given, is called (on the calling thread) as soon as a
+    chunk's queries are ranked, with the index of its first query and their lists of hits,
+    while the next chunks are still being scored: e.g. to start tracing them back.
     """
     if top < 0:
         raise OptionError(f"top must be at least 0, not {top}")
@@ -494,49 +500,59 @@ def search_many(
     chunks = [q_codes[start : start + step] for start in range(0, len(q_codes), step)]
 
     trace_on = traceback_backend(engine_backend)
-
-    def run(chunk):
-        return _score_view(
-            chunk, database, scoring, mode, ends, engine_backend, progress, with_ends=top > 0
-        )
+    stream = _score_chunks(
+        chunks, database, scoring, mode, ends, engine_backend, progress, with_ends=top > 0
+    )
 
     results = []
     waited = ranked = 0.0
     # The next chunks are scored while this one is ranked (ranking is serial host work);
-    # two are queued, so the scoring thread goes from one chunk to the next without waiting
-    # for this thread to hand it over.
+    # two are asked for, so the scoring thread goes from one chunk to the next without
+    # waiting for this thread to hand it over (and a device backend's pipeline runs on
+    # across chunks).
     rank_threads = min(RANK_THREADS, config.cpu_threads(threads)) if len(q_codes) > 1 else 1
     ranking = ThreadPoolExecutor(rank_threads, "dpalign-rank") if rank_threads > 1 else None
-    with ThreadPoolExecutor(1, thread_name_prefix="dpalign-search") as pool, ExitStack() as stack:
-        if ranking is not None:
-            stack.callback(ranking.shutdown)
-        pending = deque(pool.submit(run, chunk) for chunk in chunks[:2])
-        try:
-            for k, chunk in enumerate(chunks):
-                mark = time.perf_counter()
-                scores, ids, cells = pending.popleft().result()
-                waited += time.perf_counter() - mark
-                mark = time.perf_counter()
-                if k + 2 < len(chunks):
-                    pending.append(pool.submit(run, chunks[k + 2]))
-                rows = range(0, len(chunk), 2) if both else range(len(chunk))
+    try:
+        with (
+            ThreadPoolExecutor(1, thread_name_prefix="dpalign-search") as pool,
+            ExitStack() as stack,
+        ):
+            if ranking is not None:
+                stack.callback(ranking.shutdown)
+            pending = deque(pool.submit(next, stream) for _ in chunks[:2])
+            try:
+                for k, chunk in enumerate(chunks):
+                    mark = time.perf_counter()
+                    scores, ids, cells = pending.popleft().result()
+                    waited += time.perf_counter() - mark
+                    mark = time.perf_counter()
+                    if k + 2 < len(chunks):
+                        pending.append(pool.submit(next, stream))
+                    rows = range(0, len(chunk), 2) if both else range(len(chunk))
 
-                def rank(row, chunk=chunk, scores=scores, ids=ids, cells=cells):
-                    strands = (chunk[row], chunk[row + 1]) if both else (chunk[row],)
-                    here = slice(row, row + len(strands))
-                    end_cells = None if cells is None else (cells[0][here], cells[1][here])
-                    settings = (scoring, mode, ends, trace_on)
-                    return _top_hits(strands, scores[here], ids, database, top, settings, end_cells)
+                    def rank(row, chunk=chunk, scores=scores, ids=ids, cells=cells):
+                        strands = (chunk[row], chunk[row + 1]) if both else (chunk[row],)
+                        here = slice(row, row + len(strands))
+                        end_cells = None if cells is None else (cells[0][here], cells[1][here])
+                        settings = (scoring, mode, ends, trace_on)
+                        return _top_hits(
+                            strands, scores[here], ids, database, top, settings, end_cells
+                        )
 
-                if ranking is not None and len(ids) >= RANK_THREADS_TARGETS:
-                    results.extend(ranking.map(rank, rows))  # the selections free the GIL
-                else:
-                    results.extend(rank(row) for row in rows)
-                ranked += time.perf_counter() - mark
-        except BaseException:  # an error or an interrupt: no chunk is scored after it
-            for job in pending:
-                job.cancel()
-            raise
+                    first = len(results)
+                    if ranking is not None and len(ids) >= RANK_THREADS_TARGETS:
+                        results.extend(ranking.map(rank, rows))  # the selections free the GIL
+                    else:
+                        results.extend(rank(row) for row in rows)
+                    ranked += time.perf_counter() - mark
+                    if on_ranked is not None:
+                        on_ranked(first, results[first:])
+            except BaseException:  # an error or an interrupt: no chunk is scored after it
+                for job in pending:
+                    job.cancel()
+                raise
+    finally:
+        stream.close()  # the scoring thread is done with it (the pool has shut down)
     log.info(
         "search: %d queries in %d chunks; %.3f s waiting for scores, %.3f s ranking",
         len(q_codes), len(chunks), waited, ranked,
@@ -648,33 +664,55 @@ def _score_view(q_codes, database, scoring, mode, ends, backend, progress, with_
     """``(scores [Q, N], ids, end cells)`` of queries against a view; the end cells
     (``(a_end, b_end)``, each ``[Q, N]``) only where the backend reports them
     (``backend.score_ends``, local mode), else None."""
-    batch = query_batch(q_codes)
+    (scored,) = _score_chunks(
+        [q_codes], database, scoring, mode, ends, backend, progress, with_ends
+    )
+    return scored
+
+
+def _score_chunks(chunks, database, scoring, mode, ends, backend, progress, with_ends=False):
+    """:func:`_score_view` of each chunk of ``chunks`` (lists of query codes), in order:
+    through the backend's :meth:`~dpalign.engine.Backend.score_stream` (a device scores the
+    next chunk while this one is ranked), or chunk by chunk with end cells."""
     width = database.layout_width(backend)
     ragged = backend.block_layout("pairwise") == "ragged"
     blocks = database.blocks(scoring.alphabet, width, ragged)
     task = Task("pairwise", scoring, mode, tuple(ends))
-    supported = getattr(backend, "ends_supported", None)
-    with_ends = with_ends and supported is not None and supported(task)
-    if with_ends:
-        got = backend.score_ends(task, batch, blocks, progress)
-        results = [r[0] for r in got]
-    else:
-        results = backend.score(task, batch, blocks, progress)
     ids = database.ids
+    supported = getattr(backend, "ends_supported", None)
+    if with_ends and supported is not None and supported(task):
+        for q_codes in chunks:
+            got = backend.score_ends(task, query_batch(q_codes), blocks, progress)
+            yield _gathered([r[0] for r in got], len(q_codes), blocks, ids, width, got)
+        return
+    sizes = []
+
+    def batches():
+        for q_codes in chunks:
+            sizes.append(len(q_codes))
+            yield query_batch(q_codes)
+
+    for k, results in enumerate(backend.score_stream(task, batches(), blocks, progress)):
+        yield _gathered(results, sizes[k], blocks, ids, width)
+
+
+def _gathered(results, n_queries, blocks, ids, width, got=None):
+    """``(scores, ids, end cells)`` of ``n_queries`` queries from per-block results
+    (``got``: per block ``(scores, a_end, b_end)``, from ``score_ends``)."""
     one = blocks[0] if len(blocks) == 1 else None
-    if one is not None and not with_ends and one.width == len(ids) and (one.ids >= 0).all():
+    if one is not None and got is None and one.width == len(ids) and (one.ids >= 0).all():
         return results[0].scores, ids, None  # one block of the whole view: no copy
-    scores = np.empty((len(batch), len(ids)), dtype=np.int64)
-    a_end = np.empty_like(scores) if with_ends else None
-    b_end = np.empty_like(scores) if with_ends else None
+    scores = np.empty((n_queries, len(ids)), dtype=np.int64)
+    a_end = np.empty_like(scores) if got is not None else None
+    b_end = np.empty_like(scores) if got is not None else None
     for k, (result, block) in enumerate(zip(results, blocks, strict=True)):
         lanes = block.ids >= 0
         span = slice(k * width, k * width + int(lanes.sum()))
         scores[:, span] = result.scores[:, lanes]
-        if with_ends:
+        if got is not None:
             a_end[:, span] = got[k][1][:, lanes]
             b_end[:, span] = got[k][2][:, lanes]
-    return scores, ids, ((a_end, b_end) if with_ends else None)
+    return scores, ids, ((a_end, b_end) if got is not None else None)
 
 
 # --------------------------------------------------------------------------------------------

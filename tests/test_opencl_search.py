@@ -574,6 +574,52 @@ def test_query_batches_recompute_wrapped_pairs_per_query(cl_device, small_group_
     assert empty.scores.shape == (0, 3) and empty.launches == 0
 
 
+@pytest.mark.parametrize("mode", ["local", "global"])
+def test_a_stream_of_chunks_scores_each_chunk_as_alone(cl_device, small_group_shapes, mode):
+    """score_stream: chunks in one pipeline (batches of one and two queries, so a chunk's
+    batches and the next chunk's are in flight together), an empty chunk, a chunk of empty
+    queries only (nothing for the group kernel), a query whose best passes 16 bits (its
+    pairs recomputed in int32 when its chunk closes): each chunk's result is score_block's
+    of that chunk alone, and the oracle's; chunks are taken as the pipeline reaches them."""
+    from dpalign.kernels_cl import search_group
+
+    rng = np.random.default_rng(17)
+    scoring = Scoring((100, -50), (20, 5))
+    ends = free_ends_tuple(mode)
+    hot = rng.integers(0, 4, 400).astype(np.uint8)
+    targets = [rng.integers(0, 4, size).astype(np.uint8) for size in (1, 9, 0, 33, 50)]
+    targets.append(hot.copy())
+    q = [rng.integers(0, 4, m).astype(np.uint8) for m in (12, 1, 45, 30, 7, 200)]
+    empty = np.zeros(0, np.uint8)
+    chunks = [[q[0], q[1], q[2]], [], [empty, empty], [hot, q[3]], [q[4]], [q[5], q[2]]]
+    runner = SearchRunner(device_context(cl_device), targets, local_kernel="group")
+    taken = []
+
+    def source():
+        for k, chunk in enumerate(chunks):
+            taken.append(k)
+            yield chunk
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_group, "BATCH", 2)
+        stream = runner.score_stream(source(), scoring, mode, ends)
+        first = next(stream)
+        assert taken == [0, 1, 2, 3]  # chunk 3's first batch is in flight: two batches ahead
+        results = [first, *stream]
+        alone = [runner.score_block(chunk, scoring, mode, ends) for chunk in chunks]
+    assert len(results) == len(chunks)
+    for chunk, got, want in zip(chunks, results, alone, strict=True):
+        assert got.scores.shape == (len(chunk), len(targets))
+        np.testing.assert_array_equal(got.scores, want.scores)
+        np.testing.assert_array_equal(got.width, want.width)
+        np.testing.assert_array_equal(got.recomputed, want.recomputed)
+        for k, query in enumerate(chunk):
+            np.testing.assert_array_equal(
+                got.scores[k], _oracle(query, targets, scoring, mode, ends)
+            )
+    assert results[3].width[0, -1] == 32  # the hot pair, recomputed in int32
+
+
 @pytest.mark.parametrize("mode", ["local", "global", "semiglobal"])
 def test_search_many_on_query_batches_equals_the_reference(cl_device, small_group_shapes, mode):
     """The whole search on the batched group kernel (more queries than one call takes, mixed

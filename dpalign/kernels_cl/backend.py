@@ -32,9 +32,9 @@ log = logging.getLogger("dpalign.opencl")
 
 #: Profiles are padded to a multiple of this many lanes (the engine's default block width).
 LANE_GROUP = config.BLOCK_WIDTH
-#: Queries per search call: at most this many, and at most this many scores in all.
+#: Queries per search chunk: at most this many, and at most this many scores in all.
 QUERY_CHUNK_MAX = 1024
-QUERY_CHUNK_CELLS = 50_000_000
+QUERY_CHUNK_CELLS = config.OPENCL_SEARCH_CHUNK_SCORES
 
 
 def concatenate(blocks) -> tuple[np.ndarray, np.ndarray]:
@@ -182,9 +182,9 @@ class OpenCLBackend(Backend):
         return max(1, n_targets)
 
     def query_chunk(self, kernel, n_targets):
-        # Many queries per call: the runner batches them per launch and keeps two batches
-        # in flight, and its pipeline drains at the end of every call. Bounded by the
-        # [queries, targets] int64 scores a call returns (~400 MB against 200,000 targets).
+        # Many queries per chunk: the runner batches them per launch and keeps two batches
+        # in flight, across chunks (score_stream). Bounded by the [queries, targets] int64
+        # scores a chunk returns (~200 MB against 200,000 targets).
         if kernel != "pairwise":
             return None
         return int(min(QUERY_CHUNK_MAX, max(64, QUERY_CHUNK_CELLS // max(n_targets, 1))))
@@ -282,31 +282,55 @@ class OpenCLBackend(Backend):
         return runner
 
     def _score_pairwise(self, task, queries, blocks, progress):
+        (out,) = self._stream_pairwise(task, [queries], blocks, progress)
+        return out
+
+    def _stream_pairwise(self, task, batches, blocks, progress):
+        """The search runner's pipeline over query batches: each batch's programs and bucket
+        layouts are started when the pipeline takes it, its scores cut into the blocks."""
         began = time.perf_counter()
         runner = self._search_runner(blocks)
-        made = time.perf_counter()
+        log.info("opencl search: targets on the device %.3f s", time.perf_counter() - began)
         name = f"opencl {runner.dctx.caps.name}"
-        codes = [queries.codes[q, : int(queries.lengths[q])] for q in range(len(queries))]
-        runner.prepare(codes, task.scoring, task.mode, task.free_ends, width=self.width)
-        log.info(
-            "opencl search: targets on the device %.3f s, programs and layouts started %.3f s",
-            made - began, time.perf_counter() - made,
-        )  # fmt: skip
-        result = runner.score_block(
-            codes, task.scoring, task.mode, task.free_ends, width=self.width, progress=progress
+        total = int(runner.lengths.sum())
+        cells = []
+
+        def chunks():
+            for queries in batches:
+                mark = time.perf_counter()
+                codes = [queries.codes[q, : int(queries.lengths[q])] for q in range(len(queries))]
+                runner.prepare(codes, task.scoring, task.mode, task.free_ends, width=self.width)
+                log.info(
+                    "opencl search: %d queries' programs and layouts started %.3f s",
+                    len(codes), time.perf_counter() - mark,
+                )  # fmt: skip
+                cells.append(int(queries.lengths[: len(codes)].sum()) * total)
+                yield codes
+
+        stream = runner.score_stream(
+            chunks(), task.scoring, task.mode, task.free_ends, width=self.width, progress=progress
         )
-        cells = int(queries.lengths[: len(codes)].sum()) * int(runner.lengths.sum())
-        self.stats.record(name, cells, result.kernel_seconds, blocks=len(blocks))
-        scores, widths = result.scores, result.width
-        out, lane = [], 0
-        for block in blocks:
-            out.append(
-                BlockScores(
-                    scores[:, lane : lane + block.width], widths[:, lane : lane + block.width]
+        for k, result in enumerate(stream):
+            self.stats.record(name, cells[k], result.kernel_seconds, blocks=len(blocks))
+            scores, widths = result.scores, result.width
+            out, lane = [], 0
+            for block in blocks:
+                out.append(
+                    BlockScores(
+                        scores[:, lane : lane + block.width], widths[:, lane : lane + block.width]
+                    )
                 )
-            )
-            lane += block.width
-        return out
+                lane += block.width
+            yield out
+
+    def score_stream(self, task, batches, blocks, progress=None):
+        """Search batches in one device pipeline (:meth:`SearchRunner.score_stream`): the
+        device goes on to the next batch while this one's last results come back; other
+        tasks as :meth:`score` one after another."""
+        if task.kernel != "pairwise" or not blocks or self.width not in (None, 16, 32):
+            yield from super().score_stream(task, batches, blocks, progress)
+            return
+        yield from self._stream_pairwise(task, batches, blocks, progress)
 
     def score(self, task, queries, blocks, progress=None, out=None):
         """The Backend contract's ``score``; PaPaRa tasks also take ``out``.
