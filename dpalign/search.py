@@ -210,6 +210,7 @@ class Database:
         self._start, self._end = 0, len(codes)
         self._block_cache = {}
         self._root = self
+        self._flat = None  # every target's codes (original order) in one buffer, if given
 
     @classmethod
     def from_codes(
@@ -247,6 +248,7 @@ class Database:
         db = cls.__new__(cls)
         db._texts = [None] * len(codes)
         db._setup([str(n) for n in names], scoring, codes, np.diff(offsets), block_width)
+        db._flat = residues
         return db
 
     # ----------------------------------------------------------------------------------------
@@ -316,7 +318,13 @@ class Database:
         key = (alphabet, width, ragged)
         if key not in self._block_cache:
             root = self._root
-            if root is not self and self._start % width == 0:
+            whole = root is self and len(self) == len(self.lengths) and width >= len(self)
+            if ragged and whole and self._flat is not None and alphabet is self.alphabet:
+                # One ragged block of the whole database: its own buffer, in its own order
+                # (no gather into length order; its lane ids say whose scores are where).
+                ids = np.arange(len(self), dtype=np.int64)
+                self._block_cache[key] = [ReferenceBlock(self._flat, self.lengths.copy(), ids)]
+            elif root is not self and self._start % width == 0:
                 # A view on block boundaries shares the root's blocks (the last one trimmed).
                 shared = root.blocks(alphabet, width, ragged)
                 first, stop = self._start // width, -(-self._end // width)
@@ -650,7 +658,8 @@ def score_database(
     """Scores of encoded queries against a database view.
 
     ``q_codes`` is one code array (then scores has shape ``[N]``) or a list of them
-    (``[Q, N]``); columns follow ``ids``, the view's targets in length order.
+    (``[Q, N]``); columns follow ``ids``, the view's targets (in length order, or in the
+    database's order where one block holds the whole database).
     Returns ``(scores, ids)``.
     """
     single = isinstance(q_codes, np.ndarray)
@@ -701,7 +710,7 @@ def _gathered(results, n_queries, blocks, ids, width, got=None):
     (``got``: per block ``(scores, a_end, b_end)``, from ``score_ends``)."""
     one = blocks[0] if len(blocks) == 1 else None
     if one is not None and got is None and one.width == len(ids) and (one.ids >= 0).all():
-        return results[0].scores, ids, None  # one block of the whole view: no copy
+        return results[0].scores, one.ids, None  # one block of the whole view: no copy
     scores = np.empty((n_queries, len(ids)), dtype=np.int64)
     a_end = np.empty_like(scores) if got is not None else None
     b_end = np.empty_like(scores) if got is not None else None

@@ -574,6 +574,32 @@ def test_query_batches_recompute_wrapped_pairs_per_query(cl_device, small_group_
     assert empty.scores.shape == (0, 3) and empty.launches == 0
 
 
+def test_a_database_from_one_buffer_is_searched_in_that_buffer(cl_device):
+    """A database made from one buffer of codes (as the command reads one) gives the device
+    that buffer as its one ragged block, targets in their own order (no gather into length
+    order); hits, and those of a view of it, are the reference's."""
+    from dpalign.search import Database, search_many
+
+    rng = np.random.default_rng(9)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    lengths = rng.integers(0, 40, 30)
+    lengths[4] = 0
+    residues = rng.integers(0, 20, int(lengths.sum())).astype(np.uint8)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    names = [f"t{k}" for k in range(len(lengths))]
+    db = Database.from_codes(residues, offsets, names, sub_score=scoring)
+    device = get_backend("opencl", device=cl_device)
+    (block,) = db.blocks(scoring.alphabet, db.layout_width(device), ragged=True)
+    assert np.shares_memory(block.codes, residues) and block.ids.tolist() == list(range(30))
+    queries = [residues[offsets[k] : offsets[k] + 15] for k in (1, 7)] + [residues[:3]]
+    for view in (db, db[3:20]):
+        got = search_many(queries, view, top=5, mode="local", scoring=scoring, backend=device)
+        want = search_many(queries, view, top=5, scoring=scoring, backend="reference")
+        assert [[(h.target, h.score) for h in hits] for hits in got] == [
+            [(h.target, h.score) for h in hits] for hits in want
+        ]
+
+
 @pytest.mark.parametrize("mode", ["local", "global"])
 def test_a_stream_of_chunks_scores_each_chunk_as_alone(cl_device, small_group_shapes, mode):
     """score_stream: chunks in one pipeline (batches of one and two queries, so a chunk's

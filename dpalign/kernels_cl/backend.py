@@ -275,8 +275,12 @@ class OpenCLBackend(Backend):
         if cached is not None and cached[0] == key:
             return cached[1]
         targets = [lane for block in blocks for lane in block.lanes()]
+        one = blocks[0] if len(blocks) == 1 and blocks[0].ragged else None
         runner = SearchRunner(
-            device_context(self.device, self.stream), targets, local_kernel=self.search_kernel
+            device_context(self.device, self.stream),
+            targets,
+            local_kernel=self.search_kernel,
+            residues=one.codes[: one.residues] if one is not None else None,
         )
         self._search_cached = (key, runner, blocks)  # holding the blocks keeps their ids unique
         return runner

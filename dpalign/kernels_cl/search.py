@@ -401,6 +401,9 @@ class SearchRunner:
         3,520 GCUPS; global and semiglobal 3,065 / 3,070 against the strip kernel's 1,513 /
         1,523 in issue 13's measurements, and ``bench/opencl_search.py check`` passed in every
         mode); "group": the group kernel on any device (how PoCL tests it); "strip": never.
+    residues : ndarray of uint8, optional
+        Every target's codes in one buffer, in any order (where the caller has one: saves
+        concatenating them again to find the letters in use).
     """
 
     def __init__(
@@ -414,12 +417,15 @@ class SearchRunner:
         best3: bool | None = None,
         profile: str | None = None,
         local_kernel: str | None = None,
+        residues: np.ndarray | None = None,
     ) -> None:
         self.dctx = dctx
         self.codes = [np.ascontiguousarray(t, dtype=np.uint8) for t in targets]
         self.lengths = np.fromiter((len(t) for t in self.codes), np.int64, len(self.codes))
-        # one pass over every residue (a max per target: ~0.5 s for 200,000 proteins)
-        top = int(np.concatenate(self.codes).max(initial=0)) if self.codes else 0
+        if residues is None and self.codes:
+            residues = np.concatenate(self.codes)
+        self.residues = residues  # every target's codes in one buffer (any order)
+        top = int(residues.max(initial=0)) if self.codes else 0
         self.virtual = top + 1
         self.bits = residue_bits(self.virtual)
         self._options(strip, group, ptx, shifted, best3, profile, local_kernel)
@@ -911,7 +917,9 @@ class SearchRunner:
         if self.ptx not in self._groups:
             from .search_group import GroupSearch
 
-            self._groups[self.ptx] = GroupSearch(self.dctx, self.codes, self.lengths, ptx=self.ptx)
+            self._groups[self.ptx] = GroupSearch(
+                self.dctx, self.codes, self.lengths, ptx=self.ptx, residues=self.residues
+            )
         group = self._groups[self.ptx]
         return group if group.fits(query) else None
 

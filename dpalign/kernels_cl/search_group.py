@@ -231,6 +231,9 @@ class GroupSearch:
         Command queues for the bucket launches (default :data:`QUEUES`).
     ptx : bool, optional
         Inline PTX arithmetic and shuffles (default: where the device has them).
+    residues : ndarray of uint8, optional
+        Every target's codes in one buffer, in any order (saves concatenating them to find
+        the letters in use).
     """
 
     def __init__(
@@ -240,6 +243,7 @@ class GroupSearch:
         lengths,
         queues: int | None = None,
         ptx: bool | None = None,
+        residues: np.ndarray | None = None,
     ) -> None:
         self.dctx = dctx
         self.codes = codes
@@ -247,7 +251,9 @@ class GroupSearch:
         self.real = np.flatnonzero(self.lengths > 0)
         used = np.zeros(256, bool)
         if len(self.real):
-            used[np.concatenate([codes[t] for t in self.real.tolist()])] = True
+            if residues is None:
+                residues = np.concatenate([codes[t] for t in self.real.tolist()])
+            used[residues] = True
         self.letters = np.flatnonzero(used)  # compact target letter -> matrix code
         self.L = len(self.letters) + 1  # and the padding letter
         self.compact = np.full(256, self.L - 1, np.uint8)
