@@ -1231,65 +1231,104 @@ def _read_database(path, scoring):
     return block.names, residues, block.offsets
 
 
-def _warm_traceback(scoring, mode: str, backend, largest_pair: int) -> None:
+def _warm_traceback(
+    scoring, mode: str, backend, largest_pair: int, parts=("short", "long")
+) -> None:
     """Load the traceback kernels printed hits take on ``backend``: short pairs, and pairs
     over its long-pair limit (anti-diagonal tiles) when a pair may have ``largest_pair``
-    cells."""
+    cells (``parts``: which of the two)."""
     import numpy as np
 
     from .pairwise import align
 
-    codes = np.zeros(8, dtype=np.uint8)
-    align(codes, codes, mode, scoring=scoring, backend=backend)
+    if "short" in parts:
+        codes = np.zeros(8, dtype=np.uint8)
+        align(codes, codes, mode, scoring=scoring, backend=backend)
     limit = backend.long_pair_cells()
-    if limit is not None and largest_pair > limit:
+    if "long" in parts and limit is not None and largest_pair > limit:
         codes = np.zeros(int(limit**0.5) + 2, dtype=np.uint8)
         align(codes, codes, mode, scoring=scoring, threads=1, backend=backend)
 
 
-#: The child that compiles the traceback kernels into Numba's disk cache (see
+#: A child that compiles traceback kernels into Numba's disk cache (see
 #: :func:`_start_traceback_compile`).
 _TRACEBACK_CHILD = """
 import os, pickle, sys
 os.nice(5)
 from dpalign.cli import _warm_traceback
 from dpalign.engine import cpu_backend
-scoring, mode, threads = pickle.load(sys.stdin.buffer)
-_warm_traceback(scoring, mode, cpu_backend(threads), 1 << 62)
+scoring, mode, threads, part = pickle.load(sys.stdin.buffer)
+_warm_traceback(scoring, mode, cpu_backend(threads), 1 << 62, (part,))
 """
 
 
+class _Children:
+    """Child processes seen as one: :meth:`poll` and ``returncode`` are None until every
+    one has ended, then the first non-zero exit status (else 0)."""
+
+    def __init__(self, children) -> None:
+        self.children = children
+
+    @property
+    def returncode(self) -> int | None:
+        codes = [c.returncode for c in self.children]
+        return None if None in codes else next((c for c in codes if c), 0)
+
+    def poll(self) -> int | None:
+        for child in self.children:
+            child.poll()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for child in self.children:
+            child.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return self.returncode
+
+    def kill(self) -> None:
+        for child in self.children:
+            if child.poll() is None:
+                child.kill()
+
+
 def _start_traceback_compile(scoring, mode: str, threads):
-    """Compile the traceback kernels in a child process while a device searches.
+    """Compile the traceback kernels in child processes while a device searches.
 
     On a device backend the host is idle but for feeding the device, and a first run
     (empty Numba cache) would otherwise compile the traceback kernels (~10 s on the H100
     host) before the search starts; compiled in the same process beside the search they
-    would hold the GIL the search's host work needs. The child writes Numba's disk cache;
-    the parent loads the kernels from it once the search is done
+    would hold the GIL the search's host work needs. Two children, side by side: the
+    short-pair kernels and the long-pair (anti-diagonal) ones, a third and two thirds of
+    the compile time, so the kernels are ready sooner (a search's first hits are traced
+    back while the device scores the rest once they are). The children write Numba's disk
+    cache; the parent and its traceback workers load the kernels from it
     (:func:`_finish_traceback_compile`).
-    Returns the child (None where it could not start: the parent compiles them itself).
+    Returns the children (None where they could not start: the parent compiles them).
     """
     import pickle
     import subprocess
 
+    children = []
     try:
-        child = subprocess.Popen(
-            [sys.executable, "-c", _TRACEBACK_CHILD],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        child.stdin.write(pickle.dumps((scoring, mode, threads)))
-        child.stdin.close()
+        for part in ("long", "short"):
+            child = subprocess.Popen(
+                [sys.executable, "-c", _TRACEBACK_CHILD],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            children.append(child)
+            child.stdin.write(pickle.dumps((scoring, mode, threads, part)))
+            child.stdin.close()
     except (OSError, pickle.PicklingError):
+        _Children(children).kill()
         return None
-    return child
+    return _Children(children)
 
 
 def _finish_traceback_compile(child, timeout: float = 300.0) -> None:
-    """Wait for :func:`_start_traceback_compile`'s child (stopped after ``timeout``: the
-    parent then compiles what it needs itself)."""
+    """Wait for :func:`_start_traceback_compile`'s children (stopped after ``timeout``:
+    the parent then compiles what it needs itself)."""
     import subprocess
 
     if child is None:
