@@ -1258,7 +1258,7 @@ os.nice(5)
 from dpalign.cli import _warm_traceback
 from dpalign.engine import cpu_backend
 scoring, mode, threads, part = pickle.load(sys.stdin.buffer)
-_warm_traceback(scoring, mode, cpu_backend(threads), 1 << 62, (part,))
+_warm_traceback(scoring, mode, cpu_backend(threads), 1 << 62, part.split(","))
 """
 
 
@@ -1303,14 +1303,19 @@ def _start_traceback_compile(scoring, mode: str, threads):
     back while the device scores the rest once they are). The children write Numba's disk
     cache; the parent and its traceback workers load the kernels from it
     (:func:`_finish_traceback_compile`).
+    With fewer than 4 cores one child compiles both (each child's imports take a core for
+    a second even when the cache already holds the kernels).
     Returns the children (None where they could not start: the parent compiles them).
     """
     import pickle
     import subprocess
 
+    from .config import cpu_threads
+
+    parts = ("long", "short") if cpu_threads(threads) >= 4 else ("long,short",)
     children = []
     try:
-        for part in ("long", "short"):
+        for part in parts:
             child = subprocess.Popen(
                 [sys.executable, "-c", _TRACEBACK_CHILD],
                 stdin=subprocess.PIPE,
@@ -1543,14 +1548,20 @@ def _run_search(args) -> int:
     if compiling is not None:  # a device search: the traceback may take worker processes
         strands = 2 if args.strand == "both" else 1
         tracing = _start_trace_workers(len(q_codes) * strands * args.top, args.threads)
+    code = None
     try:
-        return _search_and_write(
+        code = _search_and_write(
             args, scoring, stats, backend, run, whole, compiling, tracing,
             queries, q_codes, names, residues, offsets,
         )  # fmt: skip
     finally:
-        if tracing is not None:
-            tracing.shutdown(wait=False, cancel_futures=True)
+        if tracing is not None:  # after a run every job is done: the workers end at once
+            tracing.shutdown(wait=code is not None, cancel_futures=True)
+    # Nothing is left open (the workers and compile children have ended, a hybrid run's
+    # device processes are closed): run() may end the process without the interpreter's
+    # teardown (a GPU context, GBs of scores: 0.3-0.6 s here); a Dask cluster stays.
+    _DONE_WITH_NOTHING_OPEN[0] = backend.kind != "cluster"
+    return code
 
 
 def _search_and_write(

@@ -171,6 +171,7 @@ def test_search_compiles_traceback_kernels_in_a_child(tmp_path, monkeypatch):
     from dpalign.scoring import Scoring
 
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr("dpalign.config.cpu_threads", lambda threads=None: 4)
     child = _start_traceback_compile(Scoring("BLOSUM62", (11, 1)), "local", 1)
     assert child is not None
     _finish_traceback_compile(child)
