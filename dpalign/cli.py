@@ -1602,9 +1602,13 @@ def _search_and_write(
         tracing, args.threads, lambda: compiling is None or compiling.poll() is not None
     )
 
-    def ranked(first, chunk_hits):
+    def ranked(indices, chunk_hits):
         tracer.add(
-            [h for k, hits in enumerate(chunk_hits, first) for h in printed(hits, q_codes[k])]
+            [
+                h
+                for k, hits in zip(indices, chunk_hits, strict=True)
+                for h in printed(hits, q_codes[k])
+            ]
         )
 
     bar = _progress_bar(cells, args.progress, "searching")

@@ -468,7 +468,7 @@ def search_many(
     backend="auto",
     scoring: Scoring | None = None,
     progress=None,
-    on_ranked: Callable[[int, list[list[Hit]]], None] | None = None,
+    on_ranked: Callable[[list[int], list[list[Hit]]], None] | None = None,
     _names: list[str] | None = None,
 ) -> list[list[Hit]]:
     """:func:`search` for many queries: one list of hits per query.
@@ -478,9 +478,10 @@ def search_many(
     kernel calls than one search per query); a device backend scores the chunks in one
     pipeline (``Backend.score_stream``).
 
-    ``on_ranked(first, hits)``, where given, is called (on the calling thread) as soon as a
-    chunk's queries are ranked, with the index of its first query and their lists of hits,
-    while the next chunks are still being scored: e.g. to start tracing them back.
+    ``on_ranked(indices, hits)``, where given, is called (on the calling thread) as soon as
+    a chunk's queries are ranked, with their indices in ``queries`` and their lists of hits,
+    while the next chunks are still being scored: e.g. to start tracing them back. Queries
+    are scored longest first.
     """
     if top < 0:
         raise OptionError(f"top must be at least 0, not {top}")
@@ -501,6 +502,11 @@ def search_many(
             f"strand='both' searches reverse complements: it needs a nucleotide scoring "
             f"(match/mismatch scores or a nucleotide matrix), not {scoring.sub_label}"
         )
+    # Scored longest first: a chunk's queries are of similar lengths (a device fills its
+    # launches with queries of one length class), and the last chunk, whose ranking and
+    # traceback nothing overlaps, is the shortest. Hits come back in the order given.
+    order = sorted(range(len(q_codes)), key=lambda k: -len(q_codes[k]))
+    q_codes = [q_codes[k] for k in order]
     if both:
         q_codes = [c for codes in q_codes for c in (codes, minus_strand(codes, scoring))]
     chunk = engine_backend.query_chunk("pairwise", len(database)) or QUERY_CHUNK
@@ -554,7 +560,7 @@ def search_many(
                         results.extend(rank(row) for row in rows)
                     ranked += time.perf_counter() - mark
                     if on_ranked is not None:
-                        on_ranked(first, results[first:])
+                        on_ranked(order[first : len(results)], results[first:])
             except BaseException:  # an error or an interrupt: no chunk is scored after it
                 for job in pending:
                     job.cancel()
@@ -565,7 +571,10 @@ def search_many(
         "search: %d queries in %d chunks; %.3f s waiting for scores, %.3f s ranking",
         len(q_codes), len(chunks), waited, ranked,
     )  # fmt: skip
-    return results
+    in_order: list = [None] * len(results)
+    for k, hits in zip(order, results, strict=True):
+        in_order[k] = hits
+    return in_order
 
 
 def trace_pair(q_codes, t_codes, mode, ends, scoring, tracer, threads=None) -> Alignment:
