@@ -297,18 +297,27 @@ class OpenCLBackend(Backend):
         log.info("opencl search: targets on the device %.3f s", time.perf_counter() - began)
         name = f"opencl {runner.dctx.caps.name}"
         total = int(runner.lengths.sum())
-        cells = []
+        batches = [
+            [queries.codes[q, : int(queries.lengths[q])] for q in range(len(queries))]
+            for queries in batches
+        ]
+        cells = [sum(len(q) for q in codes) * total for codes in batches]
+
+        def prepare(codes) -> None:
+            mark = time.perf_counter()
+            runner.prepare(codes, task.scoring, task.mode, task.free_ends, width=self.width)
+            log.info(
+                "opencl search: %d queries' programs and layouts started %.3f s",
+                len(codes), time.perf_counter() - mark,
+            )  # fmt: skip
 
         def chunks():
-            for queries in batches:
-                mark = time.perf_counter()
-                codes = [queries.codes[q, : int(queries.lengths[q])] for q in range(len(queries))]
-                runner.prepare(codes, task.scoring, task.mode, task.free_ends, width=self.width)
-                log.info(
-                    "opencl search: %d queries' programs and layouts started %.3f s",
-                    len(codes), time.perf_counter() - mark,
-                )  # fmt: skip
-                cells.append(int(queries.lengths[: len(codes)].sum()) * total)
+            # The first batch's programs and layouts first, then every other batch's: their
+            # layouts are made while the device runs the first ones.
+            for k, codes in enumerate(batches):
+                if k == 0:
+                    prepare(codes)
+                    prepare([q for later in batches[1:] for q in later])
                 yield codes
 
         stream = runner.score_stream(

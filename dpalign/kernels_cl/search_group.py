@@ -268,6 +268,7 @@ class GroupSearch:
         self._lane_maps: dict = {}
         self._kernels: dict = {}
         self._packing: dict = {}  # bucket key -> layout job of build_for still under way
+        self._pack_pool = None  # build_for's layout threads
         self._queues: list = []
         self._carry = None
 
@@ -615,10 +616,12 @@ class GroupSearch:
             (k, b) for k, b in buckets.items() if k not in self._packed and k not in self._packing
         ]
         todo.sort(key=lambda kb: (-kb[1].passes * (max(keys) + kb[1].G), -len(kb[1].targets)))
-        pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="dpalign-pack")
+        # One pool for every call: a later call's layouts queue behind an earlier one's (a
+        # search prepares its first chunk's plan, then the others').
+        if self._pack_pool is None:
+            self._pack_pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="dpalign-pack")
         for k, b in todo:
-            self._packing[k] = pool.submit(self._lay_out, k, b, glob)
-        pool.shutdown(wait=False)  # the queued layouts still run
+            self._packing[k] = self._pack_pool.submit(self._lay_out, k, b, glob)
         build_all(self.dctx, "search_group.cl", defines, threads)
         return len(defines)
 
