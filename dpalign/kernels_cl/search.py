@@ -725,11 +725,12 @@ class SearchRunner:
         todo: deque = deque()  # (chunk, rows) not launched yet
         flight: deque = deque()  # (chunk, rows, pending) launched, not collected
         launched = 0
-        totals = {"chunks": 0, "batches": 0, "first": None, "kernels": 0.0}
+        totals = {"chunks": 0, "batches": 0, "first": None, "kernels": 0.0, "exhausted": False}
 
         def take() -> bool:
             queries = next(source, None)
             if queries is None:
+                totals["exhausted"] = True
                 return False
             chunk = self._open_chunk(list(queries), task, width, progress)
             opened.append(chunk)
@@ -761,26 +762,27 @@ class SearchRunner:
                     totals["batches"] += len(chunk.batches)
                     result = self._close_chunk(chunk, scoring, mode, free_ends, width)
                     totals["kernels"] += result.kernel_seconds
+                    if totals["exhausted"] and not (opened or flight) and totals["chunks"] > 1:
+                        log.info(
+                            "opencl search: %d chunks in one pipeline, %d batches, %.3f s from "
+                            "the first launch to the last result; kernels %.3f s",
+                            totals["chunks"], totals["batches"],
+                            time.perf_counter() - totals["first"], totals["kernels"],
+                        )  # fmt: skip
                     yield result
                 if not flight:
                     break
                 launch()  # behind the FLIGHT - 1 queued: its slot's last batch is collected
                 chunk, rows, pending = flight.popleft()
                 mark = time.perf_counter()
-                got = chunk.group.collect(pending)
+                chunk.group.wait_for(pending)
                 chunk.last = time.perf_counter()
                 chunk.waited += chunk.last - mark
-                chunk.seconds += got.seconds
-                chunk.launches += got.launches
-                chunk.jobs.append(finisher.submit(self._finish, chunk, rows, got, task, progress))
+                # the raw results' gather and the scores on the finishing thread: this one
+                # goes straight back to launching
+                job = finisher.submit(self._finish, chunk, rows, pending, task, progress)
+                chunk.jobs.append(job)
                 chunk.left -= 1
-        if totals["chunks"] > 1:
-            log.info(
-                "opencl search: %d chunks in one pipeline, %d batches, %.3f s from the first "
-                "launch to the last result; kernels %.3f s",
-                totals["chunks"], totals["batches"], time.perf_counter() - totals["first"],
-                totals["kernels"],
-            )  # fmt: skip
 
     def _open_chunk(self, queries, task: SearchTask, width, progress) -> _Chunk:
         """A chunk's arrays and batches; the queries the group kernel does not take are
@@ -821,9 +823,13 @@ class SearchRunner:
         chunk.left = len(chunk.batches)
         return chunk
 
-    def _finish(self, chunk: _Chunk, rows, got, task: SearchTask, progress) -> None:
-        """A collected batch into its rows of the chunk's ``scores`` and ``widths`` (NumPy, on
-        the finishing thread: the launching thread goes straight back to the device)."""
+    def _finish(self, chunk: _Chunk, rows, pending, task: SearchTask, progress) -> None:
+        """A batch whose results are on the host into its rows of the chunk's ``scores`` and
+        ``widths`` (NumPy, on the finishing thread: the launching thread goes straight back
+        to the device)."""
+        got = chunk.group.collect(pending)
+        chunk.seconds += got.seconds
+        chunk.launches += got.launches
         queries = chunk.queries
         ms = np.array([len(queries[k]) for k in rows], np.int64)
         part = scores_from_batch(task, ms, self.lengths, got.values)

@@ -461,11 +461,16 @@ class GroupSearch:
             "inputs": (table_buf, qoff_buf, info_buf),
         }
 
+    def wait_for(self, pending: dict) -> None:
+        """Wait until a :meth:`submit`'s results are on the host (its slot's buffer may then
+        take another batch); :meth:`collect` may follow on another thread."""
+        with driver_errors(self.dctx.caps, "running the group search kernel"):
+            wait(pending["copy"])
+
     def collect(self, pending: dict) -> GroupBatch:
         """The results of a :meth:`submit`, once its launches and copy finish."""
         task, ms, events = pending["task"], pending["ms"], pending["events"]
-        with driver_errors(self.dctx.caps, "running the group search kernel"):
-            wait(pending["copy"])
+        self.wait_for(pending)
         lanes = pending["lanes"]
         glob = not task.local
         raw = pending["host"].view(np.int16).reshape(len(ms), lanes.n_lanes, 4 if glob else 1)
