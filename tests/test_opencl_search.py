@@ -460,6 +460,31 @@ def test_group_builds_do_not_depend_on_the_query(cl_device, small_group_shapes, 
     assert _group_programs(dctx) == built  # nothing built per query
 
 
+def test_global_launches_keep_the_best_only_where_16_bits_may_wrap(cl_device, small_group_shapes):
+    """Global modes drop the best H (NO_BEST) where max(s) * m stays under the flag limit
+    and keep it where a score may pass 16 bits: both give the oracle's scores, and the pair
+    that passes 16 bits is recomputed in int32."""
+    from dpalign.kernels_cl.search_group import keeps_best
+
+    blosum, big = Scoring("BLOSUM62", (11, 1)), Scoring((100, -50), (20, 5))
+    assert not keeps_best(True, blosum, 2000) and keeps_best(True, blosum, 3000)  # 11 m, 32,692
+    assert keeps_best(False, blosum, 5)  # local: the best is the score
+    assert not keeps_best(True, big, 300) and keeps_best(True, big, 400)  # 100 m, 32,603
+    rng = np.random.default_rng(19)
+    hot = rng.integers(0, 4, 400).astype(np.uint8)
+    targets = [rng.integers(0, 4, n).astype(np.uint8) for n in (3, 20, 41, 0)] + [hot.copy()]
+    dctx = device_context(cl_device)
+    runner = SearchRunner(dctx, targets, local_kernel="group")
+    for mode in ("global", "semiglobal"):
+        ends = free_ends_tuple(mode)
+        for query in (hot, hot[:300].copy(), hot[:7].copy()):
+            got = runner.score(query, big, mode, ends)
+            np.testing.assert_array_equal(got.scores, _oracle(query, targets, big, mode, ends))
+            assert (got.width[-1] == 32) == (len(query) == 400)
+    options = {opt for _, opts in _group_programs(dctx) for opt in opts}
+    assert {"-DNO_BEST=0", "-DNO_BEST=1"} <= options
+
+
 def test_build_all_builds_each_program_once(cl_device, small_group_shapes):
     from dpalign.kernels_cl import programs
 
@@ -686,7 +711,8 @@ def test_warm_up_builds_what_the_search_takes(cl_device, small_group_shapes, mod
     device.warm_up(Task("pairwise", scoring, mode, free_ends_tuple(mode)))
     built = _group_programs(dctx)
     glob = f"-DGLOBAL_MODE={int(mode != 'local')}"
-    mine = {key for key in built if glob in key[1]}
+    nobest = f"-DNO_BEST={int(mode != 'local')}"  # BLOSUM62 queries of ~1,000: no best H
+    mine = {key for key in built if glob in key[1] and nobest in key[1]}
     shapes = {(g, r, False) for g, r in SHAPES} | {(g, r, True) for g, r in MULTI_SHAPES}
     assert len(mine) == len(shapes)
     assert before <= built

@@ -205,13 +205,15 @@ class OpenCLBackend(Backend):
         if task.kernel != "pairwise" or self.width == 32:
             return
         from .search import SearchTask
-        from .search_group import build_every_shape, build_threads
+        from .search_group import WARM_QUERY_LENGTH, build_every_shape, build_threads, keeps_best
 
         dctx = device_context(self.device, self.stream)
         probe = SearchRunner(dctx, [], local_kernel=self.search_kernel)
         search_task = SearchTask.of(task.scoring, task.mode, task.free_ends)
         if probe.uses_group_kernel(search_task):
-            build_every_shape(dctx, not search_task.local, probe.ptx, build_threads())
+            glob = not search_task.local
+            nobest = not keeps_best(glob, task.scoring, WARM_QUERY_LENGTH)
+            build_every_shape(dctx, glob, probe.ptx, build_threads(), nobest)
 
     def device_wait(self):
         return wait_totals()
@@ -312,12 +314,12 @@ class OpenCLBackend(Backend):
             )  # fmt: skip
 
         def chunks():
-            # The first batch's programs and layouts first, then every other batch's: their
-            # layouts are made while the device runs the first ones.
+            # The first batch's programs and layouts first; every other batch's once the
+            # first batch's launches are queued (the pipeline takes the second batch then):
+            # their layouts are made while the device runs the first ones.
             for k, codes in enumerate(batches):
-                if k == 0:
-                    prepare(codes)
-                    prepare([q for later in batches[1:] for q in later])
+                if k < 2:
+                    prepare(codes if k == 0 else [q for later in batches[1:] for q in later])
                 yield codes
 
         stream = runner.score_stream(

@@ -905,7 +905,7 @@ class SearchRunner:
             if group is not None:
                 lengths.setdefault(id(group), (group, set()))[1].add(len(query))
         for group, ms in lengths.values():
-            group.build_for(sorted(ms), not task.local, threads)
+            group.build_for(sorted(ms), not task.local, threads, scoring)
 
     def uses_group_kernel(self, task: SearchTask) -> bool:
         """Whether queries of ``task`` (those whose pair table fits) take the thread-group

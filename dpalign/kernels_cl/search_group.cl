@@ -41,7 +41,9 @@
  *
  * 16-bit overflow: H only grows by the largest substitution score per step, so the first cell
  * that passes 32767 - max(s) - 64 is exact and lands in the best; the host flags such pairs
- * and recomputes them in int32 (the strip kernel).
+ * and recomputes them in int32 (the strip kernel). NO_BEST (global modes): the host has
+ * shown that no H can get there (H <= max(s) * m with gap costs >= 0), so the best is not
+ * kept (half a three-input max per cell) and stays at -30720.
  *
  * Many queries per launch: dimension 1 of the range is the query of the batch (its pair table,
  * row offsets and length in qinfo); each query's results are one row of `out`, a bucket's
@@ -51,7 +53,7 @@
  * the strip kernel's order (search.cl).
  *
  * Compile-time constants (-D): G, R (even), WG (work-items per work-group, a multiple of G),
- * USE_PTX, MULTI (multi-pass), GLOBAL_MODE. Nothing of the query is: the pair table (its
+ * USE_PTX, MULTI (multi-pass), GLOBAL_MODE, NO_BEST. Nothing of the query is: the pair table (its
  * letters and the virtual row) and the query row offsets (m + 2 G, with G - 1 virtual rows at
  * each end) are local buffers sized at launch, so every query shares one build per shape.
  */
@@ -73,6 +75,12 @@
 #endif
 #ifndef GLOBAL_MODE
 #define GLOBAL_MODE 0
+#endif
+#ifndef NO_BEST
+#define NO_BEST 0
+#endif
+#if NO_BEST && !GLOBAL_MODE
+#error "local mode's result is the best"
 #endif
 #define W (G * R)
 #if (R % 2) != 0
@@ -160,8 +168,10 @@ inline __attribute__((always_inline)) void step(
             const cell_t tt = p_add(h, NOE);
             ee = p_addmax(ee, NE, tt);
             Fc[c] = p_addmax(Fc[c], NE, tt);
+#if !NO_BEST
             if (c & 1) best = p_max3(best, hprev, h);
             else hprev = h;
+#endif
             d = HI[c];
             HO[c] = h;
         }

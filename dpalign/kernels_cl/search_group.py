@@ -182,8 +182,9 @@ def _plan(n, m, shapes, multi, forbidden) -> list[Bucket]:
     return buckets
 
 
-def group_defines(G: int, R: int, multi: bool, glob: bool, ptx: bool) -> dict:
-    """The ``-D`` constants of one shape's program (nothing of the query or the targets)."""
+def group_defines(G: int, R: int, multi: bool, glob: bool, ptx: bool, nobest: bool = False) -> dict:
+    """The ``-D`` constants of one shape's program (nothing of the query or the targets;
+    ``nobest``: global modes without the best H, see :func:`keeps_best`)."""
     return {
         "G": G,
         "R": R,
@@ -191,17 +192,41 @@ def group_defines(G: int, R: int, multi: bool, glob: bool, ptx: bool) -> dict:
         "USE_PTX": int(ptx),
         "MULTI": int(multi),
         "GLOBAL_MODE": int(glob),
+        "NO_BEST": int(glob and nobest),
     }
 
 
-def build_every_shape(dctx: DeviceContext, glob: bool, ptx: bool, threads: int) -> int:
+#: The query length global-mode programs are built for before the queries are known (the
+#: warm-up): scorings whose best score cannot reach :func:`flag_limit` at this length take
+#: the programs without the best H (:func:`keeps_best`).
+WARM_QUERY_LENGTH = 1024
+
+
+def keeps_best(glob: bool, scoring, m: int) -> bool:
+    """Whether launches of queries of up to ``m`` residues keep every target's best H.
+
+    Local mode: always (it is the score). Global modes keep it only to flag pairs that may
+    have wrapped past 16 bits; where no H can come near :func:`flag_limit` (every H is at
+    most ``max(s) * m``: a path gains only on its diagonal steps, at most ``m`` of them, with
+    gap costs >= 0 and borders <= 0), the kernel does without it (``NO_BEST``: half a
+    three-input max per cell less)."""
+    if not glob:
+        return True
+    smax = max(int(scoring.matrix.max(initial=0)), 0)
+    gaps_cost = scoring.gap_open >= 0 and scoring.gap_extend >= 0
+    return not (gaps_cost and smax * m < flag_limit(scoring.matrix))
+
+
+def build_every_shape(
+    dctx: DeviceContext, glob: bool, ptx: bool, threads: int, nobest: bool = False
+) -> int:
     """Build every program a search in this mode may take (each of :data:`SHAPES`, each of
     :data:`MULTI_SHAPES` in several passes), side by side, before the targets are known
     (a first run builds them while it reads its files); return how many."""
     from .programs import build_all
 
     shapes = sorted({*((g, r, False) for g, r in SHAPES), *((g, r, True) for g, r in MULTI_SHAPES)})
-    defines = [group_defines(g, r, multi, glob, ptx) for g, r, multi in shapes]
+    defines = [group_defines(g, r, multi, glob, ptx, nobest) for g, r, multi in shapes]
     build_all(dctx, "search_group.cl", defines, threads)
     return len(defines)
 
@@ -380,6 +405,7 @@ class GroupSearch:
         nq = len(queries)
         ms = np.array([len(q) for q in queries], np.int64)
         m_max = int(ms.max())
+        nobest = not keeps_best(glob, sc, m_max)  # its best results stay at -30720
         ctx, caps = self.dctx.context, self.dctx.caps
         # Global modes: each target ends on its last pass's last column, after virtual
         # columns that carry the left border (scoring 0 when that border is free, else too
@@ -415,7 +441,7 @@ class GroupSearch:
             )
             for j, (bucket, base) in enumerate(order):
                 cols, pads, _ = self._upload(bucket, glob)
-                kernel = self._kernel(bucket, glob)
+                kernel = self._kernel(bucket, glob, nobest)
                 wgs = -(-bucket.npairs // (WG // bucket.G))
                 wgs = max(1, min(wgs, cap))
                 slots = wgs * nq * (WG // bucket.G)
@@ -597,23 +623,33 @@ class GroupSearch:
             targets,
         )
 
-    def defines(self, G: int, R: int, multi: bool, glob: bool) -> dict:
+    def defines(self, G: int, R: int, multi: bool, glob: bool, nobest: bool = False) -> dict:
         """The ``-D`` constants of one shape's program (nothing of the query)."""
-        return group_defines(G, R, multi, glob, self.ptx)
+        return group_defines(G, R, multi, glob, self.ptx, nobest)
 
-    def build_for(self, lengths, glob: bool, threads: int = 8) -> int:
+    def build_for(self, lengths, glob: bool, threads: int = 8, scoring=None) -> int:
         """Build, side by side, the programs that queries of ``lengths`` take (the shapes of
         their bucket plans), and start laying out and uploading their buckets on threads that
         carry on after this returns (:meth:`submit` waits for each bucket's own layout);
-        return how many programs that is."""
+        return how many programs that is (``scoring``: global modes' programs without the
+        best H where :func:`keeps_best` allows, as :meth:`submit` takes them)."""
         from concurrent.futures import ThreadPoolExecutor
 
         from .programs import build_all
 
         keys = {self.plan_key(m) for m in lengths if m > 0}
         buckets = {self._bucket_key(b, glob): b for key in keys for b in self._plan(key)}
-        shapes = {(b.G, b.R, b.passes > 1) for b in buckets.values()}
-        defines = [self.defines(g, r, multi, glob) for g, r, multi in sorted(shapes)]
+        variants = {
+            (self.plan_key(m), glob and scoring is not None and not keeps_best(glob, scoring, m))
+            for m in lengths
+            if m > 0
+        }
+        shapes = {
+            (b.G, b.R, b.passes > 1, nobest) for key, nobest in variants for b in self._plan(key)
+        }
+        defines = [
+            self.defines(g, r, multi, glob, nobest) for g, r, multi, nobest in sorted(shapes)
+        ]
         # Laid out in the order the launches take them (see submit), on threads that keep
         # going after this returns: the first launches wait for their own buckets only
         # (_upload), so the device starts while the rest are packed.
@@ -630,10 +666,10 @@ class GroupSearch:
         build_all(self.dctx, "search_group.cl", defines, threads)
         return len(defines)
 
-    def _kernel(self, bucket: Bucket, glob: bool):
+    def _kernel(self, bucket: Bucket, glob: bool, nobest: bool = False):
         # One kernel object per program: making one runs pyopencl's argument-setter
         # generation (~0.25 ms, a per-bucket-per-query cost before batching).
-        key = (bucket.G, bucket.R, bucket.passes > 1, glob)
+        key = (bucket.G, bucket.R, bucket.passes > 1, glob, nobest)
         if key not in self._kernels:
             import pyopencl as cl
 
