@@ -655,7 +655,7 @@ def test_a_stream_of_chunks_scores_each_chunk_as_alone(cl_device, small_group_sh
         patch.setattr(search_group, "BATCH", 2)
         stream = runner.score_stream(source(), scoring, mode, ends)
         first = next(stream)
-        assert taken == [0, 1, 2, 3]  # chunk 3's first batch is in flight: two batches ahead
+        assert taken[:4] == [0, 1, 2, 3]  # chunk 3's first batch was in flight: two ahead
         results = [first, *stream]
         alone = [runner.score_block(chunk, scoring, mode, ends) for chunk in chunks]
     assert len(results) == len(chunks)

@@ -82,6 +82,10 @@ CPU_GROUP = 64
 #: Query batches in flight on the group kernel (result buffers on the device): the device
 #: computes the next two while the host finishes one.
 FLIGHT = 3
+#: Threads that finish collected batches (gather the raw results into target order, the
+#: scores, the flags: NumPy that releases the GIL). One was slower than the H100 in global
+#: modes (~0.35 s a batch of 32 queries against 200,000 targets, the device ~0.2 s).
+FINISHERS = 4
 #: Default kernel options (measured on the H100, BENCHMARKS.md): global mode in the shifted
 #: frame, local mode's running best by three-input max.
 SHIFTED = True
@@ -348,6 +352,19 @@ class BlockResult:
     kernel_seconds: float
     launches: int
     recomputed: np.ndarray
+
+
+def _serialized(call):
+    """``call`` behind a lock (a progress callback called from several threads)."""
+    import threading
+
+    lock = threading.Lock()
+
+    def locked(*args):
+        with lock:
+            return call(*args)
+
+    return locked
 
 
 @dataclass
@@ -720,6 +737,8 @@ class SearchRunner:
         the results of the chunks before it have been yielded or are being finished.
         """
         task = SearchTask.of(scoring, mode, free_ends)
+        if progress is not None:  # called from the finishing threads, one at a time
+            progress = _serialized(progress)
         source = iter(chunks)
         opened: deque[_Chunk] = deque()  # taken, not yet yielded, in order
         todo: deque = deque()  # (chunk, rows) not launched yet
@@ -751,12 +770,18 @@ class SearchRunner:
                 launched += 1
                 flight.append((chunk, rows, pending))
 
-        with ThreadPoolExecutor(1, thread_name_prefix="dpalign-finish") as finisher:
+        with ThreadPoolExecutor(FINISHERS, thread_name_prefix="dpalign-finish") as finisher:
             for _ in range(FLIGHT - 1):
                 launch()
             totals["first"] = time.perf_counter()
             while True:
-                while opened and opened[0].left == 0:
+                # A chunk is closed once its batches are finished, not waited for while
+                # there are batches to collect: this thread goes on launching meanwhile.
+                while (
+                    opened
+                    and opened[0].left == 0
+                    and (not flight or all(job.done() for job in opened[0].jobs))
+                ):
                     chunk = opened.popleft()
                     totals["chunks"] += 1
                     totals["batches"] += len(chunk.batches)
@@ -823,13 +848,11 @@ class SearchRunner:
         chunk.left = len(chunk.batches)
         return chunk
 
-    def _finish(self, chunk: _Chunk, rows, pending, task: SearchTask, progress) -> None:
+    def _finish(self, chunk: _Chunk, rows, pending, task: SearchTask, progress):
         """A batch whose results are on the host into its rows of the chunk's ``scores`` and
-        ``widths`` (NumPy, on the finishing thread: the launching thread goes straight back
-        to the device)."""
+        ``widths`` (NumPy, on one of the finishing threads: the launching thread goes
+        straight back to the device); returns the batch's kernel seconds and launches."""
         got = chunk.group.collect(pending)
-        chunk.seconds += got.seconds
-        chunk.launches += got.launches
         queries = chunk.queries
         ms = np.array([len(queries[k]) for k in rows], np.int64)
         part = scores_from_batch(task, ms, self.lengths, got.values)
@@ -841,16 +864,19 @@ class SearchRunner:
                 self._empty_pairs(task, queries[k], part[j])
             if hot[j]:  # rare: a score near 32,767 or a long global pair
                 chunk.wrapped.append((k, got.results(j), got.flagged[j]))
-            chunk.widths[k] = width_part
+        chunk.widths[rows] = width_part
         chunk.scores[rows] = part
         if progress is not None:
             progress(int(ms.sum()) * int(self.lengths.sum()))
+        return got.seconds, got.launches
 
     def _close_chunk(self, chunk: _Chunk, scoring, mode, free_ends, width) -> BlockResult:
         """A chunk whose batches are all collected: its finishing waited for, its wrapped
         pairs recomputed in int32; its result."""
         for job in chunk.jobs:
-            job.result()
+            seconds, launches = job.result()
+            chunk.seconds += seconds
+            chunk.launches += launches
         for k, found, flagged in sorted(chunk.wrapped, key=lambda w: w[0]):
             one = self.score(
                 chunk.queries[k], scoring, mode, free_ends, width, None, (found, flagged, 0.0, 0)
