@@ -1501,16 +1501,25 @@ def _trace_back(hits, threads, workers=None) -> dict:
     return _HitTracer(workers, threads).finish(hits)
 
 
-def _read_search_inputs(query_path, db_path, scoring):
-    """``(query records, query codes, names, residues, offsets, seconds)`` of a search."""
+def _read_search_inputs(query_path, db_path, scoring, queries_read=None):
+    """``(query records, query codes, names, residues, offsets, seconds)`` of a search;
+    ``queries_read`` (a Future), where given, gets the number of queries (or the error) as
+    soon as they are read, before the database."""
     start = time.perf_counter()
-    queries, q_codes = _read_encoded(query_path, scoring)
+    try:
+        queries, q_codes = _read_encoded(query_path, scoring)
+    except BaseException as exc:
+        if queries_read is not None:
+            queries_read.set_exception(exc)
+        raise
+    if queries_read is not None:
+        queries_read.set_result(len(q_codes))
     names, residues, offsets = _read_database(db_path, scoring)
     return queries, q_codes, names, residues, offsets, time.perf_counter() - start
 
 
 def _run_search(args) -> int:
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import Future, ThreadPoolExecutor
 
     from .engine import Task, backend_for
     from .errors import OptionError
@@ -1540,27 +1549,31 @@ def _run_search(args) -> int:
     whole = time.perf_counter()
     # The files are read on a thread while the backend starts (Numba's import, a device
     # probe) and loads its kernels: reading is mostly NumPy, which releases the GIL.
-    with ThreadPoolExecutor(1, thread_name_prefix="dpalign-read") as pool:
-        reading = pool.submit(_read_search_inputs, args.query, args.db, scoring)
-        backend = backend_for(_backend_from_args(args), scoring)
-        compiling = None
-        if args.top and backend.kind == "device":
-            compiling = _start_traceback_compile(
-                scoring, args.mode, traceback_backend(backend).threads
-            )
-        run = backend.stats
-        with run.phase("jit"):  # kernel loading (JIT) is timed apart from the search
-            warm = getattr(backend, "warm_up", None)
-            if warm is not None:
-                warm(Task("pairwise", scoring, args.mode, free_ends_tuple(args.mode)))
-        queries, q_codes, names, residues, offsets, seconds = reading.result()
-    run.phases = {"read": seconds, **run.phases}  # beside the backend's start and jit
-    tracing = None
-    if compiling is not None:  # a device search: the traceback may take worker processes
-        strands = 2 if args.strand == "both" else 1
-        tracing = _start_trace_workers(len(q_codes) * strands * args.top, args.threads)
-    code = None
+    queries_read: Future = Future()
+    tracing = code = None
     try:
+        with ThreadPoolExecutor(1, thread_name_prefix="dpalign-read") as pool:
+            reading = pool.submit(_read_search_inputs, args.query, args.db, scoring, queries_read)
+            backend = backend_for(_backend_from_args(args), scoring)
+            compiling = None
+            if args.top and backend.kind == "device":
+                compiling = _start_traceback_compile(
+                    scoring, args.mode, traceback_backend(backend).threads
+                )
+            if compiling is not None:  # a device search: the traceback may take workers,
+                try:  # started once the queries are read (the database is still coming)
+                    n_queries = queries_read.result()
+                except Exception:  # noqa: BLE001 - reported by reading.result() below
+                    n_queries = 0
+                strands = 2 if args.strand == "both" else 1
+                tracing = _start_trace_workers(n_queries * strands * args.top, args.threads)
+            run = backend.stats
+            with run.phase("jit"):  # kernel loading (JIT) is timed apart from the search
+                warm = getattr(backend, "warm_up", None)
+                if warm is not None:
+                    warm(Task("pairwise", scoring, args.mode, free_ends_tuple(args.mode)))
+            queries, q_codes, names, residues, offsets, seconds = reading.result()
+        run.phases = {"read": seconds, **run.phases}  # beside the backend's start and jit
         code = _search_and_write(
             args, scoring, stats, backend, run, whole, compiling, tracing,
             queries, q_codes, names, residues, offsets,
