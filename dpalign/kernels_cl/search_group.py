@@ -499,8 +499,14 @@ class GroupSearch:
         self.wait_for(pending)
         lanes = pending["lanes"]
         glob = not task.local
-        raw = pending["host"].view(np.int16).reshape(len(ms), lanes.n_lanes, 4 if glob else 1)
-        values = raw[:, lanes.lane_of]  # [queries, targets, 1 or 4]
+        # [queries, targets, 1 or 4]: a lane's results gathered as one 2- or 8-byte element
+        # (a fancy index of 4-value rows took 5x as long: 0.38 s a global batch here)
+        host = pending["host"].reshape(len(ms), -1)
+        if glob:
+            whole = np.take(host.view(np.uint64), lanes.lane_of, axis=1)
+            values = whole.view(np.int16).reshape(len(ms), -1, 4)
+        else:
+            values = np.take(host.view(np.int16), lanes.lane_of, axis=1)[:, :, None]
         real = self.lengths > 0
         limit = flag_limit(task.scoring.matrix)
         flagged = values[:, :, -1] >= limit
