@@ -1550,7 +1550,7 @@ def _run_search(args) -> int:
     # The files are read on a thread while the backend starts (Numba's import, a device
     # probe) and loads its kernels: reading is mostly NumPy, which releases the GIL.
     queries_read: Future = Future()
-    tracing = code = None
+    tracing = code = warmed = None
     try:
         with ThreadPoolExecutor(1, thread_name_prefix="dpalign-read") as pool:
             reading = pool.submit(_read_search_inputs, args.query, args.db, scoring, queries_read)
@@ -1568,19 +1568,27 @@ def _run_search(args) -> int:
                 strands = 2 if args.strand == "both" else 1
                 tracing = _start_trace_workers(n_queries * strands * args.top, args.threads)
             run = backend.stats
-            with run.phase("jit"):  # kernel loading (JIT) is timed apart from the search
-                warm = getattr(backend, "warm_up", None)
-                if warm is not None:
-                    warm(Task("pairwise", scoring, args.mode, free_ends_tuple(args.mode)))
+            # Kernel loading and building (JIT) runs on a thread of its own beside the
+            # reading, the packing and a device's layout of the database; what is left of
+            # it then is timed apart from the search ("jit").
+            warm = getattr(backend, "warm_up", None)
+            if warm is not None:
+                warming = ThreadPoolExecutor(1, thread_name_prefix="dpalign-warm")
+                warmed = warming.submit(
+                    warm, Task("pairwise", scoring, args.mode, free_ends_tuple(args.mode))
+                )
+                warming.shutdown(wait=False)
             queries, q_codes, names, residues, offsets, seconds = reading.result()
-        run.phases = {"read": seconds, **run.phases}  # beside the backend's start and jit
+        run.phases = {"read": seconds, **run.phases}
         code = _search_and_write(
-            args, scoring, stats, backend, run, whole, compiling, tracing,
+            args, scoring, stats, backend, run, whole, compiling, tracing, warmed,
             queries, q_codes, names, residues, offsets,
         )  # fmt: skip
     finally:
         if tracing is not None:  # after a run every job is done: the workers end at once
             tracing.shutdown(wait=code is not None, cancel_futures=True)
+        if warmed is not None and code is None:
+            warmed.cancel()
     # Nothing is left open (the workers and compile children have ended, a hybrid run's
     # device processes are closed): run() may end the process without the interpreter's
     # teardown (a GPU context, GBs of scores: 0.3-0.6 s here); a Dask cluster stays.
@@ -1589,14 +1597,16 @@ def _run_search(args) -> int:
 
 
 def _search_and_write(
-    args, scoring, stats, backend, run, whole, compiling, tracing,
+    args, scoring, stats, backend, run, whole, compiling, tracing, warmed,
     queries, q_codes, names, residues, offsets,
 ) -> int:  # fmt: skip
-    """The rest of :func:`_run_search`, once the inputs are read and the backend is up."""
+    """The rest of :func:`_run_search`, once the inputs are read and the backend is up
+    (``warmed``: its warm-up, still running on a thread, or None)."""
     from .gcups import gcups
     from .search import (
         Database,
         blast_coordinates,
+        prepare_search,
         search_many,
         tabular_rows,
         traceback_backend,
@@ -1605,8 +1615,12 @@ def _search_and_write(
 
     with run.phase("pack"):
         db = Database.from_codes(residues, offsets, names, sub_score=scoring)
+        if backend.kind == "device":  # the targets on the device while programs build
+            prepare_search(q_codes, db, scoring, args.mode, backend)
     longest = max((len(c) for c in q_codes), default=0) * int(db.lengths.max(initial=0))
     with run.phase("jit"):
+        if warmed is not None:
+            warmed.result()
         if args.top and compiling is None:
             _warm_traceback(scoring, args.mode, traceback_backend(backend), longest)
     strands = 2 if args.strand == "both" else 1

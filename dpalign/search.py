@@ -577,6 +577,20 @@ def search_many(
     return in_order
 
 
+def prepare_search(q_codes, database: Database, scoring: Scoring, mode: str, backend) -> None:
+    """Lay ``database`` out for ``backend`` ahead of a :func:`search_many` of these encoded
+    queries (``backend`` as :func:`~dpalign.engine.backend_for` gives it): the blocks
+    packed, and a device's targets uploaded and bucket layouts started, e.g. while the
+    backend's programs are still being built. The search does it itself otherwise."""
+    ends = free_ends_tuple(mode, None)
+    width = database.layout_width(backend)
+    ragged = backend.block_layout("pairwise") == "ragged"
+    blocks = database.blocks(scoring.alphabet, width, ragged)
+    if len(q_codes):
+        task = Task("pairwise", scoring, mode, tuple(ends))
+        backend.prepare(task, query_batch(list(q_codes)), blocks)
+
+
 def trace_pair(q_codes, t_codes, mode, ends, scoring, tracer, threads=None) -> Alignment:
     """The alignment of one hit's pair (:meth:`Hit.pair`) on the ``tracer`` backend
     (``threads``: a long pair's tile threads, default every core)."""

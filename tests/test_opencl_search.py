@@ -696,6 +696,33 @@ def test_search_many_on_query_batches_equals_the_reference(cl_device, small_grou
     assert device._search_cached[1]._groups  # the group kernel ran
 
 
+def test_prepare_search_lays_out_without_building(cl_device, small_group_shapes):
+    """prepare_search (what the command runs while the warm-up builds on another thread):
+    the targets on the device and the bucket layouts started, no program built; the search
+    then uses that runner and gives the reference's hits."""
+    from dpalign.search import Database, prepare_search, search_many
+
+    rng = np.random.default_rng(27)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    texts = ["".join(rng.choice(list("ARNDCQEGHILKMFPSTWYV"), n)) for n in (3, 17, 40, 9, 60)]
+    db = Database(texts, sub_score=scoring)
+    queries = [scoring.encode(q) for q in ("ARNDCQ", "W" * 20, texts[4][5:50])]
+    device = get_backend("opencl", device=cl_device, search_kernel="group")
+    dctx = device_context(cl_device)
+    before = _group_programs(dctx)
+    prepare_search(queries, db, scoring, "global", device)
+    assert _group_programs(dctx) == before  # nothing built
+    runner = device._search_cached[1]
+    group = next(iter(runner._groups.values()))
+    assert group._packed or group._packing  # layouts made or under way
+    got = search_many(queries, db, top=3, mode="global", scoring=scoring, backend=device)
+    assert device._search_cached[1] is runner
+    want = search_many(queries, db, top=3, mode="global", scoring=scoring, backend="reference")
+    assert [[(h.index, h.score) for h in q] for q in got] == [
+        [(h.index, h.score) for h in q] for q in want
+    ]
+
+
 @pytest.mark.parametrize("mode", ["local", "global"])
 def test_warm_up_builds_what_the_search_takes(cl_device, small_group_shapes, mode):
     """The backend's warm-up (run while a command reads its files) builds every shape of

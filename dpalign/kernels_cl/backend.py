@@ -194,8 +194,15 @@ class OpenCLBackend(Backend):
         return "ragged" if kernel == "pairwise" else "lanes"
 
     def prepare(self, task, queries, blocks):
+        """PaPaRa: the profiles on the device. Search: the targets on the device and the
+        bucket layouts of the queries' plans started (no program builds: a command's
+        warm-up may be building them on another thread meanwhile)."""
         if task.kernel == "papara" and len(queries) and blocks:
             self._runner(task, blocks, int(queries.codes.max(initial=0)))
+        elif task.kernel == "pairwise" and len(queries) and blocks and self.width != 32:
+            runner = self._search_runner(blocks)
+            codes = [queries.codes[q, : int(queries.lengths[q])] for q in range(len(queries))]
+            runner.prepare(codes, task.scoring, task.mode, task.free_ends, build=False)
 
     def warm_up(self, task) -> None:
         """Build the search programs ``task`` may take before the database is read (a

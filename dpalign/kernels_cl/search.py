@@ -915,10 +915,12 @@ class SearchRunner:
         free_ends,
         width=None,
         threads: int | None = None,
+        build: bool = True,
     ) -> None:
         """Build the thread-group programs that ``queries`` (a list of code arrays) will
         take, up to ``threads`` at a time (default: ``search_group.build_threads()``), and
-        lay out their buckets, before the first is scored."""
+        lay out their buckets, before the first is scored (``build`` False: the layouts
+        only, e.g. while another thread builds the programs)."""
         from .search_group import build_threads
 
         threads = threads or build_threads()
@@ -931,7 +933,7 @@ class SearchRunner:
             if group is not None:
                 lengths.setdefault(id(group), (group, set()))[1].add(len(query))
         for group, ms in lengths.values():
-            group.build_for(sorted(ms), not task.local, threads, scoring)
+            group.build_for(sorted(ms), not task.local, threads, scoring, build)
 
     def uses_group_kernel(self, task: SearchTask) -> bool:
         """Whether queries of ``task`` (those whose pair table fits) take the thread-group

@@ -633,12 +633,15 @@ class GroupSearch:
         """The ``-D`` constants of one shape's program (nothing of the query)."""
         return group_defines(G, R, multi, glob, self.ptx, nobest)
 
-    def build_for(self, lengths, glob: bool, threads: int = 8, scoring=None) -> int:
+    def build_for(
+        self, lengths, glob: bool, threads: int = 8, scoring=None, build: bool = True
+    ) -> int:
         """Build, side by side, the programs that queries of ``lengths`` take (the shapes of
         their bucket plans), and start laying out and uploading their buckets on threads that
         carry on after this returns (:meth:`submit` waits for each bucket's own layout);
         return how many programs that is (``scoring``: global modes' programs without the
-        best H where :func:`keeps_best` allows, as :meth:`submit` takes them)."""
+        best H where :func:`keeps_best` allows, as :meth:`submit` takes them; ``build``
+        False: the layouts only, the programs are left to whoever builds them)."""
         from concurrent.futures import ThreadPoolExecutor
 
         from .programs import build_all
@@ -669,7 +672,8 @@ class GroupSearch:
             self._pack_pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="dpalign-pack")
         for k, b in todo:
             self._packing[k] = self._pack_pool.submit(self._lay_out, k, b, glob)
-        build_all(self.dctx, "search_group.cl", defines, threads)
+        if build:
+            build_all(self.dctx, "search_group.cl", defines, threads)
         return len(defines)
 
     def _kernel(self, bucket: Bucket, glob: bool, nobest: bool = False):
