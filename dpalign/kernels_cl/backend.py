@@ -202,7 +202,12 @@ class OpenCLBackend(Backend):
         elif task.kernel == "pairwise" and len(queries) and blocks and self.width != 32:
             runner = self._search_runner(blocks)
             codes = [queries.codes[q, : int(queries.lengths[q])] for q in range(len(queries))]
-            runner.prepare(codes, task.scoring, task.mode, task.free_ends, build=False)
+            codes.sort(key=len, reverse=True)
+            # The first chunk's plans first (a search takes the longest queries first, a
+            # chunk at a time): the layout threads take them in this order.
+            first = self.query_chunk("pairwise", len(runner.codes))
+            for part in (codes[:first], codes[first:]):
+                runner.prepare(part, task.scoring, task.mode, task.free_ends, build=False)
 
     def warm_up(self, task) -> None:
         """Build the search programs ``task`` may take before the database is read (a
