@@ -1422,9 +1422,13 @@ class _HitTracer:
     """Traces printed hits back: in ``workers`` (a process pool from
     :func:`_start_trace_workers`) where given, chunk by chunk as the search ranks them
     (:meth:`add`, while the device scores the next chunks) once ``ready()`` says Numba's
-    cache holds the kernels; the rest, or all of them without workers, in :meth:`finish`."""
+    cache holds the kernels (``wait``, where given, is called on a thread of its own and
+    returns when they are: the hits held back until then go out at once, not at the next
+    chunk); the rest, or all of them without workers, in :meth:`finish`."""
 
-    def __init__(self, workers, threads, ready=None) -> None:
+    def __init__(self, workers, threads, ready=None, wait=None) -> None:
+        import threading
+
         self.workers = workers
         self.threads = threads
         self.ready = ready
@@ -1433,12 +1437,26 @@ class _HitTracer:
         self.sent: set[int] = set()  # ids of the hits handed out
         self.early = 0  # hits handed out before finish()
         self.failure: str | None = None
+        self.lock = threading.Lock()
+        if workers is not None and wait is not None:
+            threading.Thread(
+                target=self._when_ready, args=(wait,), name="dpalign-trace-ready", daemon=True
+            ).start()
+
+    def _when_ready(self, wait) -> None:
+        try:
+            wait()
+        except Exception:  # noqa: BLE001 - a compile that failed: finish() traces the hits
+            return
+        with self.lock:
+            self.early += self._submit()
 
     def add(self, hits) -> None:
         """More hits to trace back (a ranked chunk's printed hits)."""
-        self.waiting.extend(hits)
-        if self.workers is not None and (self.ready is None or self.ready()):
-            self.early += self._submit()
+        with self.lock:
+            self.waiting.extend(hits)
+            if self.workers is not None and (self.ready is None or self.ready()):
+                self.early += self._submit()
 
     def _submit(self) -> int:
         from concurrent.futures.process import BrokenProcessPool
@@ -1468,10 +1486,12 @@ class _HitTracer:
 
         from .config import cpu_threads
 
-        self.waiting = [h for h in hits if id(h) not in self.sent]
-        self._submit()
+        with self.lock:
+            self.waiting = [h for h in hits if id(h) not in self.sent]
+            self._submit()
+            jobs = list(self.jobs)
         busy = 0.0
-        for part, job in self.jobs:
+        for part, job in jobs:
             try:
                 alignments, seconds = job.result()
             except (BrokenProcessPool, OSError, RuntimeError) as exc:
@@ -1483,7 +1503,7 @@ class _HitTracer:
         if self.workers is not None and self.failure is None:
             return {
                 "hits": len(hits),
-                "jobs": len(self.jobs),
+                "jobs": len(jobs),
                 "worker_seconds": round(busy, 3),
                 "during_search": self.early,
             }
@@ -1637,7 +1657,10 @@ def _search_and_write(
     # the next chunks, once the compile child has filled Numba's cache (a first run's
     # workers would otherwise each compile the kernels).
     tracer = _HitTracer(
-        tracing, args.threads, lambda: compiling is None or compiling.poll() is not None
+        tracing,
+        args.threads,
+        lambda: compiling is None or compiling.poll() is not None,
+        compiling.wait if compiling is not None else None,
     )
 
     def ranked(indices, chunk_hits):

@@ -180,6 +180,39 @@ def test_search_compiles_traceback_kernels_in_a_child(tmp_path, monkeypatch):
     assert {"traceback.align_pair_kernel", "antidiagonal.fill_worker"} <= names
 
 
+def test_held_back_hits_go_to_the_workers_once_the_kernels_are_compiled():
+    """Hits ranked while the traceback kernels still compile wait; when the compile ends
+    they go to the workers at once (not at the next chunk), and finish() collects them."""
+    import multiprocessing
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
+    from dpalign.cli import _HitTracer
+    from dpalign.scoring import Scoring
+    from dpalign.search import search_many
+
+    scoring = Scoring("BLOSUM62", (11, 1))
+    texts = ["ARNDCQEGHILKMFPSTWYV" * 3, "WWARNDCQ", "KMFPSTWYVARND"]
+    hits = [h for q in search_many(["ARNDCQ", "MFPST"], texts, 2, scoring=scoring) for h in q]
+    compiled = threading.Event()
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        tracer = _HitTracer(pool, 1, compiled.is_set, compiled.wait)
+        tracer.add(hits)
+        assert not tracer.jobs and tracer.early == 0  # held back
+        compiled.set()
+        for _ in range(200):
+            if tracer.jobs:
+                break
+            threading.Event().wait(0.01)
+        assert tracer.early == len(hits)  # handed out by the waiting thread
+        report = tracer.finish(hits)
+    finally:
+        pool.shutdown()
+    assert report["hits"] == len(hits) and report["during_search"] == len(hits)
+    assert all(h._alignment is not None for h in hits)
+
+
 def test_hits_traced_back_in_worker_processes_are_the_same():
     """The process-pool traceback (device searches with many hits) gives every hit the
     alignment it would trace itself, and a broken pool leaves the work to threads."""
