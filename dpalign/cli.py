@@ -1365,15 +1365,22 @@ def _start_trace_workers(n_hits: int, threads):
     if n_hits < TRACE_PROCESS_HITS or workers < 2:
         return None
     try:
-        pool = ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_nice_worker
-        )
+        # Forked from a fork server that has imported dpalign once (not 14 spawned
+        # interpreters importing it side by side, nor forks of this process, which may hold
+        # a database by then): 14 spawned workers slowed the database's reading by ~0.45 s on
+        # the H100 host, 9x on this 2-core machine.
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["dpalign.cli", "dpalign.pairwise", "dpalign.search"])
+    except ValueError:  # pragma: no cover - no fork server on this platform
+        context = multiprocessing.get_context("spawn")
+    try:
+        pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_nice_worker)
     except (OSError, RuntimeError):
         return None
 
     def spawn() -> None:
-        # Each submit starts a process (~10 ms of the submitting thread; 0.17 s for 14
-        # here), so they start on a thread of their own, off the way to the first kernel.
+        # Each submit may start a process (the first waits for the fork server's imports),
+        # so they start on a thread of their own, off the way to the first kernel.
         try:
             for _ in range(workers):
                 pool.submit(_trace_worker_ready)
