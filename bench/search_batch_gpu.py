@@ -13,12 +13,19 @@ BLOSUM62, a gap of k costing 11 + k, ``--backend opencl``, each run a fresh
   ``old-local-cold`` and ``old-local-warm`` (the tree given by ``--old-tree``, with caches of
   its own), ``new-semiglobal``, ``new-global-warm``.
 
+``--alternate`` runs the two trees turn about instead, each run of the new tree followed by
+the same run of the old one (cold local, warm local, first global, warm global, semiglobal,
+then warm global with 250-query chunks and a second warm local): the pairs are compared
+under the same conditions, and every pair's hit files are compared byte for byte
+(``same_hits_as_old``).
+
 Figures per run: ``wall_s`` and ``gcups_wall`` (cells / wall), ``phases``, ``gcups_search``
 (cells / the search phase). One JSON object per run in ``$OUT/search_batch_gpu.jsonl``,
 a table on stdout.
 
     git archive main | (mkdir -p old_main && tar -x -C old_main)   # here, before the run
     python bench/search_batch_gpu.py --old-tree old_main            # the GPU host, < 4 min
+    python bench/search_batch_gpu.py --old-tree old_main --alternate
     python bench/search_batch_gpu.py --quick                        # PoCL: 3 x 1,000
 """
 
@@ -46,6 +53,23 @@ CACHES = {
     "pocl": "POCL_CACHE_DIR",
     "numba": "NUMBA_CACHE_DIR",
 }
+
+
+#: ``--alternate``: (run, extra arguments), each run by the new tree, then the old one.
+ALTERNATE = [
+    ("local-cold", []),
+    ("local-warm", []),
+    ("global", ["--mode", "global"]),
+    ("global-warm", ["--mode", "global"]),
+    ("semiglobal", ["--mode", "semiglobal"]),
+    ("global-warm-c250", ["--mode", "global"]),
+    ("local-warm2", []),
+    ("global-warm2", ["--mode", "global"]),
+]
+#: Runs of the new tree alone (a setting the old tree does not have).
+NEW_ONLY = {"global-warm-c250"}
+#: Environment of some runs: 250-query chunks (the old tree's size).
+RUN_ENV = {"global-warm-c250": {"DPALIGN_OPENCL_SEARCH_CHUNK_SCORES": "50000000"}}
 
 
 def tree_env(tree: Path, work: Path, label: str) -> dict:
@@ -89,6 +113,9 @@ def main() -> None:
     parser.add_argument("--targets", type=int, default=None)
     parser.add_argument("--time-limit", type=float, default=230.0, help="seconds in all")
     parser.add_argument("--only", nargs="*", default=None, help="run only these names")
+    parser.add_argument(
+        "--alternate", action="store_true", help="new and old tree turn about (see above)"
+    )
     args = parser.parse_args()
     t0 = time.perf_counter()
     n_q = args.queries or (3 if args.quick else 1000)
@@ -115,13 +142,20 @@ def main() -> None:
         ("new-semiglobal", "new", ["--mode", "semiglobal"]),
         ("new-global-warm", "new", ["--mode", "global"]),
     ]
+    if args.alternate:
+        runs = [
+            (f"{tree}-{name}", tree, extra)
+            for name, extra in ALTERNATE
+            for tree in ("new", "old")
+            if name not in NEW_ONLY or tree == "new"
+        ]
     results = out_dir / "search_batch_gpu.jsonl"
     with open(results, "a") as fh:
         fh.write(json.dumps({"name": "workload", "queries": n_q, "targets": n_t,
                              "query_residues": q_res, "db_residues": db_res}) + "\n")  # fmt: skip
     print(
         f"{'run':18} {'rc':>7} {'wall s':>8} {'GCUPS':>8} {'search s':>9} {'GCUPS':>8} "
-        f"{'read':>6} {'pack':>6} {'jit':>6} {'trace':>6}",
+        f"{'read':>6} {'pack':>6} {'jit':>6} {'trace':>6} {'kernels':>7}",
         flush=True,
     )
     for name, tree_label, extra in runs:
@@ -132,7 +166,8 @@ def main() -> None:
             print(f"{name}: skipped, the time limit is spent", flush=True)
             continue
         tree = new if tree_label == "new" else old
-        row = run_one(name, tree, [*files, *extra], envs[tree_label], cells, out_dir, left)
+        env = {**envs[tree_label], **RUN_ENV.get(name.split("-", 1)[1], {})}
+        row = run_one(name, tree, [*files, *extra], env, cells, out_dir, left)
         if name == "new-local-cold":  # what an empty cache cost: programs built, Numba files
             env = envs["new"]
             row["opencl_binaries"] = len(list(Path(env["DPALIGN_CACHE_DIR"]).rglob("*.bin")))
@@ -141,14 +176,20 @@ def main() -> None:
             row["same_hits_as_new"] = same_hits(
                 out_dir / "new-local-warm.tsv", out_dir / "old-local-warm.tsv"
             )
+        if args.alternate and tree_label == "old":
+            row["same_hits_as_new"] = same_hits(
+                out_dir / f"new-{name[4:]}.tsv", out_dir / f"{name}.tsv"
+            )
         with open(results, "a") as fh:
             fh.write(json.dumps(row) + "\n")
         p = row.get("phases", {})
+        kernels = sum(w.get("kernel_seconds", 0) for w in row.get("workers") or [])
+        same = {True: "same", False: "DIFF", None: ""}[row.get("same_hits_as_new")]
         print(
             f"{name:18} {row['rc']!s:>7} {row['wall_s']:>8.2f} {row.get('gcups_wall', 0):>8.1f} "
             f"{p.get('search', 0):>9.2f} {row.get('gcups_search', 0):>8.1f} "
             f"{p.get('read', 0):>6.2f} {p.get('pack', 0):>6.2f} {p.get('jit', 0):>6.2f} "
-            f"{p.get('traceback', 0):>6.2f}",
+            f"{p.get('traceback', 0):>6.2f} {kernels:>7.2f} {same}",
             flush=True,
         )
         if row["rc"] != 0:

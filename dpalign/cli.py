@@ -1245,65 +1245,109 @@ def _read_database(path, scoring):
     return block.names, residues, block.offsets
 
 
-def _warm_traceback(scoring, mode: str, backend, largest_pair: int) -> None:
+def _warm_traceback(
+    scoring, mode: str, backend, largest_pair: int, parts=("short", "long")
+) -> None:
     """Load the traceback kernels printed hits take on ``backend``: short pairs, and pairs
     over its long-pair limit (anti-diagonal tiles) when a pair may have ``largest_pair``
-    cells."""
+    cells (``parts``: which of the two)."""
     import numpy as np
 
     from .pairwise import align
 
-    codes = np.zeros(8, dtype=np.uint8)
-    align(codes, codes, mode, scoring=scoring, backend=backend)
+    if "short" in parts:
+        codes = np.zeros(8, dtype=np.uint8)
+        align(codes, codes, mode, scoring=scoring, backend=backend)
     limit = backend.long_pair_cells()
-    if limit is not None and largest_pair > limit:
+    if "long" in parts and limit is not None and largest_pair > limit:
         codes = np.zeros(int(limit**0.5) + 2, dtype=np.uint8)
         align(codes, codes, mode, scoring=scoring, threads=1, backend=backend)
 
 
-#: The child that compiles the traceback kernels into Numba's disk cache (see
+#: A child that compiles traceback kernels into Numba's disk cache (see
 #: :func:`_start_traceback_compile`).
 _TRACEBACK_CHILD = """
 import os, pickle, sys
 os.nice(5)
 from dpalign.cli import _warm_traceback
 from dpalign.engine import cpu_backend
-scoring, mode, threads = pickle.load(sys.stdin.buffer)
-_warm_traceback(scoring, mode, cpu_backend(threads), 1 << 62)
+scoring, mode, threads, part = pickle.load(sys.stdin.buffer)
+_warm_traceback(scoring, mode, cpu_backend(threads), 1 << 62, part.split(","))
 """
 
 
+class _Children:
+    """Child processes seen as one: :meth:`poll` and ``returncode`` are None until every
+    one has ended, then the first non-zero exit status (else 0)."""
+
+    def __init__(self, children) -> None:
+        self.children = children
+
+    @property
+    def returncode(self) -> int | None:
+        codes = [c.returncode for c in self.children]
+        return None if None in codes else next((c for c in codes if c), 0)
+
+    def poll(self) -> int | None:
+        for child in self.children:
+            child.poll()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for child in self.children:
+            child.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return self.returncode
+
+    def kill(self) -> None:
+        for child in self.children:
+            if child.poll() is None:
+                child.kill()
+
+
 def _start_traceback_compile(scoring, mode: str, threads):
-    """Compile the traceback kernels in a child process while a device searches.
+    """Compile the traceback kernels in child processes while a device searches.
 
     On a device backend the host is idle but for feeding the device, and a first run
     (empty Numba cache) would otherwise compile the traceback kernels (~10 s on the H100
     host) before the search starts; compiled in the same process beside the search they
-    would hold the GIL the search's host work needs. The child writes Numba's disk cache;
-    the parent loads the kernels from it once the search is done
+    would hold the GIL the search's host work needs. Two children, side by side: the
+    short-pair kernels and the long-pair (anti-diagonal) ones, a third and two thirds of
+    the compile time, so the kernels are ready sooner (a search's first hits are traced
+    back while the device scores the rest once they are). The children write Numba's disk
+    cache; the parent and its traceback workers load the kernels from it
     (:func:`_finish_traceback_compile`).
-    Returns the child (None where it could not start: the parent compiles them itself).
+    With fewer than 4 cores one child compiles both (each child's imports take a core for
+    a second even when the cache already holds the kernels).
+    Returns the children (None where they could not start: the parent compiles them).
     """
     import pickle
     import subprocess
 
+    from .config import cpu_threads
+
+    parts = ("long", "short") if cpu_threads(threads) >= 4 else ("long,short",)
+    children = []
     try:
-        child = subprocess.Popen(
-            [sys.executable, "-c", _TRACEBACK_CHILD],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        child.stdin.write(pickle.dumps((scoring, mode, threads)))
-        child.stdin.close()
+        for part in parts:
+            child = subprocess.Popen(
+                [sys.executable, "-c", _TRACEBACK_CHILD],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            children.append(child)
+            child.stdin.write(pickle.dumps((scoring, mode, threads, part)))
+            child.stdin.close()
     except (OSError, pickle.PicklingError):
+        _Children(children).kill()
         return None
-    return child
+    return _Children(children)
 
 
 def _finish_traceback_compile(child, timeout: float = 300.0) -> None:
-    """Wait for :func:`_start_traceback_compile`'s child (stopped after ``timeout``: the
-    parent then compiles what it needs itself)."""
+    """Wait for :func:`_start_traceback_compile`'s children (stopped after ``timeout``:
+    the parent then compiles what it needs itself)."""
     import subprocess
 
     if child is None:
@@ -1335,13 +1379,31 @@ def _start_trace_workers(n_hits: int, threads):
     if n_hits < TRACE_PROCESS_HITS or workers < 2:
         return None
     try:
-        pool = ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_nice_worker
-        )
-        for _ in range(workers):
-            pool.submit(_trace_worker_ready)
+        # Forked from a fork server that has imported dpalign once (not 14 spawned
+        # interpreters importing it side by side, nor forks of this process, which may hold
+        # a database by then): 14 spawned workers slowed the database's reading by ~0.45 s on
+        # the H100 host, 9x on this 2-core machine.
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["dpalign.cli", "dpalign.pairwise", "dpalign.search"])
+    except ValueError:  # pragma: no cover - no fork server on this platform
+        context = multiprocessing.get_context("spawn")
+    try:
+        pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_nice_worker)
     except (OSError, RuntimeError):
         return None
+
+    def spawn() -> None:
+        # Each submit may start a process (the first waits for the fork server's imports),
+        # so they start on a thread of their own, off the way to the first kernel.
+        try:
+            for _ in range(workers):
+                pool.submit(_trace_worker_ready)
+        except (OSError, RuntimeError):  # a broken or shut pool: the traceback takes threads
+            pass
+
+    import threading
+
+    threading.Thread(target=spawn, name="dpalign-trace-spawn", daemon=True).start()
     return pool
 
 
@@ -1377,55 +1439,128 @@ def _trace_chunk(pairs, mode, ends, scoring) -> tuple[list, float]:
     return done, time.perf_counter() - start
 
 
+class _HitTracer:
+    """Traces printed hits back: in ``workers`` (a process pool from
+    :func:`_start_trace_workers`) where given, chunk by chunk as the search ranks them
+    (:meth:`add`, while the device scores the next chunks) once ``ready()`` says Numba's
+    cache holds the kernels (``wait``, where given, is called on a thread of its own and
+    returns when they are: the hits held back until then go out at once, not at the next
+    chunk); the rest, or all of them without workers, in :meth:`finish`."""
+
+    def __init__(self, workers, threads, ready=None, wait=None) -> None:
+        import threading
+
+        self.workers = workers
+        self.threads = threads
+        self.ready = ready
+        self.waiting: list = []  # hits not handed to the workers yet
+        self.jobs: list = []  # (hits, future)
+        self.sent: set[int] = set()  # ids of the hits handed out
+        self.early = 0  # hits handed out before finish()
+        self.failure: str | None = None
+        self.lock = threading.Lock()
+        if workers is not None and wait is not None:
+            threading.Thread(
+                target=self._when_ready, args=(wait,), name="dpalign-trace-ready", daemon=True
+            ).start()
+
+    def _when_ready(self, wait) -> None:
+        try:
+            wait()
+        except Exception:  # noqa: BLE001 - a compile that failed: finish() traces the hits
+            return
+        with self.lock:
+            self.early += self._submit()
+
+    def add(self, hits) -> None:
+        """More hits to trace back (a ranked chunk's printed hits)."""
+        with self.lock:
+            self.waiting.extend(hits)
+            if self.workers is not None and (self.ready is None or self.ready()):
+                self.early += self._submit()
+
+    def _submit(self) -> int:
+        from concurrent.futures.process import BrokenProcessPool
+
+        hits, self.waiting = self.waiting, []
+        if self.workers is None or self.failure is not None or not hits:
+            return 0
+        pairs = [h.pair() for h in hits]
+        mode, ends, scoring = pairs[0][2:]
+        step = TRACE_CHUNK
+        for k in range(0, len(hits), step):
+            part = [p[:2] for p in pairs[k : k + step]]
+            try:
+                job = self.workers.submit(_trace_chunk, part, mode, ends, scoring)
+            except (BrokenProcessPool, OSError, RuntimeError) as exc:  # a pool down or shut
+                self.failure = f"{type(exc).__name__}: {exc}"  # the rest go to threads
+                return k
+            self.jobs.append((hits[k : k + step], job))
+            self.sent.update(id(h) for h in hits[k : k + step])
+        return len(hits)
+
+    def finish(self, hits) -> dict:
+        """Trace back every hit of ``hits`` (the printed ones) not traced yet; returns how
+        (for the report)."""
+        from concurrent.futures import ThreadPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
+        from .config import cpu_threads
+
+        with self.lock:
+            self.waiting = [h for h in hits if id(h) not in self.sent]
+            self._submit()
+            jobs = list(self.jobs)
+        busy = 0.0
+        for part, job in jobs:
+            try:
+                alignments, seconds = job.result()
+            except (BrokenProcessPool, OSError, RuntimeError) as exc:
+                self.failure = f"{type(exc).__name__}: {exc}"
+                continue  # traced on threads below
+            for hit, aln in zip(part, alignments, strict=True):
+                hit.adopt(aln)
+            busy += seconds
+        if self.workers is not None and self.failure is None:
+            return {
+                "hits": len(hits),
+                "jobs": len(jobs),
+                "worker_seconds": round(busy, 3),
+                "during_search": self.early,
+            }
+        threads = min(cpu_threads(self.threads), len(hits))
+        if threads >= 2:
+            with ThreadPoolExecutor(threads) as pool:  # one thread a pair (no tiles on every core)
+                list(pool.map(lambda hit: hit.trace(1), hits))
+        return {"hits": len(hits), "threads": threads, "pool_failure": self.failure}
+
+
 def _trace_back(hits, threads, workers=None) -> dict:
     """Trace back the hits to be printed: in ``workers`` (a process pool from
     :func:`_start_trace_workers`) where given, else on every core's thread (the kernels
     release the GIL; the Python around them does not). Returns how (for the report)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from .config import cpu_threads
-
-    if workers is not None and hits:
-        from concurrent.futures.process import BrokenProcessPool
-
-        pairs = [h.pair() for h in hits]
-        mode, ends, scoring = pairs[0][2:]
-        step = TRACE_CHUNK
-        try:
-            jobs = [
-                workers.submit(
-                    _trace_chunk, [p[:2] for p in pairs[k : k + step]], mode, ends, scoring
-                )
-                for k in range(0, len(hits), step)
-            ]
-            done = [job.result() for job in jobs]
-        except (BrokenProcessPool, OSError, RuntimeError) as exc:  # a pool down or shut
-            done, failure = None, f"{type(exc).__name__}: {exc}"  # traced back on threads
-        if done is not None:
-            for k, (alignments, _) in zip(range(0, len(hits), step), done, strict=True):
-                for hit, aln in zip(hits[k : k + step], alignments, strict=True):
-                    hit.adopt(aln)
-            busy = sum(seconds for _, seconds in done)
-            return {"hits": len(hits), "jobs": len(jobs), "worker_seconds": round(busy, 3)}
-    else:
-        failure = None
-    threads = min(cpu_threads(threads), len(hits))
-    if threads >= 2:
-        with ThreadPoolExecutor(threads) as pool:  # one thread a pair (no tiles on every core)
-            list(pool.map(lambda hit: hit.trace(1), hits))
-    return {"hits": len(hits), "threads": threads, "pool_failure": failure}
+    return _HitTracer(workers, threads).finish(hits)
 
 
-def _read_search_inputs(query_path, db_path, scoring):
-    """``(query records, query codes, names, residues, offsets, seconds)`` of a search."""
+def _read_search_inputs(query_path, db_path, scoring, queries_read=None):
+    """``(query records, query codes, names, residues, offsets, seconds)`` of a search;
+    ``queries_read`` (a Future), where given, gets the number of queries (or the error) as
+    soon as they are read, before the database."""
     start = time.perf_counter()
-    queries, q_codes = _read_encoded(query_path, scoring)
+    try:
+        queries, q_codes = _read_encoded(query_path, scoring)
+    except BaseException as exc:
+        if queries_read is not None:
+            queries_read.set_exception(exc)
+        raise
+    if queries_read is not None:
+        queries_read.set_result(len(q_codes))
     names, residues, offsets = _read_database(db_path, scoring)
     return queries, q_codes, names, residues, offsets, time.perf_counter() - start
 
 
 def _run_search(args) -> int:
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import Future, ThreadPoolExecutor
 
     from .engine import Task, backend_for
     from .errors import OptionError
@@ -1455,44 +1590,64 @@ def _run_search(args) -> int:
     whole = time.perf_counter()
     # The files are read on a thread while the backend starts (Numba's import, a device
     # probe) and loads its kernels: reading is mostly NumPy, which releases the GIL.
-    with ThreadPoolExecutor(1, thread_name_prefix="dpalign-read") as pool:
-        reading = pool.submit(_read_search_inputs, args.query, args.db, scoring)
-        backend = backend_for(_backend_from_args(args), scoring)
-        compiling = None
-        if args.top and backend.kind == "device":
-            compiling = _start_traceback_compile(
-                scoring, args.mode, traceback_backend(backend).threads
-            )
-        run = backend.stats
-        with run.phase("jit"):  # kernel loading (JIT) is timed apart from the search
+    queries_read: Future = Future()
+    tracing = code = warmed = None
+    try:
+        with ThreadPoolExecutor(1, thread_name_prefix="dpalign-read") as pool:
+            reading = pool.submit(_read_search_inputs, args.query, args.db, scoring, queries_read)
+            backend = backend_for(_backend_from_args(args), scoring)
+            compiling = None
+            if args.top and backend.kind == "device":
+                compiling = _start_traceback_compile(
+                    scoring, args.mode, traceback_backend(backend).threads
+                )
+            if compiling is not None:  # a device search: the traceback may take workers,
+                try:  # started once the queries are read (the database is still coming)
+                    n_queries = queries_read.result()
+                except Exception:  # noqa: BLE001 - reported by reading.result() below
+                    n_queries = 0
+                strands = 2 if args.strand == "both" else 1
+                tracing = _start_trace_workers(n_queries * strands * args.top, args.threads)
+            run = backend.stats
+            # Kernel loading and building (JIT) runs on a thread of its own beside the
+            # reading, the packing and a device's layout of the database; what is left of
+            # it then is timed apart from the search ("jit").
             warm = getattr(backend, "warm_up", None)
             if warm is not None:
-                warm(Task("pairwise", scoring, args.mode, free_ends_tuple(args.mode)))
-        queries, q_codes, names, residues, offsets, seconds = reading.result()
-    run.phases = {"read": seconds, **run.phases}  # beside the backend's start and jit
-    tracing = None
-    if compiling is not None:  # a device search: the traceback may take worker processes
-        strands = 2 if args.strand == "both" else 1
-        tracing = _start_trace_workers(len(q_codes) * strands * args.top, args.threads)
-    try:
-        return _search_and_write(
-            args, scoring, stats, backend, run, whole, compiling, tracing,
+                warming = ThreadPoolExecutor(1, thread_name_prefix="dpalign-warm")
+                warmed = warming.submit(
+                    warm, Task("pairwise", scoring, args.mode, free_ends_tuple(args.mode))
+                )
+                warming.shutdown(wait=False)
+            queries, q_codes, names, residues, offsets, seconds = reading.result()
+        run.phases = {"read": seconds, **run.phases}
+        code = _search_and_write(
+            args, scoring, stats, backend, run, whole, compiling, tracing, warmed,
             queries, q_codes, names, residues, offsets,
         )  # fmt: skip
     finally:
-        if tracing is not None:
-            tracing.shutdown(wait=False, cancel_futures=True)
+        if tracing is not None:  # after a run every job is done: the workers end at once
+            tracing.shutdown(wait=code is not None, cancel_futures=True)
+        if warmed is not None and code is None:
+            warmed.cancel()
+    # Nothing is left open (the workers and compile children have ended, a hybrid run's
+    # device processes are closed): run() may end the process without the interpreter's
+    # teardown (a GPU context, GBs of scores: 0.3-0.6 s here); a Dask cluster stays.
+    _DONE_WITH_NOTHING_OPEN[0] = backend.kind != "cluster"
+    return code
 
 
 def _search_and_write(
-    args, scoring, stats, backend, run, whole, compiling, tracing,
+    args, scoring, stats, backend, run, whole, compiling, tracing, warmed,
     queries, q_codes, names, residues, offsets,
 ) -> int:  # fmt: skip
-    """The rest of :func:`_run_search`, once the inputs are read and the backend is up."""
+    """The rest of :func:`_run_search`, once the inputs are read and the backend is up
+    (``warmed``: its warm-up, still running on a thread, or None)."""
     from .gcups import gcups
     from .search import (
         Database,
         blast_coordinates,
+        prepare_search,
         search_many,
         tabular_rows,
         traceback_backend,
@@ -1501,12 +1656,43 @@ def _search_and_write(
 
     with run.phase("pack"):
         db = Database.from_codes(residues, offsets, names, sub_score=scoring)
+        if backend.kind == "device":  # the targets on the device while programs build
+            prepare_search(q_codes, db, scoring, args.mode, backend)
     longest = max((len(c) for c in q_codes), default=0) * int(db.lengths.max(initial=0))
     with run.phase("jit"):
+        if warmed is not None:
+            warmed.result()
         if args.top and compiling is None:
             _warm_traceback(scoring, args.mode, traceback_backend(backend), longest)
     strands = 2 if args.strand == "both" else 1
     cells = strands * sum(len(q) for q in q_codes) * db.residues
+
+    def printed(hits, codes):
+        if args.evalue is not None:
+            hits = within_evalue(hits, len(codes), stats, db.residues, len(db), args.evalue)
+        if args.mode == "local":  # an empty local alignment is no hit (BLAST reports none)
+            hits = [h for h in hits if h.score > 0]
+        return hits
+
+    # With worker processes, each chunk's hits are traced back while the device scores
+    # the next chunks, once the compile child has filled Numba's cache (a first run's
+    # workers would otherwise each compile the kernels).
+    tracer = _HitTracer(
+        tracing,
+        args.threads,
+        lambda: compiling is None or compiling.poll() is not None,
+        compiling.wait if compiling is not None else None,
+    )
+
+    def ranked(indices, chunk_hits):
+        tracer.add(
+            [
+                h
+                for k, hits in zip(indices, chunk_hits, strict=True)
+                for h in printed(hits, q_codes[k])
+            ]
+        )
+
     bar = _progress_bar(cells, args.progress, "searching")
     start = time.perf_counter()
     try:
@@ -1520,6 +1706,7 @@ def _search_and_write(
                 strand=args.strand,
                 backend=backend,
                 progress=bar.update if bar else None,
+                on_ranked=ranked if tracing is not None else None,
             )
     finally:
         if bar:
@@ -1528,13 +1715,7 @@ def _search_and_write(
         if close is not None:
             close()
     elapsed = time.perf_counter() - start
-    if args.evalue is not None:
-        all_hits = [
-            within_evalue(hits, len(codes), stats, db.residues, len(db), args.evalue)
-            for codes, hits in zip(q_codes, all_hits, strict=True)
-        ]
-    if args.mode == "local":  # an empty local alignment is no hit (BLAST reports none)
-        all_hits = [[h for h in hits if h.score > 0] for hits in all_hits]
+    all_hits = [printed(hits, codes) for codes, hits in zip(q_codes, all_hits, strict=True)]
     rows = []
     if compiling is not None:
         with run.phase("jit"):  # what the child compiled, loaded from Numba's cache
@@ -1542,7 +1723,7 @@ def _search_and_write(
             if tracing is None:  # else only the worker processes trace back
                 _warm_traceback(scoring, args.mode, traceback_backend(backend), longest)
     with run.phase("traceback"):
-        traced = _trace_back([h for hits in all_hits for h in hits], args.threads, tracing)
+        traced = tracer.finish([h for hits in all_hits for h in hits])
         for rec, codes, hits in zip(queries, q_codes, all_hits, strict=True):
             if stats is not None:
                 rows.extend(tabular_rows(rec.name, len(codes), hits, stats, db.residues, len(db)))

@@ -35,6 +35,15 @@ OPENCL_MEMORY_FRACTION: float = float(os.environ.get("DPALIGN_OPENCL_MEMORY_FRAC
 OPENCL_PIPELINE_LAUNCHES = 8
 OPENCL_MIN_LAUNCH_CELLS = 500_000_000_000
 
+#: An OpenCL search takes its queries in chunks of at most this many scores
+#: ([queries, targets] int64 each; 125 queries against 200,000 targets). The device runs the
+#: chunks in one pipeline, so a chunk's size sets the memory held and how much ranking and
+#: traceback is left when the last chunk's scores come back, not the device's idle time.
+#: Override: DPALIGN_OPENCL_SEARCH_CHUNK_SCORES.
+OPENCL_SEARCH_CHUNK_SCORES: int = int(
+    os.environ.get("DPALIGN_OPENCL_SEARCH_CHUNK_SCORES") or 25_000_000
+)
+
 #: How the host waits for OpenCL kernels: "poll" (sleep between status checks, no spinning
 #: core) or "block" (clWaitForEvents, which NVIDIA's driver implements as a busy-wait).
 #: Override: DPALIGN_OPENCL_WAIT.

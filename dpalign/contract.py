@@ -11,7 +11,7 @@ registry that finds backends by name is :mod:`dpalign.engine`.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -260,6 +260,19 @@ class Backend(abc.ABC):
     def score_block(self, task: Task, queries: QueryBatch, block: ReferenceBlock) -> BlockScores:
         """One block on the calling thread (a work queue's CPU unit)."""
         return self.score(task, queries, [block])[0]
+
+    def score_stream(
+        self,
+        task: Task,
+        batches: Iterable[QueryBatch],
+        blocks: Sequence[ReferenceBlock],
+        progress: Progress | None = None,
+    ) -> Iterator[list[BlockScores]]:
+        """:meth:`score` of each query batch in turn against the same blocks, yielded in
+        order. A backend may take the next batches before a batch's results are yielded
+        (a device keeps computing across them); the default scores one after another."""
+        for queries in batches:
+            yield self.score(task, queries, blocks, progress)
 
     def block_width(self, kernel: str, n_targets: int) -> int:
         """Lanes per reference block this backend prefers for ``n_targets`` references of a

@@ -14,9 +14,10 @@ a large database.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 
@@ -202,14 +203,18 @@ class Database:
         self.names = names
         self.alphabet = scoring.alphabet
         self._fixed_width = block_width is not None
-        self.block_width = int(block_width or cpu_backend().block_width("pairwise", len(codes)))
-        self._codes = {scoring.alphabet: codes}
+        n = len(lengths)
+        self.block_width = int(block_width or cpu_backend().block_width("pairwise", n))
+        # (codes None: cut from _flat on first use, see codes())
+        self._codes = {scoring.alphabet: codes} if codes is not None else {}
         self.lengths = lengths
         # Longest first: worker threads take blocks in order (heaviest first balances them).
         self.order = np.argsort(-self.lengths, kind="stable")
-        self._start, self._end = 0, len(codes)
+        self._start, self._end = 0, n
         self._block_cache = {}
         self._root = self
+        self._flat = None  # every target's codes (original order) in one buffer, if given
+        self._bounds = None  # and where each starts (n + 1 offsets)
 
     @classmethod
     def from_codes(
@@ -242,11 +247,13 @@ class Database:
             raise OptionError("offsets must rise from 0 to the number of residues")
         if residues.size and int(residues.max()) >= scoring.alphabet.size:
             raise OptionError(f"codes outside the {scoring.alphabet.name} alphabet")
-        bounds = offsets.tolist()
-        codes = [residues[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         db = cls.__new__(cls)
-        db._texts = [None] * len(codes)
-        db._setup([str(n) for n in names], scoring, codes, np.diff(offsets), block_width)
+        db._texts = [None] * len(names)
+        # The per-target views are cut on first use (codes()): a device search ranks its
+        # first hits while the device works, and reads the targets from _flat until then.
+        db._setup([str(n) for n in names], scoring, None, np.diff(offsets), block_width)
+        db._flat = residues
+        db._bounds = offsets
         return db
 
     # ----------------------------------------------------------------------------------------
@@ -279,6 +286,14 @@ class Database:
 
     def codes(self, alphabet) -> list[np.ndarray]:
         """Every target (original order) encoded in ``alphabet``."""
+        if alphabet not in self._codes and alphabet == self.alphabet and self._flat is not None:
+            with _CUTTING:  # ranking threads may ask at once
+                if alphabet not in self._codes:
+                    bounds = self._bounds.tolist()
+                    flat = self._flat
+                    self._codes[alphabet] = [
+                        flat[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+                    ]
         if alphabet not in self._codes:
             if any(t is None for t in self._texts):
                 raise OptionError(
@@ -316,7 +331,13 @@ class Database:
         key = (alphabet, width, ragged)
         if key not in self._block_cache:
             root = self._root
-            if root is not self and self._start % width == 0:
+            whole = root is self and len(self) == len(self.lengths) and width >= len(self)
+            if ragged and whole and self._flat is not None and alphabet == self.alphabet:
+                # One ragged block of the whole database: its own buffer, in its own order
+                # (no gather into length order; its lane ids say whose scores are where).
+                ids = np.arange(len(self), dtype=np.int64)
+                self._block_cache[key] = [ReferenceBlock(self._flat, self.lengths.copy(), ids)]
+            elif root is not self and self._start % width == 0:
                 # A view on block boundaries shares the root's blocks (the last one trimmed).
                 shared = root.blocks(alphabet, width, ragged)
                 first, stop = self._start // width, -(-self._end // width)
@@ -329,6 +350,10 @@ class Database:
                     self.codes(alphabet), self.lengths, self.ids, width, ragged
                 )
         return self._block_cache[key]
+
+
+#: Held while a database's per-target views are cut from its buffer (Database.codes).
+_CUTTING = threading.Lock()
 
 
 def _text(seq):
@@ -460,13 +485,20 @@ def search_many(
     backend="auto",
     scoring: Scoring | None = None,
     progress=None,
+    on_ranked: Callable[[list[int], list[list[Hit]]], None] | None = None,
     _names: list[str] | None = None,
 ) -> list[list[Hit]]:
     """:func:`search` for many queries: one list of hits per query.
 
     Queries are scored together, :data:`QUERY_CHUNK` at a time (or as many as the
     backend's ``query_chunk`` asks for), in one pass over the database each (fewer, longer
-    kernel calls than one search per query).
+    kernel calls than one search per query); a device backend scores the chunks in one
+    pipeline (``Backend.score_stream``).
+
+    ``on_ranked(indices, hits)``, where given, is called (on the calling thread) as soon as
+    a chunk's queries are ranked, with their indices in ``queries`` and their lists of hits,
+    while the next chunks are still being scored: e.g. to start tracing them back. Queries
+    are scored longest first.
     """
     if top < 0:
         raise OptionError(f"top must be at least 0, not {top}")
@@ -487,6 +519,11 @@ def search_many(
             f"strand='both' searches reverse complements: it needs a nucleotide scoring "
             f"(match/mismatch scores or a nucleotide matrix), not {scoring.sub_label}"
         )
+    # Scored longest first: a chunk's queries are of similar lengths (a device fills its
+    # launches with queries of one length class), and the last chunk, whose ranking and
+    # traceback nothing overlaps, is the shortest. Hits come back in the order given.
+    order = sorted(range(len(q_codes)), key=lambda k: -len(q_codes[k]))
+    q_codes = [q_codes[k] for k in order]
     if both:
         q_codes = [c for codes in q_codes for c in (codes, minus_strand(codes, scoring))]
     chunk = engine_backend.query_chunk("pairwise", len(database)) or QUERY_CHUNK
@@ -494,54 +531,81 @@ def search_many(
     chunks = [q_codes[start : start + step] for start in range(0, len(q_codes), step)]
 
     trace_on = traceback_backend(engine_backend)
-
-    def run(chunk):
-        return _score_view(
-            chunk, database, scoring, mode, ends, engine_backend, progress, with_ends=top > 0
-        )
+    stream = _score_chunks(
+        chunks, database, scoring, mode, ends, engine_backend, progress, with_ends=top > 0
+    )
 
     results = []
     waited = ranked = 0.0
     # The next chunks are scored while this one is ranked (ranking is serial host work);
-    # two are queued, so the scoring thread goes from one chunk to the next without waiting
-    # for this thread to hand it over.
+    # two are asked for, so the scoring thread goes from one chunk to the next without
+    # waiting for this thread to hand it over (and a device backend's pipeline runs on
+    # across chunks).
     rank_threads = min(RANK_THREADS, config.cpu_threads(threads)) if len(q_codes) > 1 else 1
     ranking = ThreadPoolExecutor(rank_threads, "dpalign-rank") if rank_threads > 1 else None
-    with ThreadPoolExecutor(1, thread_name_prefix="dpalign-search") as pool, ExitStack() as stack:
-        if ranking is not None:
-            stack.callback(ranking.shutdown)
-        pending = deque(pool.submit(run, chunk) for chunk in chunks[:2])
-        try:
-            for k, chunk in enumerate(chunks):
-                mark = time.perf_counter()
-                scores, ids, cells = pending.popleft().result()
-                waited += time.perf_counter() - mark
-                mark = time.perf_counter()
-                if k + 2 < len(chunks):
-                    pending.append(pool.submit(run, chunks[k + 2]))
-                rows = range(0, len(chunk), 2) if both else range(len(chunk))
+    try:
+        with (
+            ThreadPoolExecutor(1, thread_name_prefix="dpalign-search") as pool,
+            ExitStack() as stack,
+        ):
+            if ranking is not None:
+                stack.callback(ranking.shutdown)
+            pending = deque(pool.submit(next, stream) for _ in chunks[:2])
+            try:
+                for k, chunk in enumerate(chunks):
+                    mark = time.perf_counter()
+                    scores, ids, cells = pending.popleft().result()
+                    waited += time.perf_counter() - mark
+                    mark = time.perf_counter()
+                    if k + 2 < len(chunks):
+                        pending.append(pool.submit(next, stream))
+                    rows = range(0, len(chunk), 2) if both else range(len(chunk))
 
-                def rank(row, chunk=chunk, scores=scores, ids=ids, cells=cells):
-                    strands = (chunk[row], chunk[row + 1]) if both else (chunk[row],)
-                    here = slice(row, row + len(strands))
-                    end_cells = None if cells is None else (cells[0][here], cells[1][here])
-                    settings = (scoring, mode, ends, trace_on)
-                    return _top_hits(strands, scores[here], ids, database, top, settings, end_cells)
+                    def rank(row, chunk=chunk, scores=scores, ids=ids, cells=cells):
+                        strands = (chunk[row], chunk[row + 1]) if both else (chunk[row],)
+                        here = slice(row, row + len(strands))
+                        end_cells = None if cells is None else (cells[0][here], cells[1][here])
+                        settings = (scoring, mode, ends, trace_on)
+                        return _top_hits(
+                            strands, scores[here], ids, database, top, settings, end_cells
+                        )
 
-                if ranking is not None and len(ids) >= RANK_THREADS_TARGETS:
-                    results.extend(ranking.map(rank, rows))  # the selections free the GIL
-                else:
-                    results.extend(rank(row) for row in rows)
-                ranked += time.perf_counter() - mark
-        except BaseException:  # an error or an interrupt: no chunk is scored after it
-            for job in pending:
-                job.cancel()
-            raise
+                    first = len(results)
+                    if ranking is not None and len(ids) >= RANK_THREADS_TARGETS:
+                        results.extend(ranking.map(rank, rows))  # the selections free the GIL
+                    else:
+                        results.extend(rank(row) for row in rows)
+                    ranked += time.perf_counter() - mark
+                    if on_ranked is not None:
+                        on_ranked(order[first : len(results)], results[first:])
+            except BaseException:  # an error or an interrupt: no chunk is scored after it
+                for job in pending:
+                    job.cancel()
+                raise
+    finally:
+        stream.close()  # the scoring thread is done with it (the pool has shut down)
     log.info(
         "search: %d queries in %d chunks; %.3f s waiting for scores, %.3f s ranking",
         len(q_codes), len(chunks), waited, ranked,
     )  # fmt: skip
-    return results
+    in_order: list = [None] * len(results)
+    for k, hits in zip(order, results, strict=True):
+        in_order[k] = hits
+    return in_order
+
+
+def prepare_search(q_codes, database: Database, scoring: Scoring, mode: str, backend) -> None:
+    """Lay ``database`` out for ``backend`` ahead of a :func:`search_many` of these encoded
+    queries (``backend`` as :func:`~dpalign.engine.backend_for` gives it): the blocks
+    packed, and a device's targets uploaded and bucket layouts started, e.g. while the
+    backend's programs are still being built. The search does it itself otherwise."""
+    ends = free_ends_tuple(mode, None)
+    width = database.layout_width(backend)
+    ragged = backend.block_layout("pairwise") == "ragged"
+    blocks = database.blocks(scoring.alphabet, width, ragged)
+    if len(q_codes):
+        task = Task("pairwise", scoring, mode, tuple(ends))
+        backend.prepare(task, query_batch(list(q_codes)), blocks)
 
 
 def trace_pair(q_codes, t_codes, mode, ends, scoring, tracer, threads=None) -> Alignment:
@@ -634,7 +698,8 @@ def score_database(
     """Scores of encoded queries against a database view.
 
     ``q_codes`` is one code array (then scores has shape ``[N]``) or a list of them
-    (``[Q, N]``); columns follow ``ids``, the view's targets in length order.
+    (``[Q, N]``); columns follow ``ids``, the view's targets (in length order, or in the
+    database's order where one block holds the whole database).
     Returns ``(scores, ids)``.
     """
     single = isinstance(q_codes, np.ndarray)
@@ -648,33 +713,55 @@ def _score_view(q_codes, database, scoring, mode, ends, backend, progress, with_
     """``(scores [Q, N], ids, end cells)`` of queries against a view; the end cells
     (``(a_end, b_end)``, each ``[Q, N]``) only where the backend reports them
     (``backend.score_ends``, local mode), else None."""
-    batch = query_batch(q_codes)
+    (scored,) = _score_chunks(
+        [q_codes], database, scoring, mode, ends, backend, progress, with_ends
+    )
+    return scored
+
+
+def _score_chunks(chunks, database, scoring, mode, ends, backend, progress, with_ends=False):
+    """:func:`_score_view` of each chunk of ``chunks`` (lists of query codes), in order:
+    through the backend's :meth:`~dpalign.engine.Backend.score_stream` (a device scores the
+    next chunk while this one is ranked), or chunk by chunk with end cells."""
     width = database.layout_width(backend)
     ragged = backend.block_layout("pairwise") == "ragged"
     blocks = database.blocks(scoring.alphabet, width, ragged)
     task = Task("pairwise", scoring, mode, tuple(ends))
-    supported = getattr(backend, "ends_supported", None)
-    with_ends = with_ends and supported is not None and supported(task)
-    if with_ends:
-        got = backend.score_ends(task, batch, blocks, progress)
-        results = [r[0] for r in got]
-    else:
-        results = backend.score(task, batch, blocks, progress)
     ids = database.ids
+    supported = getattr(backend, "ends_supported", None)
+    if with_ends and supported is not None and supported(task):
+        for q_codes in chunks:
+            got = backend.score_ends(task, query_batch(q_codes), blocks, progress)
+            yield _gathered([r[0] for r in got], len(q_codes), blocks, ids, width, got)
+        return
+    sizes = []
+
+    def batches():
+        for q_codes in chunks:
+            sizes.append(len(q_codes))
+            yield query_batch(q_codes)
+
+    for k, results in enumerate(backend.score_stream(task, batches(), blocks, progress)):
+        yield _gathered(results, sizes[k], blocks, ids, width)
+
+
+def _gathered(results, n_queries, blocks, ids, width, got=None):
+    """``(scores, ids, end cells)`` of ``n_queries`` queries from per-block results
+    (``got``: per block ``(scores, a_end, b_end)``, from ``score_ends``)."""
     one = blocks[0] if len(blocks) == 1 else None
-    if one is not None and not with_ends and one.width == len(ids) and (one.ids >= 0).all():
-        return results[0].scores, ids, None  # one block of the whole view: no copy
-    scores = np.empty((len(batch), len(ids)), dtype=np.int64)
-    a_end = np.empty_like(scores) if with_ends else None
-    b_end = np.empty_like(scores) if with_ends else None
+    if one is not None and got is None and one.width == len(ids) and (one.ids >= 0).all():
+        return results[0].scores, one.ids, None  # one block of the whole view: no copy
+    scores = np.empty((n_queries, len(ids)), dtype=np.int64)
+    a_end = np.empty_like(scores) if got is not None else None
+    b_end = np.empty_like(scores) if got is not None else None
     for k, (result, block) in enumerate(zip(results, blocks, strict=True)):
         lanes = block.ids >= 0
         span = slice(k * width, k * width + int(lanes.sum()))
         scores[:, span] = result.scores[:, lanes]
-        if with_ends:
+        if got is not None:
             a_end[:, span] = got[k][1][:, lanes]
             b_end[:, span] = got[k][2][:, lanes]
-    return scores, ids, ((a_end, b_end) if with_ends else None)
+    return scores, ids, ((a_end, b_end) if got is not None else None)
 
 
 # --------------------------------------------------------------------------------------------

@@ -164,17 +164,53 @@ def test_search_progress_bar_on_request(files, capsys):
 
 @pytest.mark.slow
 def test_search_compiles_traceback_kernels_in_a_child(tmp_path, monkeypatch):
-    """On a device backend the traceback kernels compile in a child process while the
-    device searches: the child fills Numba's disk cache, which the parent then loads."""
+    """On a device backend the traceback kernels compile in child processes while the
+    device searches, the short-pair and the long-pair kernels side by side: the children
+    fill Numba's disk cache, which the parent then loads."""
     from dpalign.cli import _finish_traceback_compile, _start_traceback_compile
     from dpalign.scoring import Scoring
 
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr("dpalign.config.cpu_threads", lambda threads=None: 4)
     child = _start_traceback_compile(Scoring("BLOSUM62", (11, 1)), "local", 1)
     assert child is not None
     _finish_traceback_compile(child)
-    assert child.returncode == 0
-    assert list(tmp_path.rglob("*.nbi"))  # Numba's cache index files
+    assert child.returncode == 0 and len(child.children) == 2
+    names = {p.name.split("-")[0] for p in tmp_path.rglob("*.nbi")}  # Numba's cache indexes
+    assert {"traceback.align_pair_kernel", "antidiagonal.fill_worker"} <= names
+
+
+def test_held_back_hits_go_to_the_workers_once_the_kernels_are_compiled():
+    """Hits ranked while the traceback kernels still compile wait; when the compile ends
+    they go to the workers at once (not at the next chunk), and finish() collects them."""
+    import multiprocessing
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
+    from dpalign.cli import _HitTracer
+    from dpalign.scoring import Scoring
+    from dpalign.search import search_many
+
+    scoring = Scoring("BLOSUM62", (11, 1))
+    texts = ["ARNDCQEGHILKMFPSTWYV" * 3, "WWARNDCQ", "KMFPSTWYVARND"]
+    hits = [h for q in search_many(["ARNDCQ", "MFPST"], texts, 2, scoring=scoring) for h in q]
+    compiled = threading.Event()
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        tracer = _HitTracer(pool, 1, compiled.is_set, compiled.wait)
+        tracer.add(hits)
+        assert not tracer.jobs and tracer.early == 0  # held back
+        compiled.set()
+        for _ in range(200):
+            if tracer.jobs:
+                break
+            threading.Event().wait(0.01)
+        assert tracer.early == len(hits)  # handed out by the waiting thread
+        report = tracer.finish(hits)
+    finally:
+        pool.shutdown()
+    assert report["hits"] == len(hits) and report["during_search"] == len(hits)
+    assert all(h._alignment is not None for h in hits)
 
 
 def test_hits_traced_back_in_worker_processes_are_the_same():

@@ -383,6 +383,22 @@ def test_group_kernel_is_chosen_where_it_pays(cl_device, small_group_shapes):
         SearchRunner(dctx, targets, local_kernel="fast")
 
 
+@given(
+    codes=st.lists(st.integers(0, 255), max_size=300).map(lambda v: np.array(v, np.uint8)),
+    high=st.sampled_from([1, 4, 24, 64, 256]),
+)
+def test_letters_used_are_the_codes_present(codes, high):
+    """letters_used: exactly the byte values present (a bit per code below 64, a boolean
+    index above), pieces of the buffer included (a strided view, more than one piece)."""
+    from dpalign.kernels_cl.search_group import letters_used
+
+    codes = (codes.astype(np.int64) % high).astype(np.uint8)
+    for view in (codes, np.tile(codes, 700)[::3]):
+        want = np.zeros(256, bool)
+        want[view] = True
+        np.testing.assert_array_equal(letters_used(view), want)
+
+
 def test_buckets_cover_every_target_once():
     from dpalign.kernels_cl.search_group import plan_buckets
 
@@ -458,6 +474,31 @@ def test_group_builds_do_not_depend_on_the_query(cl_device, small_group_shapes, 
         np.testing.assert_array_equal(got.scores, _oracle(query, targets, scoring, mode, ends))
         assert set(got.width.tolist()) == {16}
     assert _group_programs(dctx) == built  # nothing built per query
+
+
+def test_global_launches_keep_the_best_only_where_16_bits_may_wrap(cl_device, small_group_shapes):
+    """Global modes drop the best H (NO_BEST) where max(s) * m stays under the flag limit
+    and keep it where a score may pass 16 bits: both give the oracle's scores, and the pair
+    that passes 16 bits is recomputed in int32."""
+    from dpalign.kernels_cl.search_group import keeps_best
+
+    blosum, big = Scoring("BLOSUM62", (11, 1)), Scoring((100, -50), (20, 5))
+    assert not keeps_best(True, blosum, 2000) and keeps_best(True, blosum, 3000)  # 11 m, 32,692
+    assert keeps_best(False, blosum, 5)  # local: the best is the score
+    assert not keeps_best(True, big, 300) and keeps_best(True, big, 400)  # 100 m, 32,603
+    rng = np.random.default_rng(19)
+    hot = rng.integers(0, 4, 400).astype(np.uint8)
+    targets = [rng.integers(0, 4, n).astype(np.uint8) for n in (3, 20, 41, 0)] + [hot.copy()]
+    dctx = device_context(cl_device)
+    runner = SearchRunner(dctx, targets, local_kernel="group")
+    for mode in ("global", "semiglobal"):
+        ends = free_ends_tuple(mode)
+        for query in (hot, hot[:300].copy(), hot[:7].copy()):
+            got = runner.score(query, big, mode, ends)
+            np.testing.assert_array_equal(got.scores, _oracle(query, targets, big, mode, ends))
+            assert (got.width[-1] == 32) == (len(query) == 400)
+    options = {opt for _, opts in _group_programs(dctx) for opt in opts}
+    assert {"-DNO_BEST=0", "-DNO_BEST=1"} <= options
 
 
 def test_build_all_builds_each_program_once(cl_device, small_group_shapes):
@@ -574,6 +615,78 @@ def test_query_batches_recompute_wrapped_pairs_per_query(cl_device, small_group_
     assert empty.scores.shape == (0, 3) and empty.launches == 0
 
 
+def test_a_database_from_one_buffer_is_searched_in_that_buffer(cl_device):
+    """A database made from one buffer of codes (as the command reads one) gives the device
+    that buffer as its one ragged block, targets in their own order (no gather into length
+    order); hits, and those of a view of it, are the reference's."""
+    from dpalign.search import Database, search_many
+
+    rng = np.random.default_rng(9)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    lengths = rng.integers(0, 40, 30)
+    lengths[4] = 0
+    residues = rng.integers(0, 20, int(lengths.sum())).astype(np.uint8)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    names = [f"t{k}" for k in range(len(lengths))]
+    db = Database.from_codes(residues, offsets, names, sub_score=scoring)
+    device = get_backend("opencl", device=cl_device)
+    (block,) = db.blocks(scoring.alphabet, db.layout_width(device), ragged=True)
+    assert np.shares_memory(block.codes, residues) and block.ids.tolist() == list(range(30))
+    queries = [residues[offsets[k] : offsets[k] + 15] for k in (1, 7)] + [residues[:3]]
+    for view in (db, db[3:20]):
+        got = search_many(queries, view, top=5, mode="local", scoring=scoring, backend=device)
+        want = search_many(queries, view, top=5, scoring=scoring, backend="reference")
+        assert [[(h.target, h.score) for h in hits] for hits in got] == [
+            [(h.target, h.score) for h in hits] for hits in want
+        ]
+
+
+@pytest.mark.parametrize("mode", ["local", "global"])
+def test_a_stream_of_chunks_scores_each_chunk_as_alone(cl_device, small_group_shapes, mode):
+    """score_stream: chunks in one pipeline (batches of one and two queries, so a chunk's
+    batches and the next chunk's are in flight together), an empty chunk, a chunk of empty
+    queries only (nothing for the group kernel), a query whose best passes 16 bits (its
+    pairs recomputed in int32 when its chunk closes): each chunk's result is score_block's
+    of that chunk alone, and the oracle's; chunks are taken as the pipeline reaches them."""
+    from dpalign.kernels_cl import search_group
+
+    rng = np.random.default_rng(17)
+    scoring = Scoring((100, -50), (20, 5))
+    ends = free_ends_tuple(mode)
+    hot = rng.integers(0, 4, 400).astype(np.uint8)
+    targets = [rng.integers(0, 4, size).astype(np.uint8) for size in (1, 9, 0, 33, 50)]
+    targets.append(hot.copy())
+    q = [rng.integers(0, 4, m).astype(np.uint8) for m in (12, 1, 45, 30, 7, 200)]
+    empty = np.zeros(0, np.uint8)
+    chunks = [[q[0], q[1], q[2]], [], [empty, empty], [hot, q[3]], [q[4]], [q[5], q[2]]]
+    runner = SearchRunner(device_context(cl_device), targets, local_kernel="group")
+    taken = []
+
+    def source():
+        for k, chunk in enumerate(chunks):
+            taken.append(k)
+            yield chunk
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_group, "BATCH", 2)
+        stream = runner.score_stream(source(), scoring, mode, ends)
+        first = next(stream)
+        assert taken[:4] == [0, 1, 2, 3]  # chunk 3's first batch was in flight: two ahead
+        results = [first, *stream]
+        alone = [runner.score_block(chunk, scoring, mode, ends) for chunk in chunks]
+    assert len(results) == len(chunks)
+    for chunk, got, want in zip(chunks, results, alone, strict=True):
+        assert got.scores.shape == (len(chunk), len(targets))
+        np.testing.assert_array_equal(got.scores, want.scores)
+        np.testing.assert_array_equal(got.width, want.width)
+        np.testing.assert_array_equal(got.recomputed, want.recomputed)
+        for k, query in enumerate(chunk):
+            np.testing.assert_array_equal(
+                got.scores[k], _oracle(query, targets, scoring, mode, ends)
+            )
+    assert results[3].width[0, -1] == 32  # the hot pair, recomputed in int32
+
+
 @pytest.mark.parametrize("mode", ["local", "global", "semiglobal"])
 def test_search_many_on_query_batches_equals_the_reference(cl_device, small_group_shapes, mode):
     """The whole search on the batched group kernel (more queries than one call takes, mixed
@@ -599,6 +712,33 @@ def test_search_many_on_query_batches_equals_the_reference(cl_device, small_grou
     assert device._search_cached[1]._groups  # the group kernel ran
 
 
+def test_prepare_search_lays_out_without_building(cl_device, small_group_shapes):
+    """prepare_search (what the command runs while the warm-up builds on another thread):
+    the targets on the device and the bucket layouts started, no program built; the search
+    then uses that runner and gives the reference's hits."""
+    from dpalign.search import Database, prepare_search, search_many
+
+    rng = np.random.default_rng(27)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    texts = ["".join(rng.choice(list("ARNDCQEGHILKMFPSTWYV"), n)) for n in (3, 17, 40, 9, 60)]
+    db = Database(texts, sub_score=scoring)
+    queries = [scoring.encode(q) for q in ("ARNDCQ", "W" * 20, texts[4][5:50])]
+    device = get_backend("opencl", device=cl_device, search_kernel="group")
+    dctx = device_context(cl_device)
+    before = _group_programs(dctx)
+    prepare_search(queries, db, scoring, "global", device)
+    assert _group_programs(dctx) == before  # nothing built
+    runner = device._search_cached[1]
+    group = next(iter(runner._groups.values()))
+    assert group._packed or group._packing  # layouts made or under way
+    got = search_many(queries, db, top=3, mode="global", scoring=scoring, backend=device)
+    assert device._search_cached[1] is runner
+    want = search_many(queries, db, top=3, mode="global", scoring=scoring, backend="reference")
+    assert [[(h.index, h.score) for h in q] for q in got] == [
+        [(h.index, h.score) for h in q] for q in want
+    ]
+
+
 @pytest.mark.parametrize("mode", ["local", "global"])
 def test_warm_up_builds_what_the_search_takes(cl_device, small_group_shapes, mode):
     """The backend's warm-up (run while a command reads its files) builds every shape of
@@ -614,7 +754,8 @@ def test_warm_up_builds_what_the_search_takes(cl_device, small_group_shapes, mod
     device.warm_up(Task("pairwise", scoring, mode, free_ends_tuple(mode)))
     built = _group_programs(dctx)
     glob = f"-DGLOBAL_MODE={int(mode != 'local')}"
-    mine = {key for key in built if glob in key[1]}
+    nobest = f"-DNO_BEST={int(mode != 'local')}"  # BLOSUM62 queries of ~1,000: no best H
+    mine = {key for key in built if glob in key[1] and nobest in key[1]}
     shapes = {(g, r, False) for g, r in SHAPES} | {(g, r, True) for g, r in MULTI_SHAPES}
     assert len(mine) == len(shapes)
     assert before <= built

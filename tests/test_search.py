@@ -129,6 +129,8 @@ def test_dpalign_search_stays_callable_after_importing_the_module():
 
 
 def test_search_many_equals_one_search_per_query(monkeypatch):
+    """Several chunks (scored longest query first): each query's hits are its own search's,
+    returned in the order given, and each chunk is reported once as it is ranked."""
     import importlib
 
     S = importlib.import_module("dpalign.search")
@@ -138,12 +140,25 @@ def test_search_many_equals_one_search_per_query(monkeypatch):
     targets = _random_db(rng, 150, lo=1)
     queries = [t[2:30] for t in targets[:7]] + ["", "ACGT"]
     db = Database(targets)
-    many = S.search_many(queries, db, 4, "semiglobal", (2, -3), (5, 2))
-    assert len(many) == len(queries)
+    seen: dict = {}
+
+    def ranked(indices, hits):  # each chunk as it is ranked: queries by index, longest first
+        assert len(indices) == len(hits) <= 3 and not set(indices) & set(seen)
+        seen.update(zip(indices, hits, strict=True))
+
+    many = S.search_many(queries, db, 4, "semiglobal", (2, -3), (5, 2), on_ranked=ranked)
+    assert len(many) == len(queries) and sorted(seen) == list(range(len(queries)))
+    assert all(seen[k] is hits for k, hits in enumerate(many))
     for query, hits in zip(queries, many, strict=True):
         one = search(query, db, 4, "semiglobal", (2, -3), (5, 2))
         assert [(h.index, h.score, h.cigar) for h in hits] == [
             (h.index, h.score, h.cigar) for h in one
+        ]
+    both = S.search_many(queries, db, 4, "local", (2, -3), (5, 2), strand="both")
+    for query, hits in zip(queries, both, strict=True):
+        one = search(query, db, 4, "local", (2, -3), (5, 2), strand="both")
+        assert [(h.index, h.score, h.strand, h.cigar) for h in hits] == [
+            (h.index, h.score, h.strand, h.cigar) for h in one
         ]
 
 

@@ -280,6 +280,58 @@ def test_dask_hybrid_and_opencl_give_the_numba_hits(files, capsys, monkeypatch):
     )
 
 
+def test_opencl_chunks_are_traced_back_in_workers_while_the_next_are_scored(
+    files, capsys, monkeypatch, tmp_path
+):
+    """A device search in several chunks (one device pipeline) with the traceback in worker
+    processes: each ranked chunk's printed hits go to the workers during the search (the
+    compile child is done), and every row (E-value filter, zero-score local hits left out)
+    is numba's."""
+    import multiprocessing
+    import subprocess
+    import sys
+    from concurrent.futures import ProcessPoolExecutor
+
+    import dpalign.cli as cli
+    from dpalign.kernels_cl import backend as backend_module
+
+    pytest.importorskip("pyopencl")
+    from dpalign.devices import opencl_devices
+
+    devices, _ = opencl_devices()
+    if not devices:
+        pytest.skip("no OpenCL device")
+    rng = np.random.default_rng(12)
+    targets = ["".join(rng.choice(list(PROTEIN), rng.integers(5, 60))) for _ in range(40)]
+    queries = [targets[k][3:40] for k in (1, 5, 9, 20)]
+    queries += ["".join(rng.choice(list(PROTEIN), n)) for n in (1, 8, 33)]
+    q = files("q.fa", _fasta([f"q{k}" for k in range(len(queries))], queries))
+    db = files("db.fa", _fasta([f"t{k}" for k in range(40)], targets))
+    base = ["search", "--query", q, "--db", db, "--top", "6", "--matrix", "BLOSUM62"]
+    base += ["--gap-open", "11", "--gap-extend", "1", "--outfmt", "6", "--evalue", "5"]
+    want = _rows([*base, "--backend", "numba"], capsys)
+    assert 0 < len(want.splitlines()) < 6 * len(queries)  # the filter left some out
+
+    def done_child(*_):
+        child = subprocess.Popen([sys.executable, "-c", "pass"])
+        child.wait()
+        return child
+
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    monkeypatch.setattr(cli, "_start_traceback_compile", done_child)
+    monkeypatch.setattr(cli, "_start_trace_workers", lambda *_: pool)
+    monkeypatch.setattr(backend_module, "QUERY_CHUNK_MAX", 2)  # four chunks
+    report = tmp_path / "r.json"
+    device = ["--backend", "opencl", "--device", devices[0]["id"], "--report", str(report)]
+    try:
+        assert _rows([*base, *device], capsys) == want
+    finally:
+        pool.shutdown()
+    traced = json.loads(report.read_text())["settings"]["traceback"]
+    assert traced["hits"] == len(want.splitlines()) and traced["jobs"] >= 3
+    assert 0 < traced["during_search"] <= traced["hits"]
+
+
 def test_scheduler_option_reaches_a_running_cluster(files, capsys):
     distributed = pytest.importorskip("distributed")
     q, db = _small_search_files(files)

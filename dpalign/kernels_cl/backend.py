@@ -32,9 +32,9 @@ log = logging.getLogger("dpalign.opencl")
 
 #: Profiles are padded to a multiple of this many lanes (the engine's default block width).
 LANE_GROUP = config.BLOCK_WIDTH
-#: Queries per search call: at most this many, and at most this many scores in all.
+#: Queries per search chunk: at most this many, and at most this many scores in all.
 QUERY_CHUNK_MAX = 1024
-QUERY_CHUNK_CELLS = 50_000_000
+QUERY_CHUNK_CELLS = config.OPENCL_SEARCH_CHUNK_SCORES
 
 
 def concatenate(blocks) -> tuple[np.ndarray, np.ndarray]:
@@ -182,9 +182,9 @@ class OpenCLBackend(Backend):
         return max(1, n_targets)
 
     def query_chunk(self, kernel, n_targets):
-        # Many queries per call: the runner batches them per launch and keeps two batches
-        # in flight, and its pipeline drains at the end of every call. Bounded by the
-        # [queries, targets] int64 scores a call returns (~400 MB against 200,000 targets).
+        # Many queries per chunk: the runner batches them per launch and keeps two batches
+        # in flight, across chunks (score_stream). Bounded by the [queries, targets] int64
+        # scores a chunk returns (~200 MB against 200,000 targets).
         if kernel != "pairwise":
             return None
         return int(min(QUERY_CHUNK_MAX, max(64, QUERY_CHUNK_CELLS // max(n_targets, 1))))
@@ -194,8 +194,20 @@ class OpenCLBackend(Backend):
         return "ragged" if kernel == "pairwise" else "lanes"
 
     def prepare(self, task, queries, blocks):
+        """PaPaRa: the profiles on the device. Search: the targets on the device and the
+        bucket layouts of the queries' plans started (no program builds: a command's
+        warm-up may be building them on another thread meanwhile)."""
         if task.kernel == "papara" and len(queries) and blocks:
             self._runner(task, blocks, int(queries.codes.max(initial=0)))
+        elif task.kernel == "pairwise" and len(queries) and blocks and self.width != 32:
+            runner = self._search_runner(blocks)
+            codes = [queries.codes[q, : int(queries.lengths[q])] for q in range(len(queries))]
+            codes.sort(key=len, reverse=True)
+            # The first chunk's plans first (a search takes the longest queries first, a
+            # chunk at a time): the layout threads take them in this order.
+            first = self.query_chunk("pairwise", len(runner.codes))
+            for part in (codes[:first], codes[first:]):
+                runner.prepare(part, task.scoring, task.mode, task.free_ends, build=False)
 
     def warm_up(self, task) -> None:
         """Build the search programs ``task`` may take before the database is read (a
@@ -205,13 +217,15 @@ class OpenCLBackend(Backend):
         if task.kernel != "pairwise" or self.width == 32:
             return
         from .search import SearchTask
-        from .search_group import build_every_shape, build_threads
+        from .search_group import WARM_QUERY_LENGTH, build_every_shape, build_threads, keeps_best
 
         dctx = device_context(self.device, self.stream)
         probe = SearchRunner(dctx, [], local_kernel=self.search_kernel)
         search_task = SearchTask.of(task.scoring, task.mode, task.free_ends)
         if probe.uses_group_kernel(search_task):
-            build_every_shape(dctx, not search_task.local, probe.ptx, build_threads())
+            glob = not search_task.local
+            nobest = not keeps_best(glob, task.scoring, WARM_QUERY_LENGTH)
+            build_every_shape(dctx, glob, probe.ptx, build_threads(), nobest)
 
     def device_wait(self):
         return wait_totals()
@@ -275,38 +289,75 @@ class OpenCLBackend(Backend):
         if cached is not None and cached[0] == key:
             return cached[1]
         targets = [lane for block in blocks for lane in block.lanes()]
+        one = blocks[0] if len(blocks) == 1 and blocks[0].ragged else None
         runner = SearchRunner(
-            device_context(self.device, self.stream), targets, local_kernel=self.search_kernel
+            device_context(self.device, self.stream),
+            targets,
+            local_kernel=self.search_kernel,
+            residues=one.codes[: one.residues] if one is not None else None,
         )
         self._search_cached = (key, runner, blocks)  # holding the blocks keeps their ids unique
         return runner
 
     def _score_pairwise(self, task, queries, blocks, progress):
+        (out,) = self._stream_pairwise(task, [queries], blocks, progress)
+        return out
+
+    def _stream_pairwise(self, task, batches, blocks, progress):
+        """The search runner's pipeline over query batches: each batch's programs and bucket
+        layouts are started when the pipeline takes it, its scores cut into the blocks."""
         began = time.perf_counter()
         runner = self._search_runner(blocks)
-        made = time.perf_counter()
+        log.info("opencl search: targets on the device %.3f s", time.perf_counter() - began)
         name = f"opencl {runner.dctx.caps.name}"
-        codes = [queries.codes[q, : int(queries.lengths[q])] for q in range(len(queries))]
-        runner.prepare(codes, task.scoring, task.mode, task.free_ends, width=self.width)
-        log.info(
-            "opencl search: targets on the device %.3f s, programs and layouts started %.3f s",
-            made - began, time.perf_counter() - made,
-        )  # fmt: skip
-        result = runner.score_block(
-            codes, task.scoring, task.mode, task.free_ends, width=self.width, progress=progress
+        total = int(runner.lengths.sum())
+        batches = [
+            [queries.codes[q, : int(queries.lengths[q])] for q in range(len(queries))]
+            for queries in batches
+        ]
+        cells = [sum(len(q) for q in codes) * total for codes in batches]
+
+        def prepare(codes) -> None:
+            mark = time.perf_counter()
+            runner.prepare(codes, task.scoring, task.mode, task.free_ends, width=self.width)
+            log.info(
+                "opencl search: %d queries' programs and layouts started %.3f s",
+                len(codes), time.perf_counter() - mark,
+            )  # fmt: skip
+
+        def chunks():
+            # The first batch's programs and layouts first; every other batch's once the
+            # first batch's launches are queued (the pipeline takes the second batch then):
+            # their layouts are made while the device runs the first ones.
+            for k, codes in enumerate(batches):
+                if k < 2:
+                    prepare(codes if k == 0 else [q for later in batches[1:] for q in later])
+                yield codes
+
+        stream = runner.score_stream(
+            chunks(), task.scoring, task.mode, task.free_ends, width=self.width, progress=progress
         )
-        cells = int(queries.lengths[: len(codes)].sum()) * int(runner.lengths.sum())
-        self.stats.record(name, cells, result.kernel_seconds, blocks=len(blocks))
-        scores, widths = result.scores, result.width
-        out, lane = [], 0
-        for block in blocks:
-            out.append(
-                BlockScores(
-                    scores[:, lane : lane + block.width], widths[:, lane : lane + block.width]
+        for k, result in enumerate(stream):
+            self.stats.record(name, cells[k], result.kernel_seconds, blocks=len(blocks))
+            scores, widths = result.scores, result.width
+            out, lane = [], 0
+            for block in blocks:
+                out.append(
+                    BlockScores(
+                        scores[:, lane : lane + block.width], widths[:, lane : lane + block.width]
+                    )
                 )
-            )
-            lane += block.width
-        return out
+                lane += block.width
+            yield out
+
+    def score_stream(self, task, batches, blocks, progress=None):
+        """Search batches in one device pipeline (:meth:`SearchRunner.score_stream`): the
+        device goes on to the next batch while this one's last results come back; other
+        tasks as :meth:`score` one after another."""
+        if task.kernel != "pairwise" or not blocks or self.width not in (None, 16, 32):
+            yield from super().score_stream(task, batches, blocks, progress)
+            return
+        yield from self._stream_pairwise(task, batches, blocks, progress)
 
     def score(self, task, queries, blocks, progress=None, out=None):
         """The Backend contract's ``score``; PaPaRa tasks also take ``out``.

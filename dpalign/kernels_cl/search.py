@@ -44,8 +44,10 @@ from __future__ import annotations
 import copy
 import logging
 import time
+from collections import deque
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -80,6 +82,10 @@ CPU_GROUP = 64
 #: Query batches in flight on the group kernel (result buffers on the device): the device
 #: computes the next two while the host finishes one.
 FLIGHT = 3
+#: Threads that finish collected batches (gather the raw results into target order, the
+#: scores, the flags: NumPy that releases the GIL). One was slower than the H100 in global
+#: modes (~0.35 s a batch of 32 queries against 200,000 targets, the device ~0.2 s).
+FINISHERS = 4
 #: Default kernel options (measured on the H100, BENCHMARKS.md): global mode in the shifted
 #: frame, local mode's running best by three-input max.
 SHIFTED = True
@@ -348,6 +354,41 @@ class BlockResult:
     recomputed: np.ndarray
 
 
+def _serialized(call):
+    """``call`` behind a lock (a progress callback called from several threads)."""
+    import threading
+
+    lock = threading.Lock()
+
+    def locked(*args):
+        with lock:
+            return call(*args)
+
+    return locked
+
+
+@dataclass
+class _Chunk:
+    """One chunk of queries in :meth:`SearchRunner.score_stream`'s pipeline: its results
+    so far and where its batches are."""
+
+    queries: list
+    scores: np.ndarray
+    widths: np.ndarray
+    recomputed: np.ndarray
+    began: float
+    group: object = None  # the GroupSearch its batches run on
+    batches: list = field(default_factory=list)  # rows of each launch batch
+    left: int = 0  # batches not collected yet
+    jobs: list = field(default_factory=list)  # finishing of collected batches
+    wrapped: list = field(default_factory=list)  # (query, one-query results, flags)
+    seconds: float = 0.0
+    launches: int = 0
+    first: float | None = None  # its first launch
+    last: float = 0.0  # its last collect
+    waited: float = 0.0
+
+
 class SearchRunner:
     """Targets uploaded to one device, ready to be searched with any number of queries.
 
@@ -377,6 +418,9 @@ class SearchRunner:
         3,520 GCUPS; global and semiglobal 3,065 / 3,070 against the strip kernel's 1,513 /
         1,523 in issue 13's measurements, and ``bench/opencl_search.py check`` passed in every
         mode); "group": the group kernel on any device (how PoCL tests it); "strip": never.
+    residues : ndarray of uint8, optional
+        Every target's codes in one buffer, in any order (where the caller has one: saves
+        concatenating them again to find the letters in use).
     """
 
     def __init__(
@@ -390,12 +434,15 @@ class SearchRunner:
         best3: bool | None = None,
         profile: str | None = None,
         local_kernel: str | None = None,
+        residues: np.ndarray | None = None,
     ) -> None:
         self.dctx = dctx
         self.codes = [np.ascontiguousarray(t, dtype=np.uint8) for t in targets]
         self.lengths = np.fromiter((len(t) for t in self.codes), np.int64, len(self.codes))
-        # one pass over every residue (a max per target: ~0.5 s for 200,000 proteins)
-        top = int(np.concatenate(self.codes).max(initial=0)) if self.codes else 0
+        if residues is None and self.codes:
+            residues = np.concatenate(self.codes)
+        self.residues = residues  # every target's codes in one buffer (any order)
+        top = int(residues.max(initial=0)) if self.codes else 0
         self.virtual = top + 1
         self.bits = residue_bits(self.virtual)
         self._options(strip, group, ptx, shifted, best3, profile, local_kernel)
@@ -670,92 +717,185 @@ class SearchRunner:
         does not take (an empty query, a pair table too big for local memory, ``width=32``,
         devices where the strip kernel runs) go through :meth:`score` one by one.
         """
-        began = time.perf_counter()
-        queries = [self._checked(q, scoring, width) for q in queries]
+        (result,) = self.score_stream([queries], scoring, mode, free_ends, width, progress)
+        return result
+
+    def score_stream(
+        self,
+        chunks: Iterable,
+        scoring: Scoring,
+        mode: str = "local",
+        free_ends=(True, True, True, True),
+        width: int | None = None,
+        progress=None,
+    ) -> Iterator[BlockResult]:
+        """:meth:`score_block` of each chunk of ``chunks`` (lists of code arrays), yielded in
+        order, from one pipeline of batches: the next chunk's first batches are launched
+        before this chunk's last results are back, so the device does not wait for the host
+        at a chunk's end (the drain and refill cost ~0.3 s a chunk on the H100). A chunk is
+        taken from ``chunks`` when the pipeline reaches it (``FLIGHT - 1`` batches ahead);
+        the results of the chunks before it have been yielded or are being finished.
+        """
         task = SearchTask.of(scoring, mode, free_ends)
+        if progress is not None:  # called from the finishing threads, one at a time
+            progress = _serialized(progress)
+        source = iter(chunks)
+        opened: deque[_Chunk] = deque()  # taken, not yet yielded, in order
+        todo: deque = deque()  # (chunk, rows) not launched yet
+        flight: deque = deque()  # (chunk, rows, pending) launched, not collected
+        launched = 0
+        totals = {"chunks": 0, "batches": 0, "first": None, "kernels": 0.0, "exhausted": False}
+
+        def take() -> bool:
+            queries = next(source, None)
+            if queries is None:
+                totals["exhausted"] = True
+                return False
+            chunk = self._open_chunk(list(queries), task, width, progress)
+            opened.append(chunk)
+            todo.extend((chunk, rows) for rows in chunk.batches)
+            return True
+
+        def launch() -> None:
+            nonlocal launched
+            while not todo and take():
+                pass
+            if todo:
+                chunk, rows = todo.popleft()
+                pending = chunk.group.submit(
+                    [chunk.queries[k] for k in rows], task, slot=launched % FLIGHT
+                )
+                if chunk.first is None:
+                    chunk.first = time.perf_counter()
+                launched += 1
+                flight.append((chunk, rows, pending))
+
+        with ThreadPoolExecutor(FINISHERS, thread_name_prefix="dpalign-finish") as finisher:
+            for _ in range(FLIGHT - 1):
+                launch()
+            totals["first"] = time.perf_counter()
+            while True:
+                # A chunk is closed once its batches are finished, not waited for while
+                # there are batches to collect: this thread goes on launching meanwhile.
+                while (
+                    opened
+                    and opened[0].left == 0
+                    and (not flight or all(job.done() for job in opened[0].jobs))
+                ):
+                    chunk = opened.popleft()
+                    totals["chunks"] += 1
+                    totals["batches"] += len(chunk.batches)
+                    result = self._close_chunk(chunk, scoring, mode, free_ends, width)
+                    totals["kernels"] += result.kernel_seconds
+                    if totals["exhausted"] and not (opened or flight) and totals["chunks"] > 1:
+                        log.info(
+                            "opencl search: %d chunks in one pipeline, %d batches, %.3f s from "
+                            "the first launch to the last result; kernels %.3f s",
+                            totals["chunks"], totals["batches"],
+                            time.perf_counter() - totals["first"], totals["kernels"],
+                        )  # fmt: skip
+                    yield result
+                if not flight:
+                    break
+                launch()  # behind the FLIGHT - 1 queued: its slot's last batch is collected
+                chunk, rows, pending = flight.popleft()
+                mark = time.perf_counter()
+                chunk.group.wait_for(pending)
+                chunk.last = time.perf_counter()
+                chunk.waited += chunk.last - mark
+                # the raw results' gather and the scores on the finishing thread: this one
+                # goes straight back to launching
+                job = finisher.submit(self._finish, chunk, rows, pending, task, progress)
+                chunk.jobs.append(job)
+                chunk.left -= 1
+
+    def _open_chunk(self, queries, task: SearchTask, width, progress) -> _Chunk:
+        """A chunk's arrays and batches; the queries the group kernel does not take are
+        scored here, one by one."""
+        began = time.perf_counter()
+        sc = task.scoring
+        queries = [self._checked(q, sc, width) for q in queries]
         nq, n_targets = len(queries), len(self.codes)
-        # every row is written below (by score() or a batch), so no fill pass first
-        scores = np.empty((nq, n_targets), dtype=np.int64)
-        widths = np.empty((nq, n_targets), dtype=np.uint8)
-        recomputed = np.zeros(nq, dtype=np.int64)
-        seconds, launches = 0.0, 0
-        group = None
+        # every row is written (by score() here or a batch), so no fill pass first
+        chunk = _Chunk(
+            queries,
+            np.empty((nq, n_targets), dtype=np.int64),
+            np.empty((nq, n_targets), dtype=np.uint8),
+            np.zeros(nq, dtype=np.int64),
+            began,
+        )
         eligible: list[int] = []
         if width != 32 and len(self.real):
             for k, query in enumerate(queries):
                 g = self._group_kernel(task, query) if len(query) else None
                 if g is not None:
-                    group = g
+                    chunk.group = g
                     eligible.append(k)
         chosen = set(eligible)
+        ends = task.ends
         for k, query in enumerate(queries):
             if k not in chosen:
-                one = self.score(query, scoring, mode, free_ends, width, progress)
-                scores[k], widths[k] = one.scores, one.width
-                seconds, launches = seconds + one.kernel_seconds, launches + one.launches
-                recomputed[k] = one.recomputed
-        if not eligible:
-            return BlockResult(scores, widths, seconds, launches, recomputed)
-        batches = [
-            [eligible[j] for j in batch] for batch in group.batches([queries[k] for k in eligible])
-        ]
-        empty = np.flatnonzero(self.lengths == 0)
-        total = int(self.lengths.sum())
+                one = self.score(query, sc, task.mode, ends, width, progress)
+                chunk.scores[k], chunk.widths[k] = one.scores, one.width
+                chunk.seconds += one.kernel_seconds
+                chunk.launches += one.launches
+                chunk.recomputed[k] = one.recomputed
+        if eligible:
+            chunk.batches = [
+                [eligible[j] for j in batch]
+                for batch in chunk.group.batches([queries[k] for k in eligible])
+            ]
+        chunk.left = len(chunk.batches)
+        return chunk
+
+    def _finish(self, chunk: _Chunk, rows, pending, task: SearchTask, progress):
+        """A batch whose results are on the host into its rows of the chunk's ``scores`` and
+        ``widths`` (NumPy, on one of the finishing threads: the launching thread goes
+        straight back to the device); returns the batch's kernel seconds and launches."""
+        got = chunk.group.collect(pending)
+        queries = chunk.queries
+        ms = np.array([len(queries[k]) for k in rows], np.int64)
+        part = scores_from_batch(task, ms, self.lengths, got.values)
+        hot = got.flagged.any(axis=1)
+        empty = len(self.real) < len(self.lengths)
         width_part = np.where(self.lengths > 0, 16, 64).astype(np.uint8)
-        pending: dict = {}
-        wrapped: list = []  # (query, its one-query results, flags): recomputed below
+        for j, k in enumerate(rows):
+            if empty:
+                self._empty_pairs(task, queries[k], part[j])
+            if hot[j]:  # rare: a score near 32,767 or a long global pair
+                chunk.wrapped.append((k, got.results(j), got.flagged[j]))
+        chunk.widths[rows] = width_part
+        chunk.scores[rows] = part
+        if progress is not None:
+            progress(int(ms.sum()) * int(self.lengths.sum()))
+        return got.seconds, got.launches
 
-        def launch(b: int) -> None:
-            if b < len(batches):
-                slot = b % FLIGHT
-                pending[b] = group.submit([queries[k] for k in batches[b]], task, slot=slot)
-
-        def finish(rows, got) -> None:
-            """A collected batch into its rows of ``scores`` and ``widths`` (NumPy, on the
-            finishing thread: the submitting thread goes straight back to the device)."""
-            ms = np.array([len(queries[k]) for k in rows], np.int64)
-            part = scores_from_batch(task, ms, self.lengths, got.values)
-            hot = got.flagged.any(axis=1)
-            for j, k in enumerate(rows):
-                if len(empty):
-                    self._empty_pairs(task, queries[k], part[j])
-                if hot[j]:  # rare: a score near 32,767 or a long global pair
-                    wrapped.append((k, got.results(j), got.flagged[j]))
-                widths[k] = width_part
-            scores[rows] = part
-            if progress is not None:
-                progress(int(ms.sum()) * total)
-
-        first = time.perf_counter()
-        waited = 0.0
-        with ThreadPoolExecutor(1, thread_name_prefix="dpalign-finish") as finisher:
-            done = []
-            for b in range(FLIGHT - 1):
-                launch(b)
-            for b, rows in enumerate(batches):
-                launch(b + FLIGHT - 1)  # its slot's last batch (b - 1) is collected
-                mark = time.perf_counter()
-                got = group.collect(pending.pop(b))
-                waited += time.perf_counter() - mark
-                seconds, launches = seconds + got.seconds, launches + got.launches
-                done.append(finisher.submit(finish, rows, got))
-            for job in done:
-                job.result()
-        for k, found, flagged in wrapped:
+    def _close_chunk(self, chunk: _Chunk, scoring, mode, free_ends, width) -> BlockResult:
+        """A chunk whose batches are all collected: its finishing waited for, its wrapped
+        pairs recomputed in int32; its result."""
+        for job in chunk.jobs:
+            seconds, launches = job.result()
+            chunk.seconds += seconds
+            chunk.launches += launches
+        for k, found, flagged in sorted(chunk.wrapped, key=lambda w: w[0]):
             one = self.score(
-                queries[k], scoring, mode, free_ends, width, None, (found, flagged, 0.0, 0)
+                chunk.queries[k], scoring, mode, free_ends, width, None, (found, flagged, 0.0, 0)
             )
-            scores[k], widths[k] = one.scores, one.width
-            seconds, launches = seconds + one.kernel_seconds, launches + one.launches
-            recomputed[k] = one.recomputed
+            chunk.scores[k], chunk.widths[k] = one.scores, one.width
+            chunk.seconds += one.kernel_seconds
+            chunk.launches += one.launches
+            chunk.recomputed[k] = one.recomputed
         end = time.perf_counter()
-        log.info(
-            "opencl search: %d queries in %d batches, %.3f s: %.3f s to the first launch, "
-            "%.3f s waiting for results, %.3f s on the host after it; kernels %.3f s",
-            nq, len(batches), end - began, first - began, waited, end - first - waited,
-            seconds,
-        )  # fmt: skip
-        return BlockResult(scores, widths, seconds, launches, recomputed)
+        if chunk.batches:
+            log.info(
+                "opencl search: %d queries in %d batches, %.3f s: %.3f s to the first launch, "
+                "%.3f s waiting for results, %.3f s on the host after the last; kernels %.3f s",
+                len(chunk.queries), len(chunk.batches), end - chunk.began,
+                chunk.first - chunk.began, chunk.waited, end - chunk.last, chunk.seconds,
+            )  # fmt: skip
+        return BlockResult(
+            chunk.scores, chunk.widths, chunk.seconds, chunk.launches, chunk.recomputed
+        )
 
     def _checked(self, query, scoring: Scoring, width) -> np.ndarray:
         if width not in (None, 16, 32):
@@ -775,10 +915,12 @@ class SearchRunner:
         free_ends,
         width=None,
         threads: int | None = None,
+        build: bool = True,
     ) -> None:
         """Build the thread-group programs that ``queries`` (a list of code arrays) will
         take, up to ``threads`` at a time (default: ``search_group.build_threads()``), and
-        lay out their buckets, before the first is scored."""
+        lay out their buckets, before the first is scored (``build`` False: the layouts
+        only, e.g. while another thread builds the programs)."""
         from .search_group import build_threads
 
         threads = threads or build_threads()
@@ -791,7 +933,7 @@ class SearchRunner:
             if group is not None:
                 lengths.setdefault(id(group), (group, set()))[1].add(len(query))
         for group, ms in lengths.values():
-            group.build_for(sorted(ms), not task.local, threads)
+            group.build_for(sorted(ms), not task.local, threads, scoring, build)
 
     def uses_group_kernel(self, task: SearchTask) -> bool:
         """Whether queries of ``task`` (those whose pair table fits) take the thread-group
@@ -809,7 +951,9 @@ class SearchRunner:
         if self.ptx not in self._groups:
             from .search_group import GroupSearch
 
-            self._groups[self.ptx] = GroupSearch(self.dctx, self.codes, self.lengths, ptx=self.ptx)
+            self._groups[self.ptx] = GroupSearch(
+                self.dctx, self.codes, self.lengths, ptx=self.ptx, residues=self.residues
+            )
         group = self._groups[self.ptx]
         return group if group.fits(query) else None
 

@@ -41,7 +41,9 @@
  *
  * 16-bit overflow: H only grows by the largest substitution score per step, so the first cell
  * that passes 32767 - max(s) - 64 is exact and lands in the best; the host flags such pairs
- * and recomputes them in int32 (the strip kernel).
+ * and recomputes them in int32 (the strip kernel). NO_BEST (global modes): the host has
+ * shown that no H can get there (H <= max(s) * m with gap costs >= 0), so the best is not
+ * kept (half a three-input max per cell) and stays at -30720.
  *
  * Many queries per launch: dimension 1 of the range is the query of the batch (its pair table,
  * row offsets and length in qinfo); each query's results are one row of `out`, a bucket's
@@ -51,7 +53,7 @@
  * the strip kernel's order (search.cl).
  *
  * Compile-time constants (-D): G, R (even), WG (work-items per work-group, a multiple of G),
- * USE_PTX, MULTI (multi-pass), GLOBAL_MODE. Nothing of the query is: the pair table (its
+ * USE_PTX, MULTI (multi-pass), GLOBAL_MODE, NO_BEST. Nothing of the query is: the pair table (its
  * letters and the virtual row) and the query row offsets (m + 2 G, with G - 1 virtual rows at
  * each end) are local buffers sized at launch, so every query shares one build per shape.
  */
@@ -73,6 +75,12 @@
 #endif
 #ifndef GLOBAL_MODE
 #define GLOBAL_MODE 0
+#endif
+#ifndef NO_BEST
+#define NO_BEST 0
+#endif
+#if NO_BEST && !GLOBAL_MODE
+#error "local mode's result is the best"
 #endif
 #define W (G * R)
 #if (R % 2) != 0
@@ -130,9 +138,14 @@ inline uint top_pair(const int j, const int2 pads, const int topz, const int o, 
 
 /* One wavefront step of one work-item: query row i = k - t at its R columns. HI is the H row
    before the step (row i - 1), HO the row after it; F in place. On return hl / el hold the next
-   step's left inputs (from work-item t - 1, or the border / carry for t = 0), hd the old hl. */
+   step's left inputs (from work-item t - 1, or the border / carry for t = 0), hd the old hl.
+   `mid` (a constant at each call): every work-item of the group is on a real row before the
+   last (G - 1 <= k < m - 1), so global modes need no branch for fill, drain or the last row:
+   the column loop is straight-line code that the compiler schedules across steps, as in local
+   mode. */
 inline __attribute__((always_inline)) void step(
-    const int k, const int t, const int m, const int pass, __local const uint *ltab,
+    const int mid, const int k, const int t, const int m, const int pass,
+    __local const uint *ltab,
     __local const int *lq, const uint *po, const cell_t *HI, cell_t *HO, cell_t *Fc,
     cell_t *hd_, cell_t *hl_, cell_t *el_, cell_t *best_, const cell_t NE, const cell_t NOE,
     __global uint2 *cbuf, __local uint *xh, __local uint *xe, const int lid, GSTATE_ARGS) {
@@ -140,7 +153,7 @@ inline __attribute__((always_inline)) void step(
     cell_t hl = *hl_, el = *el_, best = *best_;
     cell_t h = 0, ee = el;
 #if GLOBAL_MODE
-    if ((uint)i < (uint)m) {
+    if (mid || (uint)i < (uint)m) {
 #endif
         const int base = lq[i + G - 1];
         cell_t d = *hd_, hprev = 0;
@@ -155,14 +168,16 @@ inline __attribute__((always_inline)) void step(
             const cell_t tt = p_add(h, NOE);
             ee = p_addmax(ee, NE, tt);
             Fc[c] = p_addmax(Fc[c], NE, tt);
+#if !NO_BEST
             if (c & 1) best = p_max3(best, hprev, h);
             else hprev = h;
+#endif
             d = HI[c];
             HO[c] = h;
         }
 #if GLOBAL_MODE
         *lastc_ = p_max(*lastc_, h); /* this work-item's last column, every real row */
-        if (i == m - 1) {
+        if (!mid && i == m - 1) {
             /* the last query row: its real columns (right of each target's padding) */
             const int j0 = pass * W + t * R;
             cell_t lr = *lastr_;
@@ -182,7 +197,7 @@ inline __attribute__((always_inline)) void step(
     }
 #endif
 #if MULTI
-    if (t == G - 1 && (uint)i < (uint)m) cbuf[i] = (uint2)(h, ee);
+    if (t == G - 1 && (mid || (uint)i < (uint)m)) cbuf[i] = (uint2)(h, ee);
 #endif
     cell_t hd = hl;
 #if USE_PTX
@@ -225,9 +240,11 @@ inline __attribute__((always_inline)) void step(
 #else
 #define CBUF 0
 #endif
-#define STEP(K, HI, HO)                                                                   \
-    step(K, t, m, pass, ltab, lq, po, HI, HO, Fc, &hd, &hl, &el, &best, NE, NOE, CBUF, XCH, lid, \
-         GSTATE)
+#define STEP_(MID, K, HI, HO)                                                             \
+    step(MID, K, t, m, pass, ltab, lq, po, HI, HO, Fc, &hd, &hl, &el, &best, NE, NOE, CBUF, XCH, \
+         lid, GSTATE)
+#define STEP(K, HI, HO) STEP_(0, K, HI, HO)
+#define STEP_MID(K, HI, HO) STEP_(1, K, HI, HO)
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void group_search(
     __global const ushort *cols, /* per pair: passes * W column letter-pair byte offsets */
@@ -320,6 +337,16 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void group_search(
             /* two steps per iteration, the H row alternating between HcA and HcB, so the
                unrolled column loop needs no register moves to carry the row over */
             for (int k = 0; k < m + G - 1; k += 2) {
+#if GLOBAL_MODE
+                /* past the fill: the steps where every work-item is on a real row before
+                   the last, without branches (one more copy of the step, not two: the fill
+                   and the drain share this loop's) */
+                if (k == G)
+                    for (; k + 1 < m - 1; k += 2) {
+                        STEP_MID(k, HcA, HcB);
+                        STEP_MID(k + 1, HcB, HcA);
+                    }
+#endif
                 STEP(k, HcA, HcB);
                 STEP(k + 1, HcB, HcA);
             }

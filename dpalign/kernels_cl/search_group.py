@@ -182,8 +182,9 @@ def _plan(n, m, shapes, multi, forbidden) -> list[Bucket]:
     return buckets
 
 
-def group_defines(G: int, R: int, multi: bool, glob: bool, ptx: bool) -> dict:
-    """The ``-D`` constants of one shape's program (nothing of the query or the targets)."""
+def group_defines(G: int, R: int, multi: bool, glob: bool, ptx: bool, nobest: bool = False) -> dict:
+    """The ``-D`` constants of one shape's program (nothing of the query or the targets;
+    ``nobest``: global modes without the best H, see :func:`keeps_best`)."""
     return {
         "G": G,
         "R": R,
@@ -191,27 +192,74 @@ def group_defines(G: int, R: int, multi: bool, glob: bool, ptx: bool) -> dict:
         "USE_PTX": int(ptx),
         "MULTI": int(multi),
         "GLOBAL_MODE": int(glob),
+        "NO_BEST": int(glob and nobest),
     }
 
 
-def build_every_shape(dctx: DeviceContext, glob: bool, ptx: bool, threads: int) -> int:
+#: The query length global-mode programs are built for before the queries are known (the
+#: warm-up): scorings whose best score cannot reach :func:`flag_limit` at this length take
+#: the programs without the best H (:func:`keeps_best`).
+WARM_QUERY_LENGTH = 1024
+
+
+def keeps_best(glob: bool, scoring, m: int) -> bool:
+    """Whether launches of queries of up to ``m`` residues keep every target's best H.
+
+    Local mode: always (it is the score). Global modes keep it only to flag pairs that may
+    have wrapped past 16 bits; where no H can come near :func:`flag_limit` (every H is at
+    most ``max(s) * m``: a path gains only on its diagonal steps, at most ``m`` of them, with
+    gap costs >= 0 and borders <= 0), the kernel does without it (``NO_BEST``: half a
+    three-input max per cell less)."""
+    if not glob:
+        return True
+    smax = max(int(scoring.matrix.max(initial=0)), 0)
+    gaps_cost = scoring.gap_open >= 0 and scoring.gap_extend >= 0
+    return not (gaps_cost and smax * m < flag_limit(scoring.matrix))
+
+
+def build_every_shape(
+    dctx: DeviceContext, glob: bool, ptx: bool, threads: int, nobest: bool = False
+) -> int:
     """Build every program a search in this mode may take (each of :data:`SHAPES`, each of
     :data:`MULTI_SHAPES` in several passes), side by side, before the targets are known
     (a first run builds them while it reads its files); return how many."""
     from .programs import build_all
 
     shapes = sorted({*((g, r, False) for g, r in SHAPES), *((g, r, True) for g, r in MULTI_SHAPES)})
-    defines = [group_defines(g, r, multi, glob, ptx) for g, r, multi in shapes]
+    defines = [group_defines(g, r, multi, glob, ptx, nobest) for g, r, multi in shapes]
     build_all(dctx, "search_group.cl", defines, threads)
     return len(defines)
 
 
 def build_threads() -> int:
     """Programs built at a time: NVIDIA's compiler runs one build per thread without the
-    GIL, and a first run has ~16 programs to build."""
+    GIL, and a first run has 17 programs to build (every shape of a mode). Up to twice the
+    cores, so that all 17 build at once on a 16-core host: 16 threads built them in two
+    rounds, the 17th alone after the others (2.6-4.0 s of a cold run on the H100 host)."""
     import os
 
-    return max(1, min(16, os.cpu_count() or 1))
+    return max(1, min(2 * (os.cpu_count() or 1), len(SHAPES) + len(MULTI_SHAPES) + 1))
+
+
+def letters_used(codes: np.ndarray) -> np.ndarray:
+    """Which of the 256 byte values occur in ``codes`` (uint8). Codes below 64 (every
+    alphabet but custom ones): a bit per code, OR-ed over cache-sized pieces (~2x a
+    boolean fancy index, 0.06 s for 200,000 proteins here)."""
+    used = np.zeros(256, bool)
+    if not codes.size:
+        return used
+    if int(codes.max()) >= 64:
+        used[codes] = True
+        return used
+    bits, one = 0, np.uint64(1)
+    piece = np.empty(1 << 16, np.uint64)
+    for start in range(0, codes.size, piece.size):
+        part = codes[start : start + piece.size]
+        out = piece[: part.size]
+        np.left_shift(one, part, out=out, casting="unsafe")
+        bits |= int(np.bitwise_or.reduce(out))
+    used[:64] = [(bits >> k) & 1 == 1 for k in range(64)]
+    return used
 
 
 def flag_limit(matrix: np.ndarray) -> int:
@@ -231,6 +279,9 @@ class GroupSearch:
         Command queues for the bucket launches (default :data:`QUEUES`).
     ptx : bool, optional
         Inline PTX arithmetic and shuffles (default: where the device has them).
+    residues : ndarray of uint8, optional
+        Every target's codes in one buffer, in any order (saves concatenating them to find
+        the letters in use).
     """
 
     def __init__(
@@ -240,6 +291,7 @@ class GroupSearch:
         lengths,
         queues: int | None = None,
         ptx: bool | None = None,
+        residues: np.ndarray | None = None,
     ) -> None:
         self.dctx = dctx
         self.codes = codes
@@ -247,7 +299,9 @@ class GroupSearch:
         self.real = np.flatnonzero(self.lengths > 0)
         used = np.zeros(256, bool)
         if len(self.real):
-            used[np.concatenate([codes[t] for t in self.real.tolist()])] = True
+            if residues is None:
+                residues = np.concatenate([codes[t] for t in self.real.tolist()])
+            used = letters_used(residues)
         self.letters = np.flatnonzero(used)  # compact target letter -> matrix code
         self.L = len(self.letters) + 1  # and the padding letter
         self.compact = np.full(256, self.L - 1, np.uint8)
@@ -260,6 +314,7 @@ class GroupSearch:
         self._lane_maps: dict = {}
         self._kernels: dict = {}
         self._packing: dict = {}  # bucket key -> layout job of build_for still under way
+        self._pack_pool = None  # build_for's layout threads
         self._queues: list = []
         self._carry = None
 
@@ -371,6 +426,7 @@ class GroupSearch:
         nq = len(queries)
         ms = np.array([len(q) for q in queries], np.int64)
         m_max = int(ms.max())
+        nobest = not keeps_best(glob, sc, m_max)  # its best results stay at -30720
         ctx, caps = self.dctx.context, self.dctx.caps
         # Global modes: each target ends on its last pass's last column, after virtual
         # columns that carry the left border (scoring 0 when that border is free, else too
@@ -406,7 +462,7 @@ class GroupSearch:
             )
             for j, (bucket, base) in enumerate(order):
                 cols, pads, _ = self._upload(bucket, glob)
-                kernel = self._kernel(bucket, glob)
+                kernel = self._kernel(bucket, glob, nobest)
                 wgs = -(-bucket.npairs // (WG // bucket.G))
                 wgs = max(1, min(wgs, cap))
                 slots = wgs * nq * (WG // bucket.G)
@@ -452,15 +508,26 @@ class GroupSearch:
             "inputs": (table_buf, qoff_buf, info_buf),
         }
 
+    def wait_for(self, pending: dict) -> None:
+        """Wait until a :meth:`submit`'s results are on the host (its slot's buffer may then
+        take another batch); :meth:`collect` may follow on another thread."""
+        with driver_errors(self.dctx.caps, "running the group search kernel"):
+            wait(pending["copy"])
+
     def collect(self, pending: dict) -> GroupBatch:
         """The results of a :meth:`submit`, once its launches and copy finish."""
         task, ms, events = pending["task"], pending["ms"], pending["events"]
-        with driver_errors(self.dctx.caps, "running the group search kernel"):
-            wait(pending["copy"])
+        self.wait_for(pending)
         lanes = pending["lanes"]
         glob = not task.local
-        raw = pending["host"].view(np.int16).reshape(len(ms), lanes.n_lanes, 4 if glob else 1)
-        values = raw[:, lanes.lane_of]  # [queries, targets, 1 or 4]
+        # [queries, targets, 1 or 4]: a lane's results gathered as one 2- or 8-byte element
+        # (a fancy index of 4-value rows took 5x as long: 0.38 s a global batch here)
+        host = pending["host"].reshape(len(ms), -1)
+        if glob:
+            whole = np.take(host.view(np.uint64), lanes.lane_of, axis=1)
+            values = whole.view(np.int16).reshape(len(ms), -1, 4)
+        else:
+            values = np.take(host.view(np.int16), lanes.lane_of, axis=1)[:, :, None]
         real = self.lengths > 0
         limit = flag_limit(task.scoring.matrix)
         flagged = values[:, :, -1] >= limit
@@ -583,23 +650,36 @@ class GroupSearch:
             targets,
         )
 
-    def defines(self, G: int, R: int, multi: bool, glob: bool) -> dict:
+    def defines(self, G: int, R: int, multi: bool, glob: bool, nobest: bool = False) -> dict:
         """The ``-D`` constants of one shape's program (nothing of the query)."""
-        return group_defines(G, R, multi, glob, self.ptx)
+        return group_defines(G, R, multi, glob, self.ptx, nobest)
 
-    def build_for(self, lengths, glob: bool, threads: int = 8) -> int:
+    def build_for(
+        self, lengths, glob: bool, threads: int = 8, scoring=None, build: bool = True
+    ) -> int:
         """Build, side by side, the programs that queries of ``lengths`` take (the shapes of
         their bucket plans), and start laying out and uploading their buckets on threads that
         carry on after this returns (:meth:`submit` waits for each bucket's own layout);
-        return how many programs that is."""
+        return how many programs that is (``scoring``: global modes' programs without the
+        best H where :func:`keeps_best` allows, as :meth:`submit` takes them; ``build``
+        False: the layouts only, the programs are left to whoever builds them)."""
         from concurrent.futures import ThreadPoolExecutor
 
         from .programs import build_all
 
         keys = {self.plan_key(m) for m in lengths if m > 0}
         buckets = {self._bucket_key(b, glob): b for key in keys for b in self._plan(key)}
-        shapes = {(b.G, b.R, b.passes > 1) for b in buckets.values()}
-        defines = [self.defines(g, r, multi, glob) for g, r, multi in sorted(shapes)]
+        variants = {
+            (self.plan_key(m), glob and scoring is not None and not keeps_best(glob, scoring, m))
+            for m in lengths
+            if m > 0
+        }
+        shapes = {
+            (b.G, b.R, b.passes > 1, nobest) for key, nobest in variants for b in self._plan(key)
+        }
+        defines = [
+            self.defines(g, r, multi, glob, nobest) for g, r, multi, nobest in sorted(shapes)
+        ]
         # Laid out in the order the launches take them (see submit), on threads that keep
         # going after this returns: the first launches wait for their own buckets only
         # (_upload), so the device starts while the rest are packed.
@@ -607,17 +687,20 @@ class GroupSearch:
             (k, b) for k, b in buckets.items() if k not in self._packed and k not in self._packing
         ]
         todo.sort(key=lambda kb: (-kb[1].passes * (max(keys) + kb[1].G), -len(kb[1].targets)))
-        pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="dpalign-pack")
+        # One pool for every call: a later call's layouts queue behind an earlier one's (a
+        # search prepares its first chunk's plan, then the others').
+        if self._pack_pool is None:
+            self._pack_pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="dpalign-pack")
         for k, b in todo:
-            self._packing[k] = pool.submit(self._lay_out, k, b, glob)
-        pool.shutdown(wait=False)  # the queued layouts still run
-        build_all(self.dctx, "search_group.cl", defines, threads)
+            self._packing[k] = self._pack_pool.submit(self._lay_out, k, b, glob)
+        if build:
+            build_all(self.dctx, "search_group.cl", defines, threads)
         return len(defines)
 
-    def _kernel(self, bucket: Bucket, glob: bool):
+    def _kernel(self, bucket: Bucket, glob: bool, nobest: bool = False):
         # One kernel object per program: making one runs pyopencl's argument-setter
         # generation (~0.25 ms, a per-bucket-per-query cost before batching).
-        key = (bucket.G, bucket.R, bucket.passes > 1, glob)
+        key = (bucket.G, bucket.R, bucket.passes > 1, glob, nobest)
         if key not in self._kernels:
             import pyopencl as cl
 
