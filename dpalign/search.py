@@ -17,7 +17,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 
 import numpy as np
@@ -507,10 +507,15 @@ def search_many(
     # for this thread to hand it over.
     rank_threads = min(RANK_THREADS, config.cpu_threads(threads)) if len(q_codes) > 1 else 1
     ranking = ThreadPoolExecutor(rank_threads, "dpalign-rank") if rank_threads > 1 else None
-    with ThreadPoolExecutor(1, thread_name_prefix="dpalign-search") as pool, ExitStack() as stack:
+    with ExitStack() as stack:
         if ranking is not None:
             stack.callback(ranking.shutdown)
-        pending = deque(pool.submit(run, chunk) for chunk in chunks[:2])
+        if len(chunks) > 1:
+            pool = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="dpalign-search"))
+            submit = pool.submit
+        else:  # one chunk: nothing to overlap, so no thread to start (~0.2 ms a search)
+            submit = _run_now
+        pending = deque(submit(run, chunk) for chunk in chunks[:2])
         try:
             for k, chunk in enumerate(chunks):
                 mark = time.perf_counter()
@@ -518,7 +523,7 @@ def search_many(
                 waited += time.perf_counter() - mark
                 mark = time.perf_counter()
                 if k + 2 < len(chunks):
-                    pending.append(pool.submit(run, chunks[k + 2]))
+                    pending.append(submit(run, chunks[k + 2]))
                 rows = range(0, len(chunk), 2) if both else range(len(chunk))
 
                 def rank(row, chunk=chunk, scores=scores, ids=ids, cells=cells):
@@ -542,6 +547,14 @@ def search_many(
         len(q_codes), len(chunks), waited, ranked,
     )  # fmt: skip
     return results
+
+
+def _run_now(fn, *args) -> Future:
+    """``fn(*args)`` run here, as a finished future (``ThreadPoolExecutor.submit``'s stand-in
+    where there is nothing to overlap)."""
+    done: Future = Future()
+    done.set_result(fn(*args))
+    return done
 
 
 def trace_pair(q_codes, t_codes, mode, ends, scoring, tracer, threads=None) -> Alignment:
@@ -609,7 +622,7 @@ def _top_hits(strands, scores, ids, database, top, settings, end_cells) -> list[
     context = (strands, database.codes(scoring.alphabet), mode, ends, scoring, trace_on)
     names = database.names
     index = ids[ranked].tolist()
-    score = [scoring.user(int(v)) for v in best[ranked].tolist()]
+    score = scoring.user(best[ranked]).tolist()  # Python ints (floats for scaled scores)
     sign = ["+-"[s] for s in chosen.tolist()]
     if end_cells is None:
         return [Hit(names[k], k, v, s, context) for k, v, s in zip(index, score, sign, strict=True)]

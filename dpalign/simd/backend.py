@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -70,7 +71,8 @@ KERNELS = (
 #: Lanes per block for pairwise kernels: 64 int8 lanes (one AVX-512 register) per lane group,
 #: up to :data:`MAX_GROUPS` groups per block when there are many targets (fewer calls from
 #: Python per cell, and the GIL-bound part of a block shrinks), as long as every thread still
-#: gets about :data:`BLOCKS_PER_THREAD` blocks.
+#: gets about :data:`BLOCKS_PER_THREAD` blocks; one thread has nothing to balance and takes
+#: the widest blocks.
 PAIRWISE_BLOCK_WIDTH = 64
 MAX_GROUPS = 8
 BLOCKS_PER_THREAD = 16
@@ -78,9 +80,11 @@ BLOCKS_PER_THREAD = 16
 
 def pairwise_block_width(n_targets: int, threads: int | None = None) -> int:
     """Lanes per pairwise block for ``n_targets`` targets on ``threads`` worker threads."""
-    per_block = n_targets // (
-        PAIRWISE_BLOCK_WIDTH * BLOCKS_PER_THREAD * config.cpu_threads(threads)
-    )
+    threads = config.cpu_threads(threads)
+    if threads == 1:  # each block costs ~0.1 ms of Python: 16 of them were 15% of 1e3 x 1 kb
+        per_block = -(-n_targets // PAIRWISE_BLOCK_WIDTH)
+    else:
+        per_block = n_targets // (PAIRWISE_BLOCK_WIDTH * BLOCKS_PER_THREAD * threads)
     return PAIRWISE_BLOCK_WIDTH * min(MAX_GROUPS, max(1, per_block))
 
 
@@ -194,6 +198,15 @@ class NumbaRegions(RegionFiller):
         return self.K.trace_bits(self.a, self.b, bits, self.local, i, j, state, ops, pos)
 
 
+@cache
+def _numba_installed() -> bool:
+    # find_spec, not import: importing numba takes half a second, and `dpalign devices` and
+    # `auto` ask every backend whether it is available (once: a path search, ~0.2 ms)
+    from importlib.util import find_spec
+
+    return find_spec("numba") is not None
+
+
 @dataclass
 class NumbaBackend(Backend):
     """Numba SIMD kernels on every CPU core."""
@@ -204,11 +217,7 @@ class NumbaBackend(Backend):
 
     @classmethod
     def available(cls, **options) -> bool:
-        # find_spec, not import: importing numba takes half a second, and `dpalign devices`
-        # and `auto` ask every backend whether it is available
-        from importlib.util import find_spec
-
-        return find_spec("numba") is not None
+        return _numba_installed()
 
     def describe(self) -> str:
         return f"numba ({config.cpu_threads(self.threads)} threads)"
