@@ -284,6 +284,32 @@ def test_results_do_not_depend_on_thread_count():
         assert runs[0][0][0, t] == want
 
 
+def test_work_units_of_many_threads():
+    # Many blocks: one unit per block with every query (no query slices, whose Python per
+    # unit held the GIL); few blocks: blocks times query slices, as for PaPaRa.
+    from dpalign.simd.backend import PAIRWISE_UNITS_PER_THREAD, NumbaBackend, pairwise_block_width
+
+    rng = np.random.default_rng(3)
+    s = Scoring((2, -3), (5, 2))
+    queries = query_batch([s.encode("".join(rng.choice(list("ACGT"), 30))) for _ in range(6)])
+    task = Task("pairwise", s, "local")
+    for n_blocks in (2 * PAIRWISE_UNITS_PER_THREAD + 1, 3):  # odd: old rule sliced both
+        blocks = reference_blocks([s.encode("ACGTTGCA" * 3)] * (64 * n_blocks), width=64)
+        seen = []
+
+        def one(task, part, block, seen=seen):
+            seen.append(len(part))
+            return P.score_block(task, part, block)
+
+        NumbaBackend(threads=2)._run(one, task, queries, blocks, None)
+        if n_blocks > 3:
+            assert seen == [6] * n_blocks
+        else:
+            assert len(seen) > n_blocks and sum(seen) == 6 * n_blocks
+    assert pairwise_block_width(1000, 1) == 512 and pairwise_block_width(100, 1) == 128
+    assert pairwise_block_width(1000, 2) == 64
+
+
 @given(case=cases(modes=["local"]), data=st.data())
 def test_striped_int16_equals_reference(case, data):
     from dpalign.simd.striped import local_score
