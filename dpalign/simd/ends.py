@@ -32,6 +32,7 @@ from .pairwise import (
     _prepare_query,
     lane_groups,
     live_sides,
+    local_columns,
     local_passes,
     padded_matrix,
     query_scratch,
@@ -57,7 +58,7 @@ def sweep_ends(codes, group_n, qcodes, qlens, qsel, matrix, o, e, pad, out, end_
     hbuf = np.empty(rows * STRIP * V, dtype=codes.dtype)
     lane_buf = np.empty(3 * V, dtype=codes.dtype)
     for g in range(codes.shape[0]):
-        grp = codes[g, : group_n[g] + 1]
+        grp = codes[g, : local_columns(group_n[g], codes.shape[1] - 1) + 1]
         for s_idx in range(qsel.shape[0]):
             q = qsel[s_idx]
             m = qlens[q]
@@ -135,19 +136,26 @@ def _locate(sb, best, runmax, hbuf, lane_buf, m, j0, width, end_i, end_j, zero, 
             if lane_buf[2 * V + lane] == 0:
                 continue
             value = lane_buf[lane]
-            lo, hi = 1, m  # the first row whose running maximum reaches value
+            hi = m
+            if value == lane_buf[V + lane]:
+                # A tie with the lane's best wins only from an earlier row: one look at the
+                # row above the recorded end settles the common case (most ties lose).
+                first = end_i[lane]
+                if first <= 1 or runmax[(first - 1) * V + lane] < value:
+                    continue
+                hi = first - 1
+            lo = 1  # the first row whose running maximum reaches value
             while lo < hi:
                 mid = (lo + hi) // 2
                 if runmax[mid * V + lane] >= value:
                     hi = mid
                 else:
                     lo = mid + 1
-            if value > lane_buf[V + lane] or lo < end_i[lane]:
-                k = 0
-                while k < width - 1 and hbuf[lo * KV + k * V + lane] != value:
-                    k += 1
-                end_i[lane] = lo
-                end_j[lane] = j0 + k + 1
+            k = 0
+            while k < width - 1 and hbuf[lo * KV + k * V + lane] != value:
+                k += 1
+            end_i[lane] = lo
+            end_j[lane] = j0 + k + 1
     return vmax(best, sb)
 
 
