@@ -226,8 +226,10 @@ def score_block_ends(task: Task, queries: QueryBatch, block: ReferenceBlock):
     width[:] = 8  # empty sides: local score 0 at (0, 0)
     if not live_lanes.size or not live_queries.size:
         return BlockScores(scores, width), a_end, b_end
-    codes = block.codes if len(live_lanes) == W else block.codes[:, live_lanes]
-    sub_lens = lengths[live_lanes]
+    # Empty targets keep their lanes: an all-padding lane scores 0 at (0, 0), as an empty
+    # target does, and the block's own arrays need no copy (and stay the lane-group cache's).
+    live_lanes = np.arange(W)
+    codes, sub_lens = block.codes, lengths
 
     def one_pass(w, sub, sub_lengths, qsel):
         got, ei, ej, sat = run_pass_ends(w, sub, sub_lengths, queries, qsel, scoring)
