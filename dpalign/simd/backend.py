@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 
 import numpy as np
 
@@ -321,18 +321,21 @@ class NumbaBackend(Backend):
         parts = self._run(module.score_block, task, queries, blocks, progress)
         return [_join(per_block) for per_block in parts]
 
-    def score_ends(self, task, queries, blocks, progress=None):
+    def score_ends(self, task, queries, blocks, progress=None, every=False):
         """Local scores with end cells: ``[(BlockScores, a_end [Q, W], b_end [Q, W])]``.
 
         Only where :func:`dpalign.simd.ends.ends_supported` says so (local pairwise scoring
         with positive gap costs); ends are 0-based, half-open (the first best cell in
-        row-major order, as :mod:`dpalign.reference` picks it).
+        row-major order, as :mod:`dpalign.reference` picks it), -1 for the few saturated
+        pairs rescored by the striped kernel, unless ``every`` (see
+        :func:`~dpalign.simd.ends.score_block_ends`).
         """
         from .ends import ends_supported, score_block_ends
 
         if not ends_supported(task):
             raise ValueError("score_ends needs local pairwise scoring with gap costs > 0")
-        parts = self._run(score_block_ends, task, queries, blocks, progress)
+        block_ends = partial(score_block_ends, every=every) if every else score_block_ends
+        parts = self._run(block_ends, task, queries, blocks, progress)
         out = []
         for per_block in parts:
             out.append(

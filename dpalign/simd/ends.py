@@ -208,13 +208,15 @@ def pair_ends_int64(a, b, matrix, o, e):
     return best, bi, bj
 
 
-def score_block_ends(task: Task, queries: QueryBatch, block: ReferenceBlock):
+def score_block_ends(task: Task, queries: QueryBatch, block: ReferenceBlock, every=False):
     """Local scores and end cells of a batch against a block.
 
     Returns ``(BlockScores, a_end [Q, W], b_end [Q, W])``: narrow passes first, then only
     the saturated pairs wider, as :func:`dpalign.simd.pairwise.score_block`; pairs beyond
     int32 in scalar int64. Pairs that the striped kernel rescored (a few saturated lanes of
-    a block) have ends -1: not known without a traceback.
+    a block) have ends -1: not known without a traceback. ``every``: saturated pairs go to
+    the wider lanes passes however few they are, so every pair's end is known (for a pass
+    over a few high-scoring hits, where a traceback per saturated pair would cost more).
     """
     scoring = task.scoring
     W, Q = block.width, len(queries)
@@ -243,7 +245,7 @@ def score_block_ends(task: Task, queries: QueryBatch, block: ReferenceBlock):
     outs = (scores, a_end, b_end)
     todo = local_passes(
         scoring, queries, codes, sub_lens, live_lanes, live_queries, outs, width, one_pass,
-        unknown_ends,
+        unknown_ends, few_striped=not every,
     )  # fmt: skip
     matrix = scoring.matrix.astype(np.int64)
     for qsel, lanes in todo:

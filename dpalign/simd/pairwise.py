@@ -644,22 +644,23 @@ STRIPED_MAX_LANES = 8
 
 
 def local_passes(
-    scoring, queries, codes, sub_lens, live_lanes, live_queries, outs, width, one_pass, striped=None
-):
+    scoring, queries, codes, sub_lens, live_lanes, live_queries, outs, width, one_pass,
+    striped=None, few_striped=True,
+):  # fmt: skip
     """The local passes over a block's live lanes, narrowest width first.
 
     ``one_pass(w, codes, lengths, qsel)`` scores queries ``qsel`` against lanes at width w
     and returns ``(values, saturated)``: ``values`` [S, L] arrays written, where not
     saturated, into the matching ``outs`` (the first the scores) at the live lanes; ``width``
     records w. Saturated groups with few lanes go one pair at a time to the striped kernel
-    (``striped(groups)`` hears which). Returns the groups ``(qsel, lanes)`` still saturated
-    after the widest pass.
+    (``striped(groups)`` hears which), unless ``few_striped`` is false. Returns the groups
+    ``(qsel, lanes)`` still saturated after the widest pass.
     """
     scores = outs[0]
     todo = [(live_queries, np.arange(len(live_lanes)))]
     for step, w in enumerate(_local_widths(scoring, len(live_lanes) > 32)):
         next_todo = []
-        if w == 16 and step > 0:  # few saturated lanes: one pair per striped pass
+        if w == 16 and step > 0 and few_striped:  # few saturated lanes: one pair a pass
             todo, few = _split_few(todo)
             next_todo.extend(
                 _striped_pairs(few, codes, sub_lens, live_lanes, queries, scoring, scores, width)
