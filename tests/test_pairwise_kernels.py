@@ -118,6 +118,23 @@ def test_int8_saturation_recomputes_only_those_pairs_at_int16():
         assert scores[0, t] == case.ref(query, targets[t])
 
 
+@pytest.mark.parametrize("match", [2, 20])
+def test_int8_scores_near_the_top_are_recomputed_before_they_wrap(match):
+    # The local cell adds without saturating: best scores from the type's maximum less the
+    # largest substitution score up are recomputed wider, so no lane wraps unflagged.
+    rng = np.random.default_rng(match)
+    query = "".join(rng.choice(list("ACGT"), 80))
+    targets = [query[:k] for k in range(1, 80)]  # every best from 2 (or 20) upward
+    case = _case((match, -3), (5, 2))
+    scores, widths = _run(case, [query], targets, 64)
+    limit = P.local_limit(case.scoring, 8)
+    assert limit == 127 - match
+    for t, b in enumerate(targets):
+        want = case.ref(query, b)
+        assert scores[0, t] == want, (len(b), want)
+        assert widths[0, t] == (8 if want < limit else 16)
+
+
 def test_int16_saturation_goes_to_int32():
     rng = np.random.default_rng(2)
     query = "".join(rng.choice(list("ACGT"), 400))

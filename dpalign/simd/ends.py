@@ -33,6 +33,7 @@ from .pairwise import (
     lane_groups,
     live_sides,
     local_columns,
+    local_limit,
     local_passes,
     padded_matrix,
     query_scratch,
@@ -165,7 +166,7 @@ def run_pass_ends(width, codes, lengths, queries, qsel, scoring):
     Returns ``(scores [S, L] int64, a_end [S, L], b_end [S, L], saturated [S, L])``.
     """
     matrix = padded_matrix(scoring, width)
-    lo, top = _RANGE[width]
+    lo = _RANGE[width][0]
     groups, group_n, _ = lane_groups(codes, lengths, width, matrix.shape[0] - 1)
     shape = (len(qsel), groups.shape[0], groups.shape[2])
     out = np.empty(shape, dtype=DTYPES[width])
@@ -181,7 +182,7 @@ def run_pass_ends(width, codes, lengths, queries, qsel, scoring):
         scores,
         end_i.reshape(len(qsel), -1)[:, :L],
         end_j.reshape(len(qsel), -1)[:, :L],
-        scores >= top,
+        scores >= local_limit(scoring, width),
     )
 
 

@@ -24,8 +24,9 @@ Widths and saturation
 ---------------------
 One kernel source compiles for int8 (64 lanes), int16 (32) and int32 (16) lanes
 (:mod:`dpalign.simd.vectors`). Local alignment starts in int8 when the block has more than 32
-lanes: scores only grow from 0, the diagonal add saturates, and a lane whose best cell reached
-the type's maximum is flagged and recomputed at int16, then int32 (only those pairs; a query
+lanes: scores only grow from 0, and a lane whose best cell comes within the largest
+substitution score of the type's maximum (:func:`local_limit`, before any diagonal add could
+wrap) is flagged and recomputed at int16, then int32 (only those pairs; a query
 with fewer than :data:`STRIPED_MAX_LANES` saturated lanes has them recomputed one pair at a
 time by the striped kernel of :mod:`dpalign.simd.striped`, which fills all 32 lanes). Low
 values cannot corrupt a local score (gap states stay above ``-(o + e)``, see
@@ -34,8 +35,8 @@ comes from the a-priori bound :meth:`~dpalign.scoring.Scoring.width_for`, which 
 leave. Pairs whose bound exceeds int32 are scored by a scalar int64 kernel.
 
 Target positions past a lane's end hold a padding symbol whose substitution score is the
-type's minimum (saturating add), so they never raise a local maximum; global end cells are
-picked per lane with masks.
+type's minimum (the global add saturates; a local H of at least 0 plus the minimum cannot
+wrap), so they never raise a local maximum; global end cells are picked per lane with masks.
 """
 
 from __future__ import annotations
@@ -195,9 +196,10 @@ def sweep(codes, group_n, lane_len, qcodes, qlens, qsel, matrix, o, e, local, en
     ends : ndarray (4,), bool
         ``(a_lead, a_trail, b_lead, b_trail)``: free end gaps of the query (a), target (b).
     pad : int
-        The padding symbol's score: the lane type's minimum (diagonal adds saturate).
+        The padding symbol's score: the lane type's minimum.
     out : ndarray (S, G, V), lane dtype
-        Best score per query and lane (local: saturated lanes hold the type maximum).
+        Best score per query and lane (local: lanes at or above :func:`local_limit` are
+        not exact and are recomputed wider).
     """
     Hc, Yc, tab, prof, qidx, symbol_slot = query_scratch(codes, qcodes, matrix)
     last = np.empty(STRIP * codes.shape[2], dtype=codes.dtype)
@@ -413,13 +415,21 @@ def padded_matrix(scoring, width: int) -> np.ndarray:
     return out
 
 
+@lru_cache(maxsize=64)
+def local_limit(scoring, width: int) -> int:
+    """The local best score from which a lane is recomputed wider: the type's maximum less
+    the largest substitution score. Below it no diagonal add can pass the maximum (the local
+    cell adds without saturating, see :func:`~dpalign.simd.pairwise_strips._local_cell`)."""
+    return _RANGE[width][1] - max(int(scoring.matrix.max()), 0)
+
+
 def local_width_ok(scoring, width: int) -> bool:
     """Whether a local pass at ``width`` is exact or flags saturation.
 
     Local H values lie in ``[0, max]``; gap states stay at or above ``-(o + e)`` because they
     are the maximum of a chain and of ``H - o``. So the substitution scores and ``o + e`` must
-    fit the type, and only the top can saturate (the diagonal add saturates, the best cell
-    then equals the type maximum and the pair is recomputed wider).
+    fit the type, and only the top can overflow: a pair whose best reaches
+    :func:`local_limit` is recomputed wider.
     """
     lo, hi = np.iinfo(DTYPES[width]).min, np.iinfo(DTYPES[width]).max
     m = scoring.matrix
@@ -526,7 +536,7 @@ def run_pass(
     """
     matrix = padded_matrix(scoring, width)
     pad_code = matrix.shape[0] - 1
-    lo, top = _RANGE[width]
+    lo = _RANGE[width][0]
     groups, group_n, lane_len = lane_groups(codes, lengths, width, pad_code)
     out = np.empty((len(qsel), groups.shape[0], groups.shape[2]), dtype=DTYPES[width])
     sweep(
@@ -545,7 +555,7 @@ def run_pass(
         out,
     )
     scores = out.reshape(len(qsel), -1)[:, : len(lengths)].astype(np.int64)
-    saturated = (scores >= top) if local else None
+    saturated = (scores >= local_limit(scoring, width)) if local else None
     return scores, saturated
 
 
