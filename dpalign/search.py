@@ -700,7 +700,7 @@ def _top_hits(strands, scores, ids, database, top, settings, end_cells) -> list[
     names = database.names
     index = ids[ranked].tolist()
     score = scoring.user(best[ranked]).tolist()  # Python ints (floats for scaled scores)
-    sign = ["+-"[s] for s in chosen.tolist()]
+    sign = ["+"] * len(index) if best_strand is None else ["+-"[s] for s in chosen.tolist()]
     if end_cells is not None:
         q_end = end_cells[0][chosen, ranked].tolist()
         t_end = end_cells[1][chosen, ranked].tolist()
