@@ -161,7 +161,20 @@ edit (``tests/test_generated.py`` checks that this file is what the generator wr
 
 from numba import njit
 
-from .vectors import vadd, vadds, vand, vany, veq, vload, vmax, vne, vsplat, vstore, vsub
+from .vectors import (
+    vadd,
+    vadds,
+    vand,
+    vany,
+    veq,
+    vlanes,
+    vload,
+    vmax,
+    vne,
+    vsplat,
+    vstore,
+    vsub,
+)
 
 #: Target columns per strip (8 keeps 16 state vectors in registers).
 STRIP = {PAIRWISE_STRIP}
@@ -234,8 +247,9 @@ def pairwise_strip(kind: str) -> str:
         "",
         "",
         '@njit(nogil=True, cache=True, inline="always")',
-        f"def strip_{kind}(prof, Hc, Yc, qidx, m, V, {tail}):",
+        f"def strip_{kind}(prof, Hc, Yc, qidx, m, {tail}):",
         f'    """{summary}."""',
+        "    V = vlanes(Hc)  # a constant: the profile's eight loads take displacements",
         "    KV = STRIP * V",
     ]
     if kind == "ends":

@@ -94,7 +94,7 @@ def _one_query(
     for strip in range(n_strips):
         j0 = strip * STRIP
         strip_profile(codes, j0, n_used, tab, entries, prof)
-        sb = strip_ends(prof, Hc, Yc, qidx, m, V, best, runmax, hbuf, vo, ve, zero)
+        sb = strip_ends(prof, Hc, Yc, qidx, m, best, runmax, hbuf, vo, ve, zero)
         best = _locate(sb, best, runmax, hbuf, lane_buf, m, j0, STRIP, end_i, end_j, zero, one)
     for j in range(n_strips * STRIP, n):  # the last columns, one at a time
         cv = vload(codes, j * V)

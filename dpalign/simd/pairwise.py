@@ -287,10 +287,10 @@ def _sweep_group(
             for k in range(STRIP + 1):
                 borders[k] = _border(j0 + k, o, e, row_free)
             if local:
-                best = strip_local(prof, Hc, Yc, qidx, m, V, borders, best, vo, ve, zero)
+                best = strip_local(prof, Hc, Yc, qidx, m, borders, best, vo, ve, zero)
             else:
                 # end cells on row m: (m, n) of lanes ending here, every column with a_trail
-                strip_global(prof, Hc, Yc, qidx, m, V, borders, vo, ve, last)
+                strip_global(prof, Hc, Yc, qidx, m, borders, vo, ve, last)
                 for k in range(STRIP):
                     hm = vload(last, k * V)
                     best = _row_m_candidates(codes, j0 + k, hm, best, a_trail, vneg, vpad)

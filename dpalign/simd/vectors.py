@@ -170,6 +170,20 @@ vsplat32.__doc__ = "A 32-lane vector of ``like``'s dtype with every lane set to 
 
 
 @intrinsic
+def vlanes(typingctx, arr):
+    """Lanes of one 512-bit vector of ``arr``'s dtype, as a compile-time constant (a kernel
+    indexing with it gets constant offsets, not one register per offset)."""
+    if not isinstance(arr, types.Array) or not isinstance(arr.dtype, types.Integer):
+        return None
+    lanes = VECTOR_BITS // arr.dtype.bitwidth
+
+    def codegen(context, builder, sig, args):
+        return context.get_constant(types.intp, lanes)
+
+    return types.intp(arr), codegen
+
+
+@intrinsic
 def vstore_u8(typingctx, arr, idx, v):
     """Store the low byte of every lane of ``v`` at flat index ``idx`` of a uint8 array."""
     if not isinstance(v, Vector) or not isinstance(arr, types.Array) or arr.dtype != types.uint8:
