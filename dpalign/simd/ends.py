@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from ..contract import BlockScores, QueryBatch, ReferenceBlock, Task
 from .pairwise import (
@@ -40,7 +41,7 @@ from .pairwise import (
     strip_profile,
 )
 from .pairwise_strips import STRIP, _local_cell, strip_ends
-from .vectors import vand, vany, veq, vload, vlookup, vmax, vne, vselect, vsplat, vstore, vsub
+from .vectors import vand, vbits, veq, vlanes, vload, vlookup, vmax, vne, vsplat, vstore, vsub
 
 
 @njit(nogil=True, cache=True)
@@ -81,7 +82,6 @@ def _one_query(
     vo = vsplat(probe, o)
     ve = vsplat(probe, e)
     zero = vsplat(probe, 0)
-    one = vsplat(probe, 1)
     KV = STRIP * V
     for i in range(1, m + 1):
         vstore(Hc, i * V, zero)
@@ -95,7 +95,7 @@ def _one_query(
         j0 = strip * STRIP
         strip_profile(codes, j0, n_used, tab, entries, prof)
         sb = strip_ends(prof, Hc, Yc, qidx, m, best, runmax, hbuf, vo, ve, zero)
-        best = _locate(sb, best, runmax, hbuf, lane_buf, m, j0, STRIP, end_i, end_j, zero, one)
+        best = _locate(sb, best, runmax, hbuf, lane_buf, m, j0, STRIP, end_i, end_j, zero)
     for j in range(n_strips * STRIP, n):  # the last columns, one at a time
         cv = vload(codes, j * V)
         h = zero
@@ -113,29 +113,28 @@ def _one_query(
             vstore(hbuf, i * KV, h)
             vstore(Hc, i * V, h)
             vstore(Yc, i * V, y)
-        best = _locate(sb, best, runmax, hbuf, lane_buf, m, j, 1, end_i, end_j, zero, one)
+        best = _locate(sb, best, runmax, hbuf, lane_buf, m, j, 1, end_i, end_j, zero)
     vstore(lane_buf, 0, best)
     for lane in range(V):
         out[lane] = lane_buf[lane]
 
 
 @njit(nogil=True, cache=True)
-def _locate(sb, best, runmax, hbuf, lane_buf, m, j0, width, end_i, end_j, zero, one):
+def _locate(sb, best, runmax, hbuf, lane_buf, m, j0, width, end_i, end_j, zero):
     """Fold a strip's maxima ``sb`` into the lanes' best and end cells; return the new best.
 
     ``runmax[i]`` holds the strip's running maximum after row i (non-decreasing in i), so
     the first row holding a lane's strip maximum is a binary search away.
     """
-    V = lane_buf.shape[0] // 3
+    V = vlanes(lane_buf)
     KV = STRIP * V
-    pending = vand(veq(vmax(sb, best), sb), vne(sb, zero))  # sb >= best and sb > 0
-    if vany(pending):
+    pending = vbits(vand(veq(vmax(sb, best), sb), vne(sb, zero)))  # sb >= best and sb > 0
+    if pending != 0:
         vstore(lane_buf, 0, sb)
         vstore(lane_buf, V, best)
-        vstore(lane_buf, 2 * V, vselect(pending, one, zero))
-        for lane in range(V):
-            if lane_buf[2 * V + lane] == 0:
-                continue
+        while pending != 0:  # the pending lanes only (their bits)
+            lane = trailing_zeros(pending)
+            pending &= pending - 1
             value = lane_buf[lane]
             hi = m
             if value == lane_buf[V + lane]:

@@ -298,7 +298,15 @@ def _reduction(name: str):
     return build
 
 
+def _lane_bits(builder, mask):
+    vec = mask.type
+    cond = builder.icmp_signed("!=", mask, ir.Constant(vec, None))
+    bits = builder.bitcast(cond, ir.IntType(vec.count))
+    return builder.zext(bits, ir.IntType(64)) if vec.count < 64 else bits
+
+
 vany = _unary(_any_lane, types.boolean, "True when any lane of a mask is set.")
+vbits = _unary(_lane_bits, types.int64, "Lane k of a mask (up to 64 lanes) as bit k of an int64.")
 vhmax = _unary(_reduction("smax"), types.int64, "The largest lane as an int64.")
 vhmin = _unary(_reduction("smin"), types.int64, "The smallest lane as an int64.")
 
