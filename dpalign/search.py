@@ -80,7 +80,11 @@ class Hit:
         self.score = score
         self.strand = strand
         self._context = context
-        self._qend, self._tend = (None, None) if ends is not None else (query_end, target_end)
+        if ends is None:
+            self._qend = query_end
+            self._tend = target_end
+        else:
+            self._qend = self._tend = None
         self._ends = ends
         self._alignment = None
 
