@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from functools import cache
 
 import numpy as np
 
@@ -101,8 +102,14 @@ def device_backends() -> list[type[Backend]]:
     return [cls for _, cls in sorted(_REGISTRY.items()) if cls.kind == "device"]
 
 
-def _fields(cls) -> set[str]:
-    return {f.name for f in fields(cls)} if hasattr(cls, "__dataclass_fields__") else set()
+@cache
+def _fields(cls) -> frozenset[str]:
+    # cached: every backend lookup asks, and dataclasses.fields is slow (~10 us a class)
+    return (
+        frozenset(f.name for f in fields(cls))
+        if hasattr(cls, "__dataclass_fields__")
+        else frozenset()
+    )
 
 
 def _options_for(cls: type[Backend], options: dict) -> dict:

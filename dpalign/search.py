@@ -18,7 +18,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 
 import numpy as np
@@ -32,6 +32,7 @@ from .engine import (
     backend_for,
     cpu_backend,
     query_batch,
+    reference_blocks,
     tracer,
 )
 from .errors import InputError, OptionError
@@ -44,18 +45,21 @@ log = logging.getLogger("dpalign.search")
 class Hit:
     """One ranked target.
 
-    The score comes from the score-only pass, and in local mode on the numba backend so do
-    the end coordinates (the pass tracks each target's first best cell in row-major order,
-    the cell the traceback starts from); the alignment (and with it the start coordinates
-    and the CIGAR) is traced back the first time it is asked for, so ranking many hits costs
-    no traceback. Coordinates are 0-based, half-open
+    The score comes from the score-only pass. In local mode on the numba backend the end
+    coordinates come from a second, ends-tracking pass (each target's first best cell in
+    row-major order, the cell the traceback starts from), run over the query's hits together
+    the first time any of them is asked for its end; the alignment (and with it the start
+    coordinates and the CIGAR) is traced back the first time it is asked for, so ranking many
+    hits costs neither. Coordinates are 0-based, half-open
     (``query[query_start:query_end]`` aligned to ``target[target_start:target_end]``); a hit
     on the minus strand (``strand == "-"``, ``search(..., strand="both")``) is an alignment of
     the query's reverse complement, and its query coordinates are positions in that reverse
     complement.
     """
 
-    __slots__ = ("target", "index", "score", "strand", "_context", "_qend", "_tend", "_alignment")
+    __slots__ = (
+        "target", "index", "score", "strand", "_context", "_qend", "_tend", "_ends", "_alignment",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -66,23 +70,35 @@ class Hit:
         context=None,
         query_end: int = -1,
         target_end: int = -1,
+        ends: _HitEnds | None = None,
     ):
         # ``context``: (query strands' codes, every target's codes, mode, free ends, scoring,
         # the backend tracing back), shared by a query's hits; ends of -1 are not known until
-        # the traceback.
+        # the traceback; ``ends``: the query's pending ends pass (ends None until it ran).
         self.target = target
         self.index = index
         self.score = score
         self.strand = strand
         self._context = context
-        self._qend = query_end
-        self._tend = target_end
+        if ends is None:
+            self._qend = query_end
+            self._tend = target_end
+        else:
+            self._qend = self._tend = None
+        self._ends = ends
         self._alignment = None
+
+    def _end_cells(self) -> tuple[int, int]:
+        """The end cell from the ends pass (running it for the query's hits if it has not
+        run), or (-1, -1) where only a traceback can tell."""
+        if self._qend is None:
+            self._ends.run()
+        return self._qend, self._tend
 
     @property
     def end_known(self) -> bool:
-        """True when the end coordinates came from the scoring pass (no traceback needed)."""
-        return self._qend >= 0
+        """True when the end coordinates come from a scoring pass (no traceback needed)."""
+        return self._end_cells()[0] >= 0
 
     @property
     def alignment(self) -> Alignment:
@@ -108,7 +124,8 @@ class Hit:
     def adopt(self, aln: Alignment) -> None:
         """Keep ``aln`` (this hit's :func:`trace_pair`, traced elsewhere) as its alignment,
         once it is checked against the score and end cell of the scoring pass."""
-        known = (self._qend, self._tend) if self._qend >= 0 else (aln.a_end, aln.b_end)
+        have = self._qend is not None and self._qend >= 0  # an ends pass that ran
+        known = (self._qend, self._tend) if have else (aln.a_end, aln.b_end)
         if (aln.score, aln.a_end, aln.b_end) != (self.score, *known):  # pragma: no cover
             raise RuntimeError(  # a kernel bug, never expected
                 f"internal error: traceback score {aln.score} ending at "
@@ -123,7 +140,8 @@ class Hit:
 
     @property
     def query_end(self) -> int:
-        return self._qend if self._qend >= 0 else self.alignment.a_end
+        end = self._end_cells()[0]
+        return end if end >= 0 else self.alignment.a_end
 
     @property
     def target_start(self) -> int:
@@ -131,7 +149,8 @@ class Hit:
 
     @property
     def target_end(self) -> int:
-        return self._tend if self._tend >= 0 else self.alignment.b_end
+        end = self._end_cells()[1]
+        return end if end >= 0 else self.alignment.b_end
 
     @property
     def cigar(self) -> str:
@@ -142,6 +161,55 @@ class Hit:
             f"Hit(target={self.target!r}, index={self.index}, score={self.score}, "
             f"strand={self.strand!r})"
         )
+
+
+class _HitEnds:
+    """The end cells of one query's hits, from one ends-tracking pass over their targets
+    (:meth:`Backend.score_ends`), run when the first of them is asked for its end.
+
+    Ranking needs scores only: the score-only pass is the fast one (the ends pass measured
+    0.90-0.93 of its speed), and a search of 10 hits in 20,000 targets pays for 10 targets'
+    ends, not 20,000 (searches for :data:`EAGER_ENDS_SHARE` of the database or more take
+    them from the scoring pass instead). Where the backend has no ends pass (other modes,
+    devices) the hits' ends come from their tracebacks.
+    """
+
+    _lock = threading.Lock()
+
+    def __init__(self, hits, strands, t_codes, task, backend):
+        self.hits, self.strands, self.t_codes = hits, strands, t_codes
+        self.task, self.backend = task, backend
+
+    def run(self) -> None:
+        with self._lock:
+            if self.hits is None:  # ran already (on another thread)
+                return
+            self._run(self.hits)
+            self.hits = None
+
+    def _run(self, hits) -> None:
+        for h in hits:
+            h._qend = h._tend = -1
+        supported = getattr(self.backend, "ends_supported", None)
+        if supported is None or not supported(self.task):
+            return
+        for minus, codes in enumerate(self.strands):
+            mine = [h for h in hits if (h.strand == "-") == bool(minus)]
+            if not mine:
+                continue
+            targets = [self.t_codes[h.index] for h in mine]
+            lengths = np.fromiter(map(len, targets), np.int64, len(targets))
+            width = self.backend.block_width("pairwise", len(targets))
+            order = np.argsort(-lengths, kind="stable")
+            blocks = reference_blocks(targets, width=width, order=order)
+            got = self.backend.score_ends(self.task, query_batch([codes]), blocks, every=True)
+            for (_, a_end, b_end), block in zip(got, blocks, strict=True):
+                lanes = np.flatnonzero(block.ids >= 0)
+                for k, a, b in zip(
+                    block.ids[lanes].tolist(), a_end[0, lanes].tolist(), b_end[0, lanes].tolist(),
+                    strict=True,
+                ):  # fmt: skip
+                    mine[k]._qend, mine[k]._tend = (a, b) if a >= 0 else (-1, -1)
 
 
 class Database:
@@ -405,6 +473,12 @@ def _pack(codes, lengths, ids, width, ragged=False) -> list[ReferenceBlock]:
 RANK_THREADS = 8
 RANK_THREADS_TARGETS = 10_000
 
+#: A search for at least this share of the database's targets takes every end cell from its
+#: scoring pass (1 kb x 1,000 reads, all ranked: 24 GCUPS, against 11 with the ends of all
+#: 1,000 asked for afterwards); fewer hits get theirs from a pass over their own targets when
+#: first asked, and ranking runs the score-only kernel.
+EAGER_ENDS_SHARE = 0.1
+
 #: Queries scored together in one pass over the database by :func:`search_many` (the kernels
 #: loop over them inside each block; a chunk's scores take ``chunk x targets`` int64).
 QUERY_CHUNK = 64
@@ -531,8 +605,13 @@ def search_many(
     chunks = [q_codes[start : start + step] for start in range(0, len(q_codes), step)]
 
     trace_on = traceback_backend(engine_backend)
+
+    # Hits many enough that an ends pass over them would cost about a pass over the whole
+    # database get their end cells from the scoring pass itself (the ends-tracking kernel,
+    # 0.90-0.93 of the score-only one); fewer get them from a pass over theirs when asked.
+    eager_ends = top > 0 and top >= EAGER_ENDS_SHARE * len(database)
     stream = _score_chunks(
-        chunks, database, scoring, mode, ends, engine_backend, progress, with_ends=top > 0
+        chunks, database, scoring, mode, ends, engine_backend, progress, with_ends=eager_ends
     )
 
     results = []
@@ -544,13 +623,15 @@ def search_many(
     rank_threads = min(RANK_THREADS, config.cpu_threads(threads)) if len(q_codes) > 1 else 1
     ranking = ThreadPoolExecutor(rank_threads, "dpalign-rank") if rank_threads > 1 else None
     try:
-        with (
-            ThreadPoolExecutor(1, thread_name_prefix="dpalign-search") as pool,
-            ExitStack() as stack,
-        ):
+        with ExitStack() as stack:
             if ranking is not None:
                 stack.callback(ranking.shutdown)
-            pending = deque(pool.submit(next, stream) for _ in chunks[:2])
+            if len(chunks) > 1:
+                pool = stack.enter_context(ThreadPoolExecutor(1, "dpalign-search"))
+                submit = pool.submit
+            else:  # one chunk: nothing to overlap, so no thread to start (~0.2 ms a search)
+                submit = _run_now
+            pending = deque(submit(next, stream) for _ in chunks[:2])
             try:
                 for k, chunk in enumerate(chunks):
                     mark = time.perf_counter()
@@ -558,14 +639,14 @@ def search_many(
                     waited += time.perf_counter() - mark
                     mark = time.perf_counter()
                     if k + 2 < len(chunks):
-                        pending.append(pool.submit(next, stream))
+                        pending.append(submit(next, stream))
                     rows = range(0, len(chunk), 2) if both else range(len(chunk))
 
                     def rank(row, chunk=chunk, scores=scores, ids=ids, cells=cells):
                         strands = (chunk[row], chunk[row + 1]) if both else (chunk[row],)
                         here = slice(row, row + len(strands))
                         end_cells = None if cells is None else (cells[0][here], cells[1][here])
-                        settings = (scoring, mode, ends, trace_on)
+                        settings = (scoring, mode, ends, trace_on, engine_backend)
                         return _top_hits(
                             strands, scores[here], ids, database, top, settings, end_cells
                         )
@@ -606,6 +687,14 @@ def prepare_search(q_codes, database: Database, scoring: Scoring, mode: str, bac
     if len(q_codes):
         task = Task("pairwise", scoring, mode, tuple(ends))
         backend.prepare(task, query_batch(list(q_codes)), blocks)
+
+
+def _run_now(fn, *args) -> Future:
+    """``fn(*args)`` run here, as a finished future (``ThreadPoolExecutor.submit``'s stand-in
+    where there is nothing to overlap)."""
+    done: Future = Future()
+    done.set_result(fn(*args))
+    return done
 
 
 def trace_pair(q_codes, t_codes, mode, ends, scoring, tracer, threads=None) -> Alignment:
@@ -650,10 +739,10 @@ def _top_hits(strands, scores, ids, database, top, settings, end_cells) -> list[
 
     ``strands`` holds the query's codes (and its reverse complement's); ``scores`` one row of
     scores per strand, ``end_cells`` (a_end, b_end) rows alike or None; ``settings`` is
-    ``(scoring, mode, free ends, traceback backend)``. No traceback here: each hit traces
-    itself back when asked.
+    ``(scoring, mode, free ends, traceback backend, search backend)``. No traceback here, and
+    without ``end_cells`` no ends pass: the hits run them when asked.
     """
-    scoring, mode, ends, trace_on = settings
+    scoring, mode, ends, trace_on, backend = settings
     if top == 0 or not len(ids):
         return []
     if len(strands) == 1:
@@ -670,19 +759,25 @@ def _top_hits(strands, scores, ids, database, top, settings, end_cells) -> list[
         keep = np.arange(len(best))
     ranked = keep[np.lexsort((ids[keep], -best[keep]))][:top]
     chosen = np.zeros(len(ranked), np.intp) if best_strand is None else best_strand[ranked]
-    context = (strands, database.codes(scoring.alphabet), mode, ends, scoring, trace_on)
+    t_codes = database.codes(scoring.alphabet)
+    context = (strands, t_codes, mode, ends, scoring, trace_on)
     names = database.names
     index = ids[ranked].tolist()
-    score = [scoring.user(int(v)) for v in best[ranked].tolist()]
-    sign = ["+-"[s] for s in chosen.tolist()]
-    if end_cells is None:
-        return [Hit(names[k], k, v, s, context) for k, v, s in zip(index, score, sign, strict=True)]
-    q_end = end_cells[0][chosen, ranked].tolist()
-    t_end = end_cells[1][chosen, ranked].tolist()
-    hits = [
-        Hit(names[k], k, v, s, context, a, b)
-        for k, v, s, a, b in zip(index, score, sign, q_end, t_end, strict=True)
-    ]
+    score = scoring.user(best[ranked]).tolist()  # Python ints (floats for scaled scores)
+    sign = ["+"] * len(index) if best_strand is None else ["+-"[s] for s in chosen.tolist()]
+    if end_cells is not None:
+        q_end = end_cells[0][chosen, ranked].tolist()
+        t_end = end_cells[1][chosen, ranked].tolist()
+        return [
+            Hit(names[k], k, v, s, context, a, b)
+            for k, v, s, a, b in zip(index, score, sign, q_end, t_end, strict=True)
+        ]
+    hits = []
+    pending = _HitEnds(hits, strands, t_codes, Task("pairwise", scoring, mode, ends), backend)
+    hits.extend(
+        Hit(names[k], k, v, s, context, ends=pending)
+        for k, v, s in zip(index, score, sign, strict=True)
+    )
     return hits
 
 
@@ -711,7 +806,7 @@ def score_database(
 
 def _score_view(q_codes, database, scoring, mode, ends, backend, progress, with_ends=False):
     """``(scores [Q, N], ids, end cells)`` of queries against a view; the end cells
-    (``(a_end, b_end)``, each ``[Q, N]``) only where the backend reports them
+    (``(a_end, b_end)``, each ``[Q, N]``) only where asked for and the backend reports them
     (``backend.score_ends``, local mode), else None."""
     (scored,) = _score_chunks(
         [q_codes], database, scoring, mode, ends, backend, progress, with_ends

@@ -118,6 +118,23 @@ def test_int8_saturation_recomputes_only_those_pairs_at_int16():
         assert scores[0, t] == case.ref(query, targets[t])
 
 
+@pytest.mark.parametrize("match", [2, 20])
+def test_int8_scores_near_the_top_are_recomputed_before_they_wrap(match):
+    # The local cell adds without saturating: best scores from the type's maximum less the
+    # largest substitution score up are recomputed wider, so no lane wraps unflagged.
+    rng = np.random.default_rng(match)
+    query = "".join(rng.choice(list("ACGT"), 80))
+    targets = [query[:k] for k in range(1, 80)]  # every best from 2 (or 20) upward
+    case = _case((match, -3), (5, 2))
+    scores, widths = _run(case, [query], targets, 64)
+    limit = P.local_limit(case.scoring, 8)
+    assert limit == 127 - match
+    for t, b in enumerate(targets):
+        want = case.ref(query, b)
+        assert scores[0, t] == want, (len(b), want)
+        assert widths[0, t] == (8 if want < limit else 16)
+
+
 def test_int16_saturation_goes_to_int32():
     rng = np.random.default_rng(2)
     query = "".join(rng.choice(list("ACGT"), 400))
@@ -282,6 +299,32 @@ def test_results_do_not_depend_on_thread_count():
     for t in (0, 17, 299):
         want = ref(s.encode(queries[0]), s.encode(targets[t]), s.matrix, 5, 2, "local").score
         assert runs[0][0][0, t] == want
+
+
+def test_work_units_of_many_threads():
+    # Many blocks: one unit per block with every query (no query slices, whose Python per
+    # unit held the GIL); few blocks: blocks times query slices, as for PaPaRa.
+    from dpalign.simd.backend import PAIRWISE_UNITS_PER_THREAD, NumbaBackend, pairwise_block_width
+
+    rng = np.random.default_rng(3)
+    s = Scoring((2, -3), (5, 2))
+    queries = query_batch([s.encode("".join(rng.choice(list("ACGT"), 30))) for _ in range(6)])
+    task = Task("pairwise", s, "local")
+    for n_blocks in (2 * PAIRWISE_UNITS_PER_THREAD + 1, 3):  # odd: old rule sliced both
+        blocks = reference_blocks([s.encode("ACGTTGCA" * 3)] * (64 * n_blocks), width=64)
+        seen = []
+
+        def one(task, part, block, seen=seen):
+            seen.append(len(part))
+            return P.score_block(task, part, block)
+
+        NumbaBackend(threads=2)._run(one, task, queries, blocks, None)
+        if n_blocks > 3:
+            assert seen == [6] * n_blocks
+        else:
+            assert len(seen) > n_blocks and sum(seen) == 6 * n_blocks
+    assert pairwise_block_width(1000, 1) == 512 and pairwise_block_width(100, 1) == 128
+    assert pairwise_block_width(1000, 2) == 64
 
 
 @given(case=cases(modes=["local"]), data=st.data())

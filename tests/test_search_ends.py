@@ -96,3 +96,44 @@ def test_other_modes_and_free_gaps_leave_ends_to_the_traceback():
     hits = search("ACGTACGT", ["ACGTTT", "CGTA"], 2, "semiglobal")
     assert not any(h.end_known for h in hits)
     assert hits[0].query_end == 8  # from the traceback
+
+
+def test_ends_pass_runs_once_for_all_hits_when_first_asked(monkeypatch):
+    # Ranking runs the score-only pass; the first hit asked for its end runs one ends pass
+    # over the query's hits (only theirs), which answers every other hit.
+    from dpalign.simd.backend import NumbaBackend
+
+    rng = np.random.default_rng(4)
+    targets = ["".join(rng.choice(list("ACGT"), rng.integers(10, 50))) for _ in range(90)]
+    query = targets[7][3:30]
+    runs = []
+    original = NumbaBackend.score_ends
+
+    def counted(self, task, queries, blocks, progress=None, every=False):
+        runs.append(sum(int((b.ids >= 0).sum()) for b in blocks))
+        return original(self, task, queries, blocks, progress, every)
+
+    monkeypatch.setattr(NumbaBackend, "score_ends", counted)
+    hits = search(query, targets, 6, "local", (2, -3), (5, 2), backend="numba")
+    assert runs == [] and all(h._qend is None for h in hits)
+    assert hits[3].query_end >= 0
+    assert runs == [6]
+    _check_hits(hits, query, targets, Scoring((2, -3), (5, 2)))
+    assert runs == [6]
+    # a tenth of the database or more: the ends come with the scores, no second pass
+    hits = search(query, targets, 9, "local", (2, -3), (5, 2), backend="numba")
+    assert runs == [6, 90] and all(h._qend is not None for h in hits)
+    _check_hits(hits, query, targets, Scoring((2, -3), (5, 2)))
+    assert runs == [6, 90]
+
+
+def test_a_few_saturated_hits_still_get_their_ends_from_the_kernel():
+    # The ends pass over a few hits sends saturated pairs to the int16 lanes (not the striped
+    # kernel, which keeps no ends): the one strong hit knows its end without a traceback.
+    rng = np.random.default_rng(12)
+    targets = ["".join(rng.choice(list("ACGT"), rng.integers(20, 60))) for _ in range(100)]
+    query = "".join(rng.choice(list("ACGT"), 160))
+    targets[3] = "TT" + query[:150] + "GG"
+    hits = search(query, targets, 2, "local", (1, -1), (2, 1), backend="numba")
+    assert hits[0].index == 3 and hits[0].score > 127
+    _check_hits(hits, query, targets, Scoring((1, -1), (2, 1)))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from functools import cache, partial
 
 import numpy as np
 
@@ -70,17 +71,25 @@ KERNELS = (
 #: Lanes per block for pairwise kernels: 64 int8 lanes (one AVX-512 register) per lane group,
 #: up to :data:`MAX_GROUPS` groups per block when there are many targets (fewer calls from
 #: Python per cell, and the GIL-bound part of a block shrinks), as long as every thread still
-#: gets about :data:`BLOCKS_PER_THREAD` blocks.
+#: gets about :data:`BLOCKS_PER_THREAD` blocks; one thread has nothing to balance and takes
+#: the widest blocks.
 PAIRWISE_BLOCK_WIDTH = 64
 MAX_GROUPS = 8
 BLOCKS_PER_THREAD = 16
 
 
+#: Blocks per thread from which a pairwise run hands out whole blocks (every query at once)
+#: rather than blocks times query slices.
+PAIRWISE_UNITS_PER_THREAD = 4
+
+
 def pairwise_block_width(n_targets: int, threads: int | None = None) -> int:
     """Lanes per pairwise block for ``n_targets`` targets on ``threads`` worker threads."""
-    per_block = n_targets // (
-        PAIRWISE_BLOCK_WIDTH * BLOCKS_PER_THREAD * config.cpu_threads(threads)
-    )
+    threads = config.cpu_threads(threads)
+    if threads == 1:  # each block costs ~0.1 ms of Python: 16 of them were 15% of 1e3 x 1 kb
+        per_block = -(-n_targets // PAIRWISE_BLOCK_WIDTH)
+    else:
+        per_block = n_targets // (PAIRWISE_BLOCK_WIDTH * BLOCKS_PER_THREAD * threads)
     return PAIRWISE_BLOCK_WIDTH * min(MAX_GROUPS, max(1, per_block))
 
 
@@ -194,6 +203,15 @@ class NumbaRegions(RegionFiller):
         return self.K.trace_bits(self.a, self.b, bits, self.local, i, j, state, ops, pos)
 
 
+@cache
+def _numba_installed() -> bool:
+    # find_spec, not import: importing numba takes half a second, and `dpalign devices` and
+    # `auto` ask every backend whether it is available (once: a path search, ~0.2 ms)
+    from importlib.util import find_spec
+
+    return find_spec("numba") is not None
+
+
 @dataclass
 class NumbaBackend(Backend):
     """Numba SIMD kernels on every CPU core."""
@@ -204,11 +222,7 @@ class NumbaBackend(Backend):
 
     @classmethod
     def available(cls, **options) -> bool:
-        # find_spec, not import: importing numba takes half a second, and `dpalign devices`
-        # and `auto` ask every backend whether it is available
-        from importlib.util import find_spec
-
-        return find_spec("numba") is not None
+        return _numba_installed()
 
     def describe(self) -> str:
         return f"numba ({config.cpu_threads(self.threads)} threads)"
@@ -313,18 +327,21 @@ class NumbaBackend(Backend):
         parts = self._run(module.score_block, task, queries, blocks, progress)
         return [_join(per_block) for per_block in parts]
 
-    def score_ends(self, task, queries, blocks, progress=None):
+    def score_ends(self, task, queries, blocks, progress=None, every=False):
         """Local scores with end cells: ``[(BlockScores, a_end [Q, W], b_end [Q, W])]``.
 
         Only where :func:`dpalign.simd.ends.ends_supported` says so (local pairwise scoring
         with positive gap costs); ends are 0-based, half-open (the first best cell in
-        row-major order, as :mod:`dpalign.reference` picks it).
+        row-major order, as :mod:`dpalign.reference` picks it), -1 for the few saturated
+        pairs rescored by the striped kernel, unless ``every`` (see
+        :func:`~dpalign.simd.ends.score_block_ends`).
         """
         from .ends import ends_supported, score_block_ends
 
         if not ends_supported(task):
             raise ValueError("score_ends needs local pairwise scoring with gap costs > 0")
-        parts = self._run(score_block_ends, task, queries, blocks, progress)
+        block_ends = partial(score_block_ends, every=every) if every else score_block_ends
+        parts = self._run(block_ends, task, queries, blocks, progress)
         out = []
         for per_block in parts:
             out.append(
@@ -350,7 +367,13 @@ class NumbaBackend(Backend):
         """``score_block(task, part, block)`` for every block and query slice, on the
         worker threads; results per block, one per query slice."""
         threads = config.cpu_threads(self.threads)
-        slices = query_slices(queries.lengths, len(blocks), threads)
+        if task.kernel == "pairwise" and len(blocks) >= PAIRWISE_UNITS_PER_THREAD * threads:
+            # enough blocks to balance: slicing the queries too only multiplies the GIL-held
+            # Python per unit (16 threads, 313 blocks: 16 slices made 5,008 units, whose
+            # Python took 0.54 s against 1.3 s of kernels)
+            slices = [slice(0, len(queries))]
+        else:
+            slices = query_slices(queries.lengths, len(blocks), threads)
         parts = [queries if len(slices) == 1 else queries.subset(s) for s in slices]
         units = [(b, p) for b in range(len(blocks)) for p in range(len(parts))]
         threads = min(threads, max(len(units), 1))

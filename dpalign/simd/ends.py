@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from ..contract import BlockScores, QueryBatch, ReferenceBlock, Task
 from .pairwise import (
@@ -32,13 +33,15 @@ from .pairwise import (
     _prepare_query,
     lane_groups,
     live_sides,
+    local_columns,
+    local_limit,
     local_passes,
     padded_matrix,
     query_scratch,
     strip_profile,
 )
 from .pairwise_strips import STRIP, _local_cell, strip_ends
-from .vectors import vand, vany, veq, vload, vlookup, vmax, vne, vselect, vsplat, vstore, vsub
+from .vectors import vand, vbits, veq, vlanes, vload, vlookup, vmax, vne, vsplat, vstore, vsub
 
 
 @njit(nogil=True, cache=True)
@@ -57,7 +60,7 @@ def sweep_ends(codes, group_n, qcodes, qlens, qsel, matrix, o, e, pad, out, end_
     hbuf = np.empty(rows * STRIP * V, dtype=codes.dtype)
     lane_buf = np.empty(3 * V, dtype=codes.dtype)
     for g in range(codes.shape[0]):
-        grp = codes[g, : group_n[g] + 1]
+        grp = codes[g, : local_columns(group_n[g], codes.shape[1] - 1) + 1]
         for s_idx in range(qsel.shape[0]):
             q = qsel[s_idx]
             m = qlens[q]
@@ -79,7 +82,6 @@ def _one_query(
     vo = vsplat(probe, o)
     ve = vsplat(probe, e)
     zero = vsplat(probe, 0)
-    one = vsplat(probe, 1)
     KV = STRIP * V
     for i in range(1, m + 1):
         vstore(Hc, i * V, zero)
@@ -92,8 +94,8 @@ def _one_query(
     for strip in range(n_strips):
         j0 = strip * STRIP
         strip_profile(codes, j0, n_used, tab, entries, prof)
-        sb = strip_ends(prof, Hc, Yc, qidx, m, V, best, runmax, hbuf, vo, ve, zero)
-        best = _locate(sb, best, runmax, hbuf, lane_buf, m, j0, STRIP, end_i, end_j, zero, one)
+        sb = strip_ends(prof, Hc, Yc, qidx, m, best, runmax, hbuf, vo, ve, zero)
+        best = _locate(sb, best, runmax, hbuf, lane_buf, m, j0, STRIP, end_i, end_j, zero)
     for j in range(n_strips * STRIP, n):  # the last columns, one at a time
         cv = vload(codes, j * V)
         h = zero
@@ -111,43 +113,49 @@ def _one_query(
             vstore(hbuf, i * KV, h)
             vstore(Hc, i * V, h)
             vstore(Yc, i * V, y)
-        best = _locate(sb, best, runmax, hbuf, lane_buf, m, j, 1, end_i, end_j, zero, one)
+        best = _locate(sb, best, runmax, hbuf, lane_buf, m, j, 1, end_i, end_j, zero)
     vstore(lane_buf, 0, best)
     for lane in range(V):
         out[lane] = lane_buf[lane]
 
 
 @njit(nogil=True, cache=True)
-def _locate(sb, best, runmax, hbuf, lane_buf, m, j0, width, end_i, end_j, zero, one):
+def _locate(sb, best, runmax, hbuf, lane_buf, m, j0, width, end_i, end_j, zero):
     """Fold a strip's maxima ``sb`` into the lanes' best and end cells; return the new best.
 
     ``runmax[i]`` holds the strip's running maximum after row i (non-decreasing in i), so
     the first row holding a lane's strip maximum is a binary search away.
     """
-    V = lane_buf.shape[0] // 3
+    V = vlanes(lane_buf)
     KV = STRIP * V
-    pending = vand(veq(vmax(sb, best), sb), vne(sb, zero))  # sb >= best and sb > 0
-    if vany(pending):
+    pending = vbits(vand(veq(vmax(sb, best), sb), vne(sb, zero)))  # sb >= best and sb > 0
+    if pending != 0:
         vstore(lane_buf, 0, sb)
         vstore(lane_buf, V, best)
-        vstore(lane_buf, 2 * V, vselect(pending, one, zero))
-        for lane in range(V):
-            if lane_buf[2 * V + lane] == 0:
-                continue
+        while pending != 0:  # the pending lanes only (their bits)
+            lane = trailing_zeros(pending)
+            pending &= pending - 1
             value = lane_buf[lane]
-            lo, hi = 1, m  # the first row whose running maximum reaches value
+            hi = m
+            if value == lane_buf[V + lane]:
+                # A tie with the lane's best wins only from an earlier row: one look at the
+                # row above the recorded end settles the common case (most ties lose).
+                first = end_i[lane]
+                if first <= 1 or runmax[(first - 1) * V + lane] < value:
+                    continue
+                hi = first - 1
+            lo = 1  # the first row whose running maximum reaches value
             while lo < hi:
                 mid = (lo + hi) // 2
                 if runmax[mid * V + lane] >= value:
                     hi = mid
                 else:
                     lo = mid + 1
-            if value > lane_buf[V + lane] or lo < end_i[lane]:
-                k = 0
-                while k < width - 1 and hbuf[lo * KV + k * V + lane] != value:
-                    k += 1
-                end_i[lane] = lo
-                end_j[lane] = j0 + k + 1
+            k = 0
+            while k < width - 1 and hbuf[lo * KV + k * V + lane] != value:
+                k += 1
+            end_i[lane] = lo
+            end_j[lane] = j0 + k + 1
     return vmax(best, sb)
 
 
@@ -157,7 +165,7 @@ def run_pass_ends(width, codes, lengths, queries, qsel, scoring):
     Returns ``(scores [S, L] int64, a_end [S, L], b_end [S, L], saturated [S, L])``.
     """
     matrix = padded_matrix(scoring, width)
-    lo, top = _RANGE[width]
+    lo = _RANGE[width][0]
     groups, group_n, _ = lane_groups(codes, lengths, width, matrix.shape[0] - 1)
     shape = (len(qsel), groups.shape[0], groups.shape[2])
     out = np.empty(shape, dtype=DTYPES[width])
@@ -173,7 +181,7 @@ def run_pass_ends(width, codes, lengths, queries, qsel, scoring):
         scores,
         end_i.reshape(len(qsel), -1)[:, :L],
         end_j.reshape(len(qsel), -1)[:, :L],
-        scores >= top,
+        scores >= local_limit(scoring, width),
     )
 
 
@@ -200,13 +208,15 @@ def pair_ends_int64(a, b, matrix, o, e):
     return best, bi, bj
 
 
-def score_block_ends(task: Task, queries: QueryBatch, block: ReferenceBlock):
+def score_block_ends(task: Task, queries: QueryBatch, block: ReferenceBlock, every=False):
     """Local scores and end cells of a batch against a block.
 
     Returns ``(BlockScores, a_end [Q, W], b_end [Q, W])``: narrow passes first, then only
     the saturated pairs wider, as :func:`dpalign.simd.pairwise.score_block`; pairs beyond
     int32 in scalar int64. Pairs that the striped kernel rescored (a few saturated lanes of
-    a block) have ends -1: not known without a traceback.
+    a block) have ends -1: not known without a traceback. ``every``: saturated pairs go to
+    the wider lanes passes however few they are, so every pair's end is known (for a pass
+    over a few high-scoring hits, where a traceback per saturated pair would cost more).
     """
     scoring = task.scoring
     W, Q = block.width, len(queries)
@@ -218,8 +228,10 @@ def score_block_ends(task: Task, queries: QueryBatch, block: ReferenceBlock):
     width[:] = 8  # empty sides: local score 0 at (0, 0)
     if not live_lanes.size or not live_queries.size:
         return BlockScores(scores, width), a_end, b_end
-    codes = block.codes if len(live_lanes) == W else block.codes[:, live_lanes]
-    sub_lens = lengths[live_lanes]
+    # Empty targets keep their lanes: an all-padding lane scores 0 at (0, 0), as an empty
+    # target does, and the block's own arrays need no copy (and stay the lane-group cache's).
+    live_lanes = np.arange(W)
+    codes, sub_lens = block.codes, lengths
 
     def one_pass(w, sub, sub_lengths, qsel):
         got, ei, ej, sat = run_pass_ends(w, sub, sub_lengths, queries, qsel, scoring)
@@ -233,7 +245,7 @@ def score_block_ends(task: Task, queries: QueryBatch, block: ReferenceBlock):
     outs = (scores, a_end, b_end)
     todo = local_passes(
         scoring, queries, codes, sub_lens, live_lanes, live_queries, outs, width, one_pass,
-        unknown_ends,
+        unknown_ends, few_striped=not every,
     )  # fmt: skip
     matrix = scoring.matrix.astype(np.int64)
     for qsel, lanes in todo:

@@ -24,8 +24,9 @@ Widths and saturation
 ---------------------
 One kernel source compiles for int8 (64 lanes), int16 (32) and int32 (16) lanes
 (:mod:`dpalign.simd.vectors`). Local alignment starts in int8 when the block has more than 32
-lanes: scores only grow from 0, the diagonal add saturates, and a lane whose best cell reached
-the type's maximum is flagged and recomputed at int16, then int32 (only those pairs; a query
+lanes: scores only grow from 0, and a lane whose best cell comes within the largest
+substitution score of the type's maximum (:func:`local_limit`, before any diagonal add could
+wrap) is flagged and recomputed at int16, then int32 (only those pairs; a query
 with fewer than :data:`STRIPED_MAX_LANES` saturated lanes has them recomputed one pair at a
 time by the striped kernel of :mod:`dpalign.simd.striped`, which fills all 32 lanes). Low
 values cannot corrupt a local score (gap states stay above ``-(o + e)``, see
@@ -34,12 +35,13 @@ comes from the a-priori bound :meth:`~dpalign.scoring.Scoring.width_for`, which 
 leave. Pairs whose bound exceeds int32 are scored by a scalar int64 kernel.
 
 Target positions past a lane's end hold a padding symbol whose substitution score is the
-type's minimum (saturating add), so they never raise a local maximum; global end cells are
-picked per lane with masks.
+type's minimum (the global add saturates; a local H of at least 0 plus the minimum cannot
+wrap), so they never raise a local maximum; global end cells are picked per lane with masks.
 """
 
 from __future__ import annotations
 
+import weakref
 from functools import lru_cache
 
 import numpy as np
@@ -140,6 +142,23 @@ def query_scratch(codes, qcodes, matrix):
     return Hc, Yc, tab, prof, qidx, symbol_slot
 
 
+#: A local sweep runs a group's last columns as one strip through the padding when at least
+#: this many remain: a column of the one-column path costs ~3.4 strip columns (measured
+#: here: 6.2 against 1.8 us for 1,000 rows x 64 lanes), and padding cannot change a local
+#: score or end cell (its substitution score is the type's minimum).
+LOCAL_PAD_MIN = 3
+
+
+@njit(nogil=True, cache=True, inline="always")
+def local_columns(n, n_alloc):
+    """Columns a local sweep runs for a group whose longest lane has ``n`` (``n_alloc``
+    allocated): whole strips through the padding when :data:`LOCAL_PAD_MIN` or more remain."""
+    r = n % STRIP
+    if r >= LOCAL_PAD_MIN and n - r + STRIP <= n_alloc:
+        return n - r + STRIP
+    return n
+
+
 @njit(nogil=True, cache=True, inline="always")
 def strip_profile(codes, j0, n_used, tab, entries, prof):
     """Substitution scores of columns j0 .. j0+STRIP-1 against each used query symbol."""
@@ -177,15 +196,17 @@ def sweep(codes, group_n, lane_len, qcodes, qlens, qsel, matrix, o, e, local, en
     ends : ndarray (4,), bool
         ``(a_lead, a_trail, b_lead, b_trail)``: free end gaps of the query (a), target (b).
     pad : int
-        The padding symbol's score: the lane type's minimum (diagonal adds saturate).
+        The padding symbol's score: the lane type's minimum.
     out : ndarray (S, G, V), lane dtype
-        Best score per query and lane (local: saturated lanes hold the type maximum).
+        Best score per query and lane (local: lanes at or above :func:`local_limit` are
+        not exact and are recomputed wider).
     """
     Hc, Yc, tab, prof, qidx, symbol_slot = query_scratch(codes, qcodes, matrix)
     last = np.empty(STRIP * codes.shape[2], dtype=codes.dtype)
     scratch = (Hc, Yc, tab, prof, last, qidx, symbol_slot)
     for g in range(codes.shape[0]):
-        group = codes[g, : group_n[g] + 1]
+        stop = local_columns(group_n[g], codes.shape[1] - 1) if local else group_n[g]
+        group = codes[g, : stop + 1]
         _sweep_group(
             group,
             lane_len[g],
@@ -266,10 +287,10 @@ def _sweep_group(
             for k in range(STRIP + 1):
                 borders[k] = _border(j0 + k, o, e, row_free)
             if local:
-                best = strip_local(prof, Hc, Yc, qidx, m, V, borders, best, vo, ve, zero)
+                best = strip_local(prof, Hc, Yc, qidx, m, borders, best, vo, ve, zero)
             else:
                 # end cells on row m: (m, n) of lanes ending here, every column with a_trail
-                strip_global(prof, Hc, Yc, qidx, m, V, borders, vo, ve, last)
+                strip_global(prof, Hc, Yc, qidx, m, borders, vo, ve, last)
                 for k in range(STRIP):
                     hm = vload(last, k * V)
                     best = _row_m_candidates(codes, j0 + k, hm, best, a_trail, vneg, vpad)
@@ -394,13 +415,21 @@ def padded_matrix(scoring, width: int) -> np.ndarray:
     return out
 
 
+@lru_cache(maxsize=64)
+def local_limit(scoring, width: int) -> int:
+    """The local best score from which a lane is recomputed wider: the type's maximum less
+    the largest substitution score. Below it no diagonal add can pass the maximum (the local
+    cell adds without saturating, see :func:`~dpalign.simd.pairwise_strips._local_cell`)."""
+    return _RANGE[width][1] - max(int(scoring.matrix.max()), 0)
+
+
 def local_width_ok(scoring, width: int) -> bool:
     """Whether a local pass at ``width`` is exact or flags saturation.
 
     Local H values lie in ``[0, max]``; gap states stay at or above ``-(o + e)`` because they
     are the maximum of a chain and of ``H - o``. So the substitution scores and ``o + e`` must
-    fit the type, and only the top can saturate (the diagonal add saturates, the best cell
-    then equals the type maximum and the pair is recomputed wider).
+    fit the type, and only the top can overflow: a pair whose best reaches
+    :func:`local_limit` is recomputed wider.
     """
     lo, hi = np.iinfo(DTYPES[width]).min, np.iinfo(DTYPES[width]).max
     m = scoring.matrix
@@ -454,11 +483,36 @@ def _pack_groups(codes, lengths, pad, out, group_n, lane_len):
                     out[g, j, lane] = codes[j, k]
 
 
+#: Lane groups of the blocks seen lately (:func:`lane_groups`), by the block's codes.
+_GROUPS: dict[tuple, tuple] = {}
+
+
 def lane_groups(codes: np.ndarray, lengths: np.ndarray, width: int, pad: int):
-    """Lanes in groups of V as ``(codes [G, n + 1, V], group_n [G], lane_len [G, V])``."""
+    """Lanes in groups of V as ``(codes [G, n + 1, V], group_n [G], lane_len [G, V])``, n the
+    longest lane rounded up to whole strips, padding symbols past each lane's end.
+
+    Kept while ``codes`` lives (a database's blocks are searched with query after query: the
+    copy took ~2% of one 1 kb query against 1,000 reads); callers never change the arrays
+    they pass.
+    """
+    key = (id(codes), lengths.tobytes(), width, pad)
+    hit = _GROUPS.get(key)
+    if hit is not None and hit[0]() is codes:
+        return hit[1]
+    made = _lane_groups(codes, lengths, width, pad)
+    try:
+        ref = weakref.ref(codes, lambda _, key=key: _GROUPS.pop(key, None))
+    except TypeError:  # pragma: no cover - an array type without weak references
+        return made
+    _GROUPS[key] = (ref, made)
+    return made
+
+
+def _lane_groups(codes: np.ndarray, lengths: np.ndarray, width: int, pad: int):
     V = lanes_for(width)
     G = -(-len(lengths) // V)
     n = int(lengths.max()) if len(lengths) else 0
+    n = -(-n // STRIP) * STRIP  # whole strips of padding for local sweeps (local_columns)
     out = np.full((G, n + 1, V), pad, dtype=DTYPES[width])
     group_n = np.zeros(G, dtype=np.int64)
     lane_len = np.zeros((G, V), dtype=np.int64)
@@ -482,7 +536,7 @@ def run_pass(
     """
     matrix = padded_matrix(scoring, width)
     pad_code = matrix.shape[0] - 1
-    lo, top = _RANGE[width]
+    lo = _RANGE[width][0]
     groups, group_n, lane_len = lane_groups(codes, lengths, width, pad_code)
     out = np.empty((len(qsel), groups.shape[0], groups.shape[2]), dtype=DTYPES[width])
     sweep(
@@ -501,7 +555,7 @@ def run_pass(
         out,
     )
     scores = out.reshape(len(qsel), -1)[:, : len(lengths)].astype(np.int64)
-    saturated = (scores >= top) if local else None
+    saturated = (scores >= local_limit(scoring, width)) if local else None
     return scores, saturated
 
 
@@ -549,20 +603,19 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
         width[dead, :] = 8
     if not live_lanes.size or not live_queries.size:
         return BlockScores(scores, width)
-    all_live = len(live_lanes) == W
-    codes = block.codes if all_live else block.codes[:, live_lanes]
-    sub_lens = lengths[live_lanes]
-    rows = np.arange(Q) if len(live_queries) == Q else live_queries
-
     if local:
 
         def one_pass(w, sub, sub_lengths, qsel):
             got, sat = run_pass(w, sub, sub_lengths, queries, qsel, scoring, True, ends)
             return (got,), sat
 
+        # Empty targets keep their lanes: an all-padding lane scores 0, as an empty target
+        # does locally, and the block's own arrays need no copy (the lane-group cache's).
+        live_lanes = np.arange(W)
         todo = local_passes(
-            scoring, queries, codes, sub_lens, live_lanes, live_queries, (scores,), width, one_pass
-        )
+            scoring, queries, block.codes, lengths, live_lanes, live_queries, (scores,), width,
+            one_pass,
+        )  # fmt: skip
         leftover = [(q, live_lanes[lane]) for qsel, lanes in todo for q in qsel for lane in lanes]
         if leftover:
             _scalar_pairs(
@@ -570,6 +623,10 @@ def score_block(task: Task, queries: QueryBatch, block: ReferenceBlock) -> Block
             )
         return BlockScores(scores, width)
 
+    all_live = len(live_lanes) == W
+    codes = block.codes if all_live else block.codes[:, live_lanes]
+    sub_lens = lengths[live_lanes]
+    rows = np.arange(Q) if len(live_queries) == Q else live_queries
     n_max = int(sub_lens.max())
     by_width: dict[int, list[int]] = {}
     for q in rows:
@@ -597,22 +654,23 @@ STRIPED_MAX_LANES = 8
 
 
 def local_passes(
-    scoring, queries, codes, sub_lens, live_lanes, live_queries, outs, width, one_pass, striped=None
-):
+    scoring, queries, codes, sub_lens, live_lanes, live_queries, outs, width, one_pass,
+    striped=None, few_striped=True,
+):  # fmt: skip
     """The local passes over a block's live lanes, narrowest width first.
 
     ``one_pass(w, codes, lengths, qsel)`` scores queries ``qsel`` against lanes at width w
     and returns ``(values, saturated)``: ``values`` [S, L] arrays written, where not
     saturated, into the matching ``outs`` (the first the scores) at the live lanes; ``width``
     records w. Saturated groups with few lanes go one pair at a time to the striped kernel
-    (``striped(groups)`` hears which). Returns the groups ``(qsel, lanes)`` still saturated
-    after the widest pass.
+    (``striped(groups)`` hears which), unless ``few_striped`` is false. Returns the groups
+    ``(qsel, lanes)`` still saturated after the widest pass.
     """
     scores = outs[0]
     todo = [(live_queries, np.arange(len(live_lanes)))]
     for step, w in enumerate(_local_widths(scoring, len(live_lanes) > 32)):
         next_todo = []
-        if w == 16 and step > 0:  # few saturated lanes: one pair per striped pass
+        if w == 16 and step > 0 and few_striped:  # few saturated lanes: one pair a pass
             todo, few = _split_few(todo)
             next_todo.extend(
                 _striped_pairs(few, codes, sub_lens, live_lanes, queries, scoring, scores, width)
@@ -624,6 +682,15 @@ def local_passes(
             sub = codes if whole else np.ascontiguousarray(codes[:, lanes])
             got, sat = one_pass(w, sub, sub_lens[lanes], qsel)
             cols = live_lanes[lanes]
+            if len(qsel) == scores.shape[0] and len(cols) == scores.shape[1]:
+                # every query and lane (a block's first pass): plain copies, saturated pairs
+                # included (the wider passes rewrite them)
+                for out, values in zip(outs, got, strict=True):
+                    out[...] = values
+                width[...] = w
+                if sat.any():
+                    next_todo.extend(_group_saturated(qsel, lanes, sat))
+                continue
             if not sat.any():
                 where = np.ix_(qsel, cols)
                 for out, values in zip(outs, got, strict=True):

@@ -170,6 +170,20 @@ vsplat32.__doc__ = "A 32-lane vector of ``like``'s dtype with every lane set to 
 
 
 @intrinsic
+def vlanes(typingctx, arr):
+    """Lanes of one 512-bit vector of ``arr``'s dtype, as a compile-time constant (a kernel
+    indexing with it gets constant offsets, not one register per offset)."""
+    if not isinstance(arr, types.Array) or not isinstance(arr.dtype, types.Integer):
+        return None
+    lanes = VECTOR_BITS // arr.dtype.bitwidth
+
+    def codegen(context, builder, sig, args):
+        return context.get_constant(types.intp, lanes)
+
+    return types.intp(arr), codegen
+
+
+@intrinsic
 def vstore_u8(typingctx, arr, idx, v):
     """Store the low byte of every lane of ``v`` at flat index ``idx`` of a uint8 array."""
     if not isinstance(v, Vector) or not isinstance(arr, types.Array) or arr.dtype != types.uint8:
@@ -284,7 +298,15 @@ def _reduction(name: str):
     return build
 
 
+def _lane_bits(builder, mask):
+    vec = mask.type
+    cond = builder.icmp_signed("!=", mask, ir.Constant(vec, None))
+    bits = builder.bitcast(cond, ir.IntType(vec.count))
+    return builder.zext(bits, ir.IntType(64)) if vec.count < 64 else bits
+
+
 vany = _unary(_any_lane, types.boolean, "True when any lane of a mask is set.")
+vbits = _unary(_lane_bits, types.int64, "Lane k of a mask (up to 64 lanes) as bit k of an int64.")
 vhmax = _unary(_reduction("smax"), types.int64, "The largest lane as an int64.")
 vhmin = _unary(_reduction("smin"), types.int64, "The smallest lane as an int64.")
 
