@@ -61,11 +61,14 @@ def test_alignments_equal_the_oracle(cl_device, data):
     )
     # a few compile-time shapes (each is a PoCL build), any run-time row count
     items, per_item = data.draw(st.sampled_from([(1, 1), (2, 2), (4, 1), (3, 4)]), label="cols")
-    tile = (data.draw(st.integers(1, 9), label="tile rows"), items, per_item)
+    packed = data.draw(st.booleans(), label="packed 16-bit tiles")
+    tile = (data.draw(st.integers(1, 9), label="tile rows"), items, per_item, packed)
     traceback = data.draw(st.booleans(), label="traceback")
     leaf_bytes = data.draw(st.sampled_from([0, None, 10**9]), label="leaf_bytes")
     # the traceback's recomputations in narrower tiles (one column per work-item)
     retile = data.draw(st.sampled_from([None, (tile[0] + 1, items, 1)]), label="retile")
+    if packed and retile:
+        retile = (tile[0] + 1, 2 * items, 1)
     ends = free_ends_tuple(mode, free)
     stats = RunStats()
     got = align_long(
@@ -88,7 +91,7 @@ def test_alignments_equal_the_oracle(cl_device, data):
     else:
         assert (got.score, got.a_end, got.b_end) == (want.score, want.a_end, want.b_end)
     forward_cols = max(4, -(-n // 3)) if traceback else n  # Tiling.blocks = 3, leaves 4
-    if forward_cols >= items * per_item:  # the forward pass ran on the device
+    if forward_cols >= items * per_item * (1 + packed):  # the forward pass ran on the device
         (worker,) = stats.workers.values()
         assert worker.cells >= m * n
 
@@ -124,7 +127,9 @@ def _cpu_fill(a, b, scoring, local, lanes, top, left, th, tw, row_slot, col_slot
 
 @pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "plain"])
 @pytest.mark.parametrize("mode", ["local", "global"])
-@pytest.mark.parametrize("tile", [(5, 3, 2), (1, 1, 1), (16, 8, 4)])
+@pytest.mark.parametrize(
+    "tile", [(5, 3, 2), (1, 1, 1), (16, 8, 4), (5, 3, 2, True), (40, 2, 4, True), (7, 1, 1, True)]
+)
 def test_device_fill_leaves_the_cpu_checkpoints(cl_device, mode, tile, prefetch):
     """A region inside the matrix (boundaries from a CPU fill): same rows, columns, best."""
     rng = np.random.default_rng(sum(tile))
@@ -168,6 +173,7 @@ def test_device_fill_leaves_the_cpu_checkpoints(cl_device, mode, tile, prefetch)
     np.testing.assert_array_equal(got.col_store, want.col_store)
     assert got.best == tuple(int(x) for x in want.best)
     assert got.launches == n_tr + n_tc - 1 and pair.cells == h * w
+    assert (pair.packed is not None) == shape.packed and not got.widened
     if local:
         assert got.best[0] > 0
 
@@ -349,6 +355,36 @@ def test_page_locked_stores_pass_from_pair_torandom_pair(cl_device):
         assert got == want
         kept.append(AD._STAGING[device_context(cl_device).context.int_ptr][0])
     assert kept[0] is kept[1]
+
+
+@pytest.mark.parametrize("mode", ["global", "local"])
+def test_packed_tiles_that_cannot_fit_16_bits_are_filled_again_wider(cl_device, mode):
+    """Matches of 1000 over tiles of 40 rows: 40,000 above the boundary's smallest H, more
+    than a 16-bit lane holds. The device says so (never a wrapped value) and the region is
+    filled again in 32-bit lanes: the oracle's alignment; smaller scores stay packed."""
+    rng = np.random.default_rng(4)
+    a, b = random_pair(rng, 300, 280, 4, True)
+    shape = TileShape(40, 2, 4, True)
+    for sub, widened in (((1000, -1000), True), ((2, -3), False)):
+        scoring = Scoring(sub, (10, 5))
+        lanes = plan_lanes(scoring, len(a), len(b), mode, Tiling(lane_bits=32))
+        job = _Aligner(a, b, scoring, mode, free_ends_tuple(mode), Tiling(), 1, lanes)
+        whole = job.global_region()
+        pair = PairOnDevice(
+            device_context(cl_device), a, b, scoring.matrix, 10, 5, mode == "local", shape
+        )
+        n_tr, n_tc = -(-len(a) // 40), -(-len(b) // shape.cols)
+        none_r, none_c = np.full(n_tr, -1), np.full(n_tc, -1)
+        got = pair.fill_region(0, 0, whole.top, whole.left, none_r, none_c, 40, lanes.neg_store)
+        assert pair.packed is not None and got.widened == widened
+        want = reference.pairwise_align(a, b, scoring.matrix, 10, 5, mode, free_ends_tuple(mode))
+        if mode == "local":
+            assert got.best == (want.score, want.a_end, want.b_end)
+        else:
+            assert got.last_row[0, -1] == want.score
+        tiling = Tiling(device_cells=1, device_tile=(40, 2, 4, True), blocks=4)
+        full = align_long(a, b, scoring, mode, tiling=tiling, backend="opencl", device=cl_device)
+        assert full == want
 
 
 def test_length_one_and_narrow_pairs(cl_device):

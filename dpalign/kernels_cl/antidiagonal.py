@@ -33,15 +33,26 @@ _STAGING_LOCK = threading.Lock()
 
 @dataclass(frozen=True)
 class TileShape:
-    """A tile: ``rows`` (run time) x ``items * per_item`` columns (compile time)."""
+    """A tile: ``rows`` (run time) x ``items * per_item`` columns (compile time), or with
+    ``packed`` twice as many: two 16-bit cells per instruction (``antidiagonal16.cl``)."""
 
     rows: int
     items: int
     per_item: int
+    packed: bool = False
 
     @property
     def cols(self) -> int:
-        return self.items * self.per_item
+        return self.items * self.per_item * (2 if self.packed else 1)
+
+    @property
+    def wide(self) -> TileShape:
+        """The 32-bit tile of the same size (a packed tile's fallback)."""
+        if not self.packed:
+            return self
+        if 2 * self.per_item <= 16:
+            return TileShape(self.rows, self.items, 2 * self.per_item)
+        return TileShape(self.rows, 2 * self.items, self.per_item)
 
     def __post_init__(self) -> None:
         if self.rows < 1 or self.items < 1 or self.per_item < 1:
@@ -58,6 +69,21 @@ GPU_RETILE: TileShape | None = None
 CPU_TILE = TileShape(rows=64, items=8, per_item=4)
 
 
+#: The packed profile's largest size (bytes): ``letters**2`` rows of ``b``'s length.
+PACKED_PROFILE_BYTES = 1 << 30
+#: |s| + o + e at most this (antidiagonal16.cl's SPREAD) for 16-bit lanes.
+PACKED_SPREAD = 2048
+
+
+def _packs(scores: np.ndarray, oe: int, a: np.ndarray, n: int, shape: TileShape) -> bool:
+    """Whether a pair can run in packed 16-bit tiles: small scores and gap costs (each tile
+    still checks its own range on the device) and a packed profile of bounded size."""
+    if max(int(np.abs(scores).max(initial=0)) + oe, 0) > PACKED_SPREAD or oe < 0:
+        return False
+    letters = int(np.count_nonzero(np.bincount(a, minlength=1))) or 1
+    return letters * letters * (n + shape.cols + 4) * 4 <= PACKED_PROFILE_BYTES
+
+
 @dataclass
 class DeviceFill:
     """What :meth:`PairOnDevice.fill_region` leaves behind (the fields of
@@ -70,6 +96,7 @@ class DeviceFill:
     kernel_seconds: float = 0.0
     launches: int = 0
     pruned_tiles: int = 0
+    widened: bool = False  # a packed fill that did not fit 16 bits, filled again in 32
 
 
 class PairOnDevice:
@@ -111,16 +138,20 @@ class PairOnDevice:
 
         self.dctx = dctx
         self.shape = shape or (CPU_TILE if dctx.caps.is_cpu else GPU_TILE)
-        can_shuffle = dctx.caps.nvidia and self.shape.items == 32
-        self.shuffle = can_shuffle if shuffle is None else bool(shuffle) and can_shuffle
         self.o, self.e, self.local = int(gap_open), int(gap_extend), bool(local)
         self.m, self.n = len(a), len(b)
         oe = self.o + self.e
         letters = int(a.max(initial=0)) + 1
+        scores = np.asarray(matrix, np.int64)[:letters]
+        self.smax = max(int(scores.max()), 0)  # pruning's bound
+        if self.shape.packed and not _packs(scores, oe, a, self.n, self.shape):
+            self.shape = self.shape.wide  # the same tiles in 32-bit lanes
+        wide = self.shape.wide
+        can_shuffle = dctx.caps.nvidia and wide.items == 32
+        self.shuffle = can_shuffle if shuffle is None else bool(shuffle) and can_shuffle
         self.stride = self.n + self.shape.cols
         prof = np.zeros((letters, self.stride), dtype=np.int32)
-        prof[:, : self.n] = np.asarray(matrix, np.int64)[:letters][:, b] + oe
-        self.smax = max(int(np.asarray(matrix)[:letters].max()), 0)  # pruning's bound
+        prof[:, : self.n] = scores[:, b] + oe
         mf = cl.mem_flags
         ctx = dctx.context
         with driver_errors(dctx.caps, "uploading a long pair"):
@@ -129,8 +160,8 @@ class PairOnDevice:
             )
             self.prof_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=prof)
         defines = {
-            "TW": self.shape.items,
-            "CPT": self.shape.per_item,
+            "TW": wide.items,
+            "CPT": wide.per_item,
             "LOCAL_MODE": int(self.local),
             "USE_SHFL": int(self.shuffle),
             "PREFETCH": int(prefetch),
@@ -139,11 +170,58 @@ class PairOnDevice:
         program, _ = build(dctx, "antidiagonal.cl", defines)
         with driver_errors(dctx.caps, "preparing the anti-diagonal kernel"):
             self.kernel = cl.Kernel(program, "ad_tiles")
+        self.packed = None  # (kernel, dense codes, packed profile, letters)
+        if self.shape.packed:
+            self.packed = self._packed_kernel(a, b, scores, oe, shuffle)
         self.kernel_seconds = 0.0
         self.launches = 0
         self.cells = 0
         self.pruned_cells = 0
+        self.widened = 0  # packed fills that did not fit 16 bits and ran again in 32
         self._staging = None  # (buffer, mapped array): page-locked host memory, reused
+
+    def _packed_kernel(self, a, b, scores, oe, shuffle):
+        """The 16-bit kernel of a packed tile, ``a`` in dense codes (the residues it holds)
+        and the packed profile: row ``x * L + y``, column ``j``: ``s(x, b[j]) + o + e`` in
+        the low half, ``s(y, b[j + half]) + o + e`` in the high half (the high half's
+        columns lie ``half = items * per_item`` to the right)."""
+        import pyopencl as cl
+
+        shape, caps = self.shape, self.dctx.caps
+        present = np.flatnonzero(np.bincount(a, minlength=scores.shape[0]))
+        if present.size == 0:
+            present = np.zeros(1, np.int64)
+        dense = np.zeros(scores.shape[0], np.uint8)
+        dense[present] = np.arange(present.size)
+        letters = present.size
+        half = shape.items * shape.per_item
+        stride = -(-(self.n + shape.cols) // 4) * 4
+        one = np.zeros((letters, stride + half), np.int64)
+        one[:, : self.n] = scores[present][:, b] + oe
+        lo = one[:, :stride] & 0xFFFF
+        hi = one[:, half : half + stride] & 0xFFFF
+        prof = (lo[:, None, :] | (hi[None, :, :] << 16)).astype(np.uint32)
+        prof = prof.reshape(letters * letters, stride)
+        mf = cl.mem_flags
+        with driver_errors(caps, "uploading a long pair"):
+            a_buf = cl.Buffer(
+                self.dctx.context,
+                mf.READ_ONLY | mf.COPY_HOST_PTR,
+                hostbuf=np.append(dense[a], 0).astype(np.uint8),
+            )
+            prof_buf = cl.Buffer(self.dctx.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=prof)
+        can_shuffle = caps.nvidia and shape.items == 32
+        defines = {
+            "TW": shape.items,
+            "CPT": shape.per_item,
+            "LOCAL_MODE": int(self.local),
+            "USE_SHFL": int(can_shuffle if shuffle is None else bool(shuffle) and can_shuffle),
+            "USE_PTX": int(caps.ptx_s16x2),
+        }
+        program, _ = build(self.dctx, "antidiagonal16.cl", defines)
+        with driver_errors(caps, "preparing the anti-diagonal kernel"):
+            kernel = cl.Kernel(program, "ad_tiles16")
+        return kernel, a_buf, prof_buf, letters, stride
 
     def reshaped(self, shape: TileShape) -> PairOnDevice:
         """The same pair on the device (shared buffers) with tiles of another shape, at most
@@ -154,8 +232,10 @@ class PairOnDevice:
 
         if shape.cols > self.shape.cols:
             raise OptionError(f"a reshaped pair's tiles must not be wider than {self.shape}")
+        shape = shape.wide  # the packed profile's halves lie a whole tile width apart
         other = copy.copy(self)
         other.shape = shape
+        other.packed = None
         other.shuffle = self.shuffle and shape.items == 32
         other.defines = {
             **self.defines,
@@ -247,6 +327,7 @@ class PairOnDevice:
         neg_store: int,
         prune: bool = False,
         reuse_stores: bool = False,
+        wide: bool = False,
     ) -> DeviceFill:
         """Fill rows ``r0 .. r0+h`` and columns ``c0 .. c0+w`` (h, w from the boundaries).
 
@@ -269,6 +350,9 @@ class PairOnDevice:
             ``reuse_stores`` overwrites (the caller is done with them by then). Copies from
             the device run at DMA speed; into fresh pageable arrays the H100 host managed
             ~3.4 GB/s, 1.7 s of a 1 Mb traceback.
+        wide : bool
+            Packed tiles: fill in 32-bit lanes (what a fill does again when one of its
+            tiles did not fit 16 bits; pruning always does).
         """
         import pyopencl as cl
 
@@ -291,12 +375,15 @@ class PairOnDevice:
 
         if prune and not self.local:
             raise OptionError("block pruning is for local alignments")
-        params = [h, w, tr, n_tc, self.o, self.e, r0, c0, self.stride, self.smax]
+        packed = self.packed if not (prune or wide) else None
+        stride = packed[4] if packed else self.stride
+        params = [h, w, tr, n_tc, self.o, self.e, r0, c0, stride, self.smax]
+        params.append(packed[3] if packed else 0)
         params = np.array(params, dtype=i32)
         with driver_errors(dctx.caps, f"allocating {self.name} buffers"):
             bufs = [
-                self.a_buf,
-                self.prof_buf,
+                packed[1] if packed else self.a_buf,
+                packed[2] if packed else self.prof_buf,
                 upload(top),
                 upload(left),
                 cl.Buffer(ctx, mf.READ_WRITE, 3 * (w + 1) * 8),
@@ -311,9 +398,9 @@ class PairOnDevice:
                     hostbuf=np.zeros((n_tr if self.local else 1, 4), i32),
                 ),
                 upload(params),
-                cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(2, i32)),
+                cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(3, i32)),
             ]
-        kernel = self.kernel if not prune else self._pruning_kernel()
+        kernel = self._pruning_kernel() if prune else packed[0] if packed else self.kernel
         for index, buf in enumerate(bufs):
             kernel.set_arg(index, buf)
         events = []
@@ -330,6 +417,29 @@ class PairOnDevice:
             dctx.queue.flush()
             wait(events[-1])
             seconds = sum((ev.profile.end - ev.profile.start) * 1e-9 for ev in events)
+            if packed:
+                flags = np.zeros(3, i32)
+                cl.enqueue_copy(dctx.queue, flags, bufs[12])
+                if flags[2]:  # a tile did not fit 16 bits: the whole region again, wider
+                    self.kernel_seconds += seconds
+                    self.launches += len(events)
+                    self.widened += 1
+                    fill = self.fill_region(
+                        r0,
+                        c0,
+                        top,
+                        left,
+                        row_slot,
+                        col_slot,
+                        tile_rows,
+                        neg_store,
+                        reuse_stores=reuse_stores,
+                        wide=True,
+                    )
+                    fill.kernel_seconds += seconds
+                    fill.launches += len(events)
+                    fill.widened = True
+                    return fill
             last = np.empty((w + 1, 2), i32)
             cl.enqueue_copy(dctx.queue, last, bufs[4], src_offset=((n_tr - 1) % 3) * (w + 1) * 8)
             if reuse_stores:

@@ -1,0 +1,194 @@
+"""The anti-diagonal tile kernel alone, every tile variant on the same long pair: issue 16 item 2.
+
+    python bench/longpair_kernel.py [--lengths 300000,1000000] [--out DIR] [--budget 150]
+                                    [--variants NAME,...] [--e2e] [--e2e-variants NAME,...]
+
+One process, one OpenCL device. For each length, ``workloads.long_pair(L)`` (NUC.4.4, gaps
+10/1) is put on the device once per variant (:class:`PairOnDevice`) and its whole matrix is
+filled (``fill_region``, no checkpoints), global and local mode. Timing: the OpenCL profiling
+events of the fill's launches (kernel) and the call (wall); every variant's last row and end
+cell are compared with the first variant's (the kernel before this work), and any difference
+is printed as MISMATCH. ``--e2e`` then runs ``align_long`` (score only and traceback, both
+modes) with the default tiles and with each packed variant, warm, checking identical results.
+Writes ``longpair_kernel.json`` under ``--out`` (default ``$OUT``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+
+#: name -> TileShape fields (rows, items, per_item, packed)
+VARIANTS = {
+    "i32 128x(32x8)": (128, 32, 8, False),
+    "i32 256x(32x8)": (256, 32, 8, False),
+    "s16 128x(2x32x8)": (128, 32, 8, True),
+    "s16 256x(2x32x8)": (256, 32, 8, True),
+    "s16 128x(2x32x4)": (128, 32, 4, True),
+    "s16 256x(2x32x4)": (256, 32, 4, True),
+    "s16 384x(2x32x8)": (384, 32, 8, True),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", default="300000,1000000")
+    parser.add_argument("--out", default=os.environ.get("OUT", "."))
+    parser.add_argument("--budget", type=float, default=150.0)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--e2e", action="store_true", help="align_long too, default vs packed")
+    parser.add_argument(
+        "--e2e-variants", default="s16 256x(2x32x8)", help="packed variants for --e2e"
+    )
+    args = parser.parse_args()
+
+    from dpalign.benchmarks import workloads
+    from dpalign.kernels_cl.antidiagonal import PairOnDevice, TileShape
+    from dpalign.kernels_cl.context import device_context
+    from dpalign.longpair import Tiling, _Aligner, plan_lanes
+    from dpalign.scoring import Scoring, free_ends_tuple
+
+    began = time.perf_counter()
+    dctx = device_context(args.device)
+    print(dctx.describe(), flush=True)
+    records: list[dict] = [{"device": dctx.describe()}]
+    scoring = Scoring("NUC.4.4", (10, 1))
+    names = [v for v in args.variants.split(",") if v]
+    for length in (int(float(x)) for x in args.lengths.split(",")):
+        a_text, b_text = workloads.long_pair(length)
+        a, b = scoring.encode(a_text), scoring.encode(b_text)
+        cells = len(a) * len(b)
+        for mode in ("global", "local"):
+            lanes = plan_lanes(scoring, len(a), len(b), mode, Tiling(lane_bits=32))
+            job = _Aligner(a, b, scoring, mode, free_ends_tuple(mode), Tiling(), 1, lanes)
+            whole = job.global_region()
+            first = None
+            for name in names:
+                if time.perf_counter() - began > args.budget:
+                    print(f"over budget: skipped {name} {mode} {length}", flush=True)
+                    continue
+                shape = TileShape(*VARIANTS[name])
+                t0 = time.perf_counter()
+                pair = PairOnDevice(
+                    dctx,
+                    a,
+                    b,
+                    scoring.matrix,
+                    scoring.gap_open,
+                    scoring.gap_extend,
+                    mode == "local",
+                    shape,
+                )
+                setup = time.perf_counter() - t0
+                n_tr = -(-len(a) // shape.rows)
+                n_tc = -(-len(b) // pair.shape.cols)
+                none_r, none_c = np.full(n_tr, -1), np.full(n_tc, -1)
+                runs = []
+                for _ in range(2):  # the first run warms the buffers and the program
+                    t0 = time.perf_counter()
+                    fill = pair.fill_region(
+                        0, 0, whole.top, whole.left, none_r, none_c, shape.rows, lanes.neg_store
+                    )
+                    runs.append((time.perf_counter() - t0, fill))
+                wall, fill = runs[-1]
+                got = (fill.last_row.copy(), fill.best)
+                same = None
+                if first is None:
+                    first = got
+                else:
+                    same = bool(np.array_equal(got[0], first[0]) and got[1] == first[1])
+                    if not same:
+                        print(f"MISMATCH {name} {mode} {length}", flush=True)
+                record = {
+                    "length": length,
+                    "m": len(a),
+                    "n": len(b),
+                    "mode": mode,
+                    "variant": name,
+                    "packed_used": pair.packed is not None,
+                    "widened": bool(fill.widened),
+                    "setup_s": round(setup, 3),
+                    "wall_s": round(wall, 4),
+                    "first_wall_s": round(runs[0][0], 4),
+                    "kernel_s": round(fill.kernel_seconds, 4),
+                    "launches": fill.launches,
+                    "gcups_kernel": round(cells / fill.kernel_seconds / 1e9, 1),
+                    "gcups_wall": round(cells / wall / 1e9, 1),
+                    "us_per_launch": round(fill.kernel_seconds / fill.launches * 1e6, 2),
+                    "score_end": [int(fill.last_row[0, -1])] if mode == "global" else fill.best,
+                    "same_as_first": same,
+                }
+                records.append(record)
+                print(json.dumps(record), flush=True)
+                del pair
+    if args.e2e:
+        records += _e2e(args, began, args.e2e_variants.split(","), VARIANTS)
+    with open(os.path.join(args.out, "longpair_kernel.json"), "w") as f:
+        json.dump(records, f, indent=1)
+    print(f"done in {time.perf_counter() - began:.0f} s", flush=True)
+
+
+def _e2e(args, began, names, variants) -> list[dict]:
+    """``align_long`` with the default tiles and each packed variant: wall, kernel, same?"""
+    from dpalign.benchmarks import workloads
+    from dpalign.gcups import RunStats
+    from dpalign.longpair import Tiling, align_long
+    from dpalign.scoring import Scoring
+
+    scoring = Scoring("NUC.4.4", (10, 1))
+    length = max(int(float(x)) for x in args.lengths.split(","))
+    a_text, b_text = workloads.long_pair(length)
+    a, b = scoring.encode(a_text), scoring.encode(b_text)
+    cells = len(a) * len(b)
+    records = []
+    tiles = [None] + [variants[n] for n in names if variants[n][3]]
+    for mode in ("global", "local"):
+        for traceback in (False, True):
+            first = None
+            for tile in tiles:
+                if time.perf_counter() - began > args.budget:
+                    continue
+                tiling = Tiling(device_tile=tile)
+                for _ in range(2):
+                    stats = RunStats()
+                    t0 = time.perf_counter()
+                    got = align_long(
+                        a,
+                        b,
+                        scoring,
+                        mode,
+                        traceback=traceback,
+                        tiling=tiling,
+                        backend="opencl",
+                        device=args.device,
+                        stats=stats,
+                    )
+                    wall = time.perf_counter() - t0
+                kernel = sum(w.seconds for w in stats.workers.values())
+                first = got if first is None else first
+                record = {
+                    "e2e": True,
+                    "mode": mode,
+                    "traceback": traceback,
+                    "tile": tile,
+                    "wall_s": round(wall, 3),
+                    "gcups_wall": round(cells / wall / 1e9, 1),
+                    "kernel_s": round(kernel, 3),
+                    "score": got.score,
+                    "end": [got.a_end, got.b_end],
+                    "same_as_default": got == first,
+                }
+                if got != first:
+                    print(f"MISMATCH e2e {mode} traceback={traceback} {tile}", flush=True)
+                records.append(record)
+                print(json.dumps(record), flush=True)
+    return records
+
+
+if __name__ == "__main__":
+    main()

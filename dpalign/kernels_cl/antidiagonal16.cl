@@ -1,0 +1,404 @@
+/* The anti-diagonal tile kernel of antidiagonal.cl with two cells per instruction: packed
+ * signed 16-bit lanes (s16x2.cl; Hopper's DPX add-max on NVIDIA), values relative to a base
+ * per tile. Same arguments, boundaries, checkpoints and tile-row maxima as `ad_tiles`, and
+ * the same results, bit for bit, wherever a tile's values provably fit 16 bits.
+ *
+ * Layout: a tile is TR x (2 * TW * CPT) cells, one work-group of TW work-items. Work-item t
+ * runs two "virtual" work-items of a skewed wavefront of 2 TW: t (columns t*CPT.., the low
+ * halves of its registers) and t + TW (columns (TW + t)*CPT.., the high halves), which is TW
+ * rows behind. At step s, virtual v computes row s - v of its CPT columns. The horizontal
+ * state passes from virtual v to v + 1 once per step: one rotate by one work-item of the
+ * packed (G, I) words carries both halves at once (t - 1 -> t; for t = 0 the low half is the
+ * tile's left column and the high half comes from the low half of work-item TW - 1). A tile
+ * takes TR + 2 TW - 1 steps. Before virtual t + TW starts (step t + TW) the high halves of
+ * its registers held garbage of the steps before; its top row is put back then.
+ *
+ * Range (never silent): with base = the smallest H on the tile's boundary (top row, corner,
+ * left column), every H inside lies in [base - o - e TR, max + smax TR] (a vertical gap from
+ * the top row; at most TR matches from the boundary), D and I at most o + e below that
+ * after their first step, and "-inf" inputs are clamped to FLOOR16, which can then never
+ * win a max. A tile whose bounds do not fit +-LIM computes nothing and sets flags[2]; the
+ * host then fills the region again in 32-bit lanes.
+ *
+ * Compile-time constants: TW, CPT, LOCAL_MODE, USE_SHFL (NVIDIA, TW == 32), USE_PTX (sm_90
+ * packed PTX, s16x2.cl).
+ */
+
+#include "s16x2.cl"
+
+#define P_H 0
+#define P_W 1
+#define P_TR 2
+#define P_NTC 3
+#define P_O 4
+#define P_E 5
+#define P_ROW0 6
+#define P_COL0 7
+#define P_PSTRIDE 8
+#define P_SMAX 9
+#define P_L 10 /* letters of the dense code of `a` (the packed profile has L * L rows) */
+
+#ifndef TW
+#define TW 32
+#endif
+#ifndef CPT
+#define CPT 8
+#endif
+#ifndef LOCAL_MODE
+#define LOCAL_MODE 0
+#endif
+#ifndef USE_SHFL
+#define USE_SHFL 0
+#endif
+#define HALF (TW * CPT)
+#define LIM 30000
+#define SPREAD 2048
+#define FLOOR16 (-32000)
+
+#if CPT > 16
+#error "at most 16 columns per work-item"
+#endif
+
+inline uint pk(int lo, int hi) { return ((uint)lo & 0xffffu) | ((uint)hi << 16); }
+inline int lo16(uint v) { return (int)(short)(v & 0xffffu); }
+inline int hi16(uint v) { return ((int)v) >> 16; }
+/* an absolute value relative to the tile's base, "-inf" clamped */
+inline int rel(int v, int base) { return (int)clamp((long)v - base, (long)FLOOR16, (long)LIM); }
+
+#if USE_SHFL
+inline uint shfl_idx(uint v, int src) {
+    uint r;
+    asm volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(v), "r"(src));
+    return r;
+}
+#endif
+
+/* one packed cell, column k of both halves (see antidiagonal.cl's CELL for the recurrence;
+   max is associative, so max(max(gd + s', D), I) is its max(max(gd + s', I), D)) */
+#define PCELL(k, PARTIAL)                                                                   \
+    if ((k) < CPT) {                                                                        \
+        el = p_addmax(el, nege, gl);                                                        \
+        dup[(k) % CPT] = p_addmax(dup[(k) % CPT], nege, gup[(k) % CPT]);                    \
+        uint hh = p_max(p_addmax(gd, sc[(k) % CPT], dup[(k) % CPT]), el);                   \
+        if (LOCAL_MODE) {                                                                   \
+            if (PARTIAL) {                                                                  \
+                uint keep = ((k) < kv_lo ? 0xffffu : 0u) | ((k) < kv_hi ? 0xffff0000u : 0u); \
+                rmax = p_max(rmax, bitselect(0x80008000u, hh, keep));                       \
+            } else                                                                          \
+                rmax = p_max(rmax, hh);                                                     \
+        }                                                                                   \
+        uint g = LOCAL_MODE ? p_addmax(hh, negoe, flr) : p_add(hh, negoe);                  \
+        if ((PARTIAL) && (k) == kown) {                                                     \
+            own_g = g;                                                                      \
+            own_e = el;                                                                     \
+        }                                                                                   \
+        gd = gup[(k) % CPT];                                                                \
+        gup[(k) % CPT] = g;                                                                 \
+        gl = g;                                                                             \
+    }
+
+#define PROW(PARTIAL)                                                                       \
+    do {                                                                                    \
+        uint gl = in_g, el = in_e, gd = diag_g;                                             \
+        PCELL(0, PARTIAL) PCELL(1, PARTIAL) PCELL(2, PARTIAL) PCELL(3, PARTIAL)             \
+        PCELL(4, PARTIAL) PCELL(5, PARTIAL) PCELL(6, PARTIAL) PCELL(7, PARTIAL)             \
+        PCELL(8, PARTIAL) PCELL(9, PARTIAL) PCELL(10, PARTIAL) PCELL(11, PARTIAL)           \
+        PCELL(12, PARTIAL) PCELL(13, PARTIAL) PCELL(14, PARTIAL) PCELL(15, PARTIAL)         \
+        out_g = gl;                                                                         \
+        out_e = el;                                                                         \
+    } while (0)
+
+/* the packed profile values of CPT columns from `p` (aligned: 16-byte vector loads) */
+#if CPT % 4 == 0
+#define LOAD_SC(dst, p)                                                                     \
+    do {                                                                                    \
+        if (aligned) {                                                                      \
+            __global const uint4 *q = (__global const uint4 *)(p);                          \
+            for (int k4 = 0; k4 < CPT / 4; k4++) {                        \
+                uint4 v = q[k4];                                                            \
+                dst[4 * k4] = v.x;                                                          \
+                dst[4 * k4 + 1] = v.y;                                                      \
+                dst[4 * k4 + 2] = v.z;                                                      \
+                dst[4 * k4 + 3] = v.w;                                                      \
+            }                                                                               \
+        } else {                                                                            \
+            for (int k = 0; k < CPT; k++) dst[k] = (p)[k];               \
+        }                                                                                   \
+    } while (0)
+#else
+#define LOAD_SC(dst, p)                                                                     \
+    do {                                                                                    \
+        for (int k = 0; k < CPT; k++) dst[k] = (p)[k];                   \
+    } while (0)
+#endif
+
+__kernel void ad_tiles16(__global const uchar *a,  /* the whole first sequence, dense codes */
+                         __global const uint *prof, /* [L * L][PSTRIDE]: packed s + o + e */
+                         __global const int *top, __global const int *left,
+                         __global int2 *hrow, __global int2 *vcol,
+                         __global const int *row_slot, __global const int *col_slot,
+                         __global int *rstore, __global int *cstore, __global int4 *best,
+                         __constant const int *P,
+                         __global int *flags, /* [2]: a tile did not fit 16 bits */
+                         const int diagonal, const int ti0)
+{
+    const int t = get_local_id(0);
+    const int ti = ti0 + get_group_id(0), tj = diagonal - ti;
+    const int h = P[P_H], w = P[P_W], tr = P[P_TR];
+    const int o = P[P_O], e = P[P_E], oe = o + e;
+    const int r0 = ti * tr, c0 = tj * (2 * HALF);
+    int th = min(tr, h - r0);
+    const int wp1 = w + 1;
+    const int col1 = c0 + t * CPT + 1; /* the low half's first DP column */
+    const int col1h = col1 + HALF;     /* the high half's */
+    const int rs = row_slot[ti], cs = col_slot[tj];
+    __global const int2 *up = hrow + (size_t)((ti + 2) % 3) * wp1;
+
+    /* the top row (absolute), and the boundary's smallest and largest H */
+    int mn = INT_MAX, mx = INT_MIN;
+    int hl[CPT], dl[CPT], hu[CPT], du[CPT];
+#pragma unroll
+    for (int k = 0; k < CPT; k++) {
+        int hv = 0, dv = 0, hw = 0, dw = 0;
+        int c = col1 + k;
+        if (c <= w) {
+            if (ti == 0) {
+                hv = top[c];
+                dv = top[wp1 + c];
+            } else {
+                int2 v = up[c];
+                hv = v.x;
+                dv = v.y;
+            }
+            mn = min(mn, hv);
+            mx = max(mx, hv);
+        }
+        c += HALF;
+        if (c <= w) {
+            if (ti == 0) {
+                hw = top[c];
+                dw = top[wp1 + c];
+            } else {
+                int2 v = up[c];
+                hw = v.x;
+                dw = v.y;
+            }
+            mn = min(mn, hw);
+            mx = max(mx, hw);
+        }
+        hl[k] = hv;
+        dl[k] = dv;
+        hu[k] = hw;
+        du[k] = dw;
+    }
+    int corner = 0, corner_h = 0;
+    if (col1 - 1 <= w) {
+        if (t == 0 && tj == 0) corner = left[r0];
+        else if (ti == 0) corner = top[col1 - 1];
+        else corner = up[col1 - 1].x;
+        mn = min(mn, corner);
+        mx = max(mx, corner);
+    }
+    if (col1h - 1 <= w) corner_h = ti == 0 ? top[col1h - 1] : up[col1h - 1].x;
+    for (int r = t; r < th; r += TW) {
+        int v = tj == 0 ? left[r0 + 1 + r] : vcol[r0 + 1 + r].x;
+        mn = min(mn, v);
+        mx = max(mx, v);
+    }
+    __local int2 bounds[TW];
+    bounds[t] = (int2)(mn, mx);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int k = 0; k < TW; k++) {
+        int2 v = bounds[k];
+        mn = min(mn, v.x);
+        mx = max(mx, v.y);
+    }
+    const int base = mn;
+    {
+        const long above = (long)mx - mn + (long)P[P_SMAX] * th + 2L * oe;
+        /* SPREAD: the host's bound on |s| + o + e (gd + s' below the lowest H) */
+        const long below = (long)o + (long)e * th + 3L * oe + e + SPREAD;
+        if (above > LIM || below > LIM) {
+            if (t == 0) atomic_or(flags + 2, 1);
+            th = 0; /* nothing computed: the host fills the region again, wider */
+        }
+    }
+
+    /* registers: G (= H - o - e) and D of the top row, relative; the high halves are put
+       back when virtual t + TW starts (`hi_top`) */
+    uint gup[CPT], dup[CPT], hi_top[CPT];
+#pragma unroll
+    for (int k = 0; k < CPT; k++) {
+        gup[k] = pk(rel(hl[k], base) - oe, 0);
+        dup[k] = pk(rel(dl[k], base), 0);
+        hi_top[k] = pk(rel(hu[k], base) - oe, rel(du[k], base));
+    }
+    uint diag_g = pk(rel(corner, base) - oe, 0);
+    const int diag_hi = rel(corner_h, base) - oe;
+    const uint nege = pk(-e, -e), negoe = pk(-oe, -oe);
+    const int fl = rel(-oe, base); /* local mode: G >= -o - e, i.e. H >= 0 */
+    const uint flr = pk(fl, fl);
+    /* partial tiles: the owner of column w, and (local mode) each half's valid columns */
+    const int partial = c0 + 2 * HALF > w;
+    const int vown = (w - 1 - c0) / CPT, kown = (w - 1 - c0) % CPT;
+    const int owner_lane = vown % TW, owner_half = vown / TW;
+    const int kv_lo = clamp(w - (col1 - 1), 0, CPT), kv_hi = clamp(w - (col1h - 1), 0, CPT);
+
+    /* local mode: each half's first maximum (relative value; the DP row and column) */
+    int bv_lo = -base, bi_lo = 0, bj_lo = 0, bv_hi = -base, bi_hi = 0, bj_hi = 0;
+    uint out_g = 0, out_e = 0, own_g = 0, own_e = 0;
+
+    /* the profile: the row of the residue pair (a[row_lo], a[row_hi]), columns from pcol */
+    const int L = P[P_L];
+    const size_t pstride = P[P_PSTRIDE];
+    const int pcol = P[P_COL0] + col1 - 1;
+    const int aligned = ((P[P_COL0] | P[P_PSTRIDE]) & 3) == 0;
+    __global const uchar *arow = a + P[P_ROW0] + r0;
+    __global const uint *pbase = prof + pcol;
+#define CODE(r) ((r) >= 0 && (r) < th ? (int)arow[(r)] : 0)
+#define PAIR(r) (CODE(r) * L + CODE((r) - TW))
+    uint sc[CPT], nsc[CPT];
+    {
+        __global const uint *p = pbase + (size_t)PAIR(0) * pstride;
+        LOAD_SC(sc, p);
+    }
+    int pair_next = PAIR(1); /* the profile row of the row after the current one */
+    int2 left_cur = (int2)(0, 0), left_next = (int2)(0, 0);
+    if (t == 0 && th > 0) {
+        left_cur = tj == 0 ? (int2)(left[r0 + 1], left[h + 1 + r0 + 1]) : vcol[r0 + 1];
+        if (th > 1) left_next = tj == 0 ? (int2)(left[r0 + 2], left[h + 1 + r0 + 2]) : vcol[r0 + 2];
+    }
+#if USE_SHFL
+    const int src = (t + TW - 1) % TW;
+#else
+    __local uint2 xch[2][TW];
+#endif
+    const int steps = th + 2 * TW - 1;
+    for (int s = 0; s < steps; s++) {
+        const int rlo = s - t, rhi = rlo - TW; /* the rows of the two halves */
+#if USE_SHFL
+        const uint xg = shfl_idx(out_g, src), xe = shfl_idx(out_e, src);
+#else
+        uint xg = 0, xe = 0;
+        if (s > 0) {
+            uint2 v = xch[(s - 1) & 1][(t + TW - 1) % TW];
+            xg = v.x;
+            xe = v.y;
+        }
+#endif
+        if (rlo >= 0 && rhi < th) {
+            /* the next row's profile values, the profile row and left input two rows on */
+            int2 left_n2 = (int2)(0, 0);
+            {
+                __global const uint *p = pbase + (size_t)pair_next * pstride;
+                LOAD_SC(nsc, p);
+            }
+            const int pair_n2 = PAIR(rlo + 2);
+            if (t == 0 && rlo + 2 < th)
+                left_n2 = tj == 0 ? (int2)(left[r0 + rlo + 3], left[h + 1 + r0 + rlo + 3])
+                                  : vcol[r0 + rlo + 3];
+            if (rhi == 0) { /* virtual t + TW starts: its top row and corner */
+#pragma unroll
+                for (int k = 0; k < CPT; k++) {
+                    gup[k] = (gup[k] & 0xffffu) | (hi_top[k] << 16);
+                    dup[k] = (dup[k] & 0xffffu) | (hi_top[k] & 0xffff0000u);
+                }
+                diag_g = (diag_g & 0xffffu) | ((uint)diag_hi << 16);
+            }
+            uint in_g, in_e;
+            if (t == 0) {
+                in_g = ((uint)(rel(left_cur.x, base) - oe) & 0xffffu) | (xg << 16);
+                in_e = ((uint)rel(left_cur.y, base) & 0xffffu) | (xe << 16);
+            } else {
+                in_g = xg;
+                in_e = xe;
+            }
+            uint rmax = 0x80008000u;
+            if (partial) PROW(1);
+            else PROW(0);
+            diag_g = in_g;
+#if LOCAL_MODE
+            /* this row's maximum of each half, and its first column (H = G + o + e there) */
+            if (rlo < th && lo16(rmax) > bv_lo) {
+                bv_lo = lo16(rmax);
+                bi_lo = r0 + 1 + rlo;
+                int j = CPT - 1;
+#pragma unroll
+                for (int k = CPT - 1; k >= 0; k--)
+                    if (lo16(gup[k]) + oe == bv_lo) j = k;
+                bj_lo = col1 + j;
+            }
+            if (rhi >= 0 && hi16(rmax) > bv_hi) {
+                bv_hi = hi16(rmax);
+                bi_hi = r0 + 1 + rhi;
+                int j = CPT - 1;
+#pragma unroll
+                for (int k = CPT - 1; k >= 0; k--)
+                    if (hi16(gup[k]) + oe == bv_hi) j = k;
+                bj_hi = col1h + j;
+            }
+#endif
+            /* the right column (H, I): its owner, in the half that holds column w */
+            {
+                const int lane = partial ? owner_lane : TW - 1;
+                const int hf = partial ? owner_half : 1;
+                const int r = hf ? rhi : rlo;
+                if (t == lane && r >= 0 && r < th) {
+                    const uint vg = partial ? own_g : out_g, ve = partial ? own_e : out_e;
+                    const int hv = (hf ? hi16(vg) : lo16(vg)) + oe + base;
+                    const int iv = (hf ? hi16(ve) : lo16(ve)) + base;
+                    const int row = r0 + 1 + r;
+                    vcol[row] = (int2)(hv, iv);
+                    if (cs >= 0) {
+                        cstore[((size_t)cs * 2) * (h + 1) + row] = hv;
+                        cstore[((size_t)cs * 2 + 1) * (h + 1) + row] = iv;
+                    }
+                }
+            }
+            /* the tile's bottom row, each half at its last row */
+            if (rlo == th - 1 || rhi == th - 1) {
+                __global int2 *down = hrow + (size_t)(ti % 3) * wp1;
+                const int hf = rhi == th - 1;
+                const int cfirst = hf ? col1h : col1;
+#pragma unroll
+                for (int k = 0; k < CPT; k++) {
+                    const int c = cfirst + k;
+                    if (c <= w) {
+                        const int hv = (hf ? hi16(gup[k]) : lo16(gup[k])) + oe + base;
+                        const int dv = (hf ? hi16(dup[k]) : lo16(dup[k])) + base;
+                        down[c] = (int2)(hv, dv);
+                        if (rs >= 0) {
+                            rstore[((size_t)rs * 2) * wp1 + c] = hv;
+                            rstore[((size_t)rs * 2 + 1) * wp1 + c] = dv;
+                        }
+                    }
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < CPT; k++) sc[k] = nsc[k];
+            pair_next = pair_n2;
+            left_cur = left_next;
+            left_next = left_n2;
+        }
+#if !USE_SHFL
+        xch[s & 1][t] = (uint2)(out_g, out_e);
+        barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+    }
+
+#if LOCAL_MODE
+    /* as ad_tiles: the tile's first maximum in row-major order, folded into its tile row's */
+    __local int4 red[2 * TW];
+    red[t] = (int4)(bv_lo + base, bi_lo, bj_lo, 0);
+    red[TW + t] = (int4)(bv_hi + base, bi_hi, bj_hi, 0);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (t == 0) {
+        int4 b = best[ti];
+        for (int k = 0; k < 2 * TW; k++) {
+            int4 c = red[k];
+            if (c.x > b.x || (c.x == b.x && (c.y < b.y || (c.y == b.y && c.z < b.z)))) b = c;
+        }
+        best[ti] = b;
+    }
+#endif
+}
