@@ -74,16 +74,21 @@ def main() -> None:
                     continue
                 shape = TileShape(*VARIANTS[name])
                 t0 = time.perf_counter()
-                pair = PairOnDevice(
-                    dctx,
-                    a,
-                    b,
-                    scoring.matrix,
-                    scoring.gap_open,
-                    scoring.gap_extend,
-                    mode == "local",
-                    shape,
-                )
+                try:
+                    pair = PairOnDevice(
+                        dctx,
+                        a,
+                        b,
+                        scoring.matrix,
+                        scoring.gap_open,
+                        scoring.gap_extend,
+                        mode == "local",
+                        shape,
+                    )
+                except Exception as exc:  # noqa: BLE001 - a variant that does not build
+                    print(f"FAILED {name} {mode}: {str(exc)[-2000:]}", flush=True)
+                    records.append({"variant": name, "mode": mode, "error": str(exc)[-2000:]})
+                    continue
                 setup = time.perf_counter() - t0
                 n_tr = -(-len(a) // shape.rows)
                 n_tc = -(-len(b) // pair.shape.cols)
