@@ -22,15 +22,21 @@ import time
 
 import numpy as np
 
-#: name -> TileShape fields (rows, items, per_item, packed)
+#: name -> (TileShape fields (rows, items, per_item, packed), more -D settings: of the packed
+#: kernel, of the 32-bit kernel). The first is the kernel before this work (default tiles,
+#: profile values loaded one by one).
 VARIANTS = {
-    "i32 128x(32x8)": (128, 32, 8, False),
-    "i32 256x(32x8)": (256, 32, 8, False),
-    "s16 128x(2x32x8)": (128, 32, 8, True),
-    "s16 256x(2x32x8)": (256, 32, 8, True),
-    "s16 128x(2x32x4)": (128, 32, 4, True),
-    "s16 256x(2x32x4)": (256, 32, 4, True),
-    "s16 384x(2x32x8)": (384, 32, 8, True),
+    "i32 128x(32x8) before": ((128, 32, 8, False), {}, {"VECLOAD": 0}),
+    "i32 128x(32x8)": ((128, 32, 8, False), {}, {}),
+    "i32 256x(32x8)": ((256, 32, 8, False), {}, {}),
+    "s16 128x(2x32x8)": ((128, 32, 8, True), {}, {}),
+    "s16 256x(2x32x8)": ((256, 32, 8, True), {}, {}),
+    "s16 512x(2x32x8)": ((512, 32, 8, True), {}, {}),
+    "s16 256x(2x32x8) chain2": ((256, 32, 8, True), {"CHAIN": 2}, {}),
+    "s16 128x(2x32x4)": ((128, 32, 4, True), {}, {}),
+    "s16 256x(2x32x4)": ((256, 32, 4, True), {}, {}),
+    "s16 256x(2x32x4) chain2": ((256, 32, 4, True), {"CHAIN": 2}, {}),
+    "s16 256x(2x32x16)": ((256, 32, 16, True), {}, {}),
 }
 
 
@@ -48,6 +54,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from dpalign.benchmarks import workloads
+    from dpalign.kernels_cl import antidiagonal as AD
     from dpalign.kernels_cl.antidiagonal import PairOnDevice, TileShape
     from dpalign.kernels_cl.context import device_context
     from dpalign.longpair import Tiling, _Aligner, plan_lanes
@@ -72,7 +79,9 @@ def main() -> None:
                 if time.perf_counter() - began > args.budget:
                     print(f"over budget: skipped {name} {mode} {length}", flush=True)
                     continue
-                shape = TileShape(*VARIANTS[name])
+                fields, defines, wide_defines = VARIANTS[name]
+                shape = TileShape(*fields)
+                _set(AD, defines, wide_defines)
                 t0 = time.perf_counter()
                 try:
                     pair = PairOnDevice(
@@ -116,6 +125,8 @@ def main() -> None:
                     "mode": mode,
                     "variant": name,
                     "packed_used": pair.packed is not None,
+                    "defines": {**defines, **wide_defines},
+                    "ptx": bool(dctx.caps.ptx_s16x2),
                     "widened": bool(fill.widened),
                     "setup_s": round(setup, 3),
                     "wall_s": round(wall, 4),
@@ -138,6 +149,14 @@ def main() -> None:
     print(f"done in {time.perf_counter() - began:.0f} s", flush=True)
 
 
+def _set(module, packed: dict, wide: dict) -> None:
+    """The kernels' extra -D settings for the next pair put on the device."""
+    module.PACKED_DEFINES.clear()
+    module.PACKED_DEFINES.update(packed)
+    module.WIDE_DEFINES.clear()
+    module.WIDE_DEFINES.update(wide)
+
+
 def _e2e(args, began, names, variants) -> list[dict]:
     """``align_long`` with the default tiles and each packed variant: wall, kernel, same?"""
     from dpalign.benchmarks import workloads
@@ -151,13 +170,16 @@ def _e2e(args, began, names, variants) -> list[dict]:
     a, b = scoring.encode(a_text), scoring.encode(b_text)
     cells = len(a) * len(b)
     records = []
-    tiles = [None] + [variants[n] for n in names if variants[n][3]]
+    from dpalign.kernels_cl import antidiagonal as AD
+
+    tiles = [(None, {}, {})] + [variants[n] for n in names if variants[n][0][3]]
     for mode in ("global", "local"):
         for traceback in (False, True):
             first = None
-            for tile in tiles:
+            for tile, defines, wide_defines in tiles:
                 if time.perf_counter() - began > args.budget:
                     continue
+                _set(AD, defines, wide_defines)
                 tiling = Tiling(device_tile=tile)
                 for _ in range(2):
                     stats = RunStats()
@@ -181,6 +203,7 @@ def _e2e(args, began, names, variants) -> list[dict]:
                     "mode": mode,
                     "traceback": traceback,
                     "tile": tile,
+                    "defines": defines,
                     "wall_s": round(wall, 3),
                     "gcups_wall": round(cells / wall / 1e9, 1),
                     "kernel_s": round(kernel, 3),

@@ -60,7 +60,37 @@
 #ifndef PRUNE
 #define PRUNE 0 /* local mode: block pruning (the forward pass of a whole matrix) */
 #endif
+#ifndef VECLOAD
+#define VECLOAD 1 /* profile values by 16-byte loads where the region's columns allow */
+#endif
 #define TC (TW * CPT)
+
+/* CPT profile values from `p`: 4 at a time when `aligned` (the region's first column and
+   the profile's stride are multiples of 4; a work-item's columns start at a multiple of
+   CPT), else one by one */
+#if VECLOAD && CPT % 4 == 0
+#define LOAD_PROFILE(dst, p)                                                                \
+    do {                                                                                    \
+        __global const int *q_ = (p);                                                       \
+        if (aligned) {                                                                      \
+            for (int k4 = 0; k4 < CPT / 4; k4++) {                                          \
+                int4 v = ((__global const int4 *)q_)[k4];                                   \
+                dst[4 * k4] = v.x;                                                          \
+                dst[4 * k4 + 1] = v.y;                                                      \
+                dst[4 * k4 + 2] = v.z;                                                      \
+                dst[4 * k4 + 3] = v.w;                                                      \
+            }                                                                               \
+        } else {                                                                            \
+            for (int k = 0; k < CPT; k++) dst[k] = q_[k];                                   \
+        }                                                                                   \
+    } while (0)
+#else
+#define LOAD_PROFILE(dst, p)                                                                \
+    do {                                                                                    \
+        __global const int *q_ = (p);                                                       \
+        for (int k = 0; k < CPT; k++) dst[k] = q_[k];                                       \
+    } while (0)
+#endif
 
 #if USE_SHFL
 inline int shfl_up1(int v) {
@@ -232,6 +262,7 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
     /* the next row's residue and its profile column, fetched a step ahead */
     const int pcol = P[P_COL0] + col1 - 1;
     const size_t pstride = P[P_PSTRIDE];
+    const int aligned = ((P[P_COL0] | P[P_PSTRIDE]) & 3) == 0;
     __global const uchar *arow = a + P[P_ROW0] + r0; /* the tile's residues of `a` */
     /* The row computed at a step: its profile values `sc` and (work-item 0) its left input
        were fetched the step before (PREFETCH), the residue of the row after it two steps
@@ -241,7 +272,7 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
     {
         const int code0 = arow[0];
 #pragma unroll
-        for (int k = 0; k < CPT; k++) sc[k] = prof[code0 * pstride + pcol + k];
+        LOAD_PROFILE(sc, prof + code0 * pstride + pcol);
     }
 #if PREFETCH
     int2 left_cur = (int2)(0, 0), left_next = (int2)(0, 0);
@@ -273,7 +304,7 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
             int2 left_n2 = (int2)(0, 0);
             if (r + 1 < th) {
 #pragma unroll
-                for (int k = 0; k < CPT; k++) nsc[k] = prof[code1 * pstride + pcol + k];
+                LOAD_PROFILE(nsc, prof + code1 * pstride + pcol);
                 if (r + 2 < th) {
                     code2 = arow[r + 2];
                     if (t == 0) left_n2 = left_input(left, vcol, tj, h, row + 2);
@@ -329,7 +360,7 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
 #else
             if (r + 1 < th) {
 #pragma unroll
-                for (int k = 0; k < CPT; k++) sc[k] = prof[code1 * pstride + pcol + k];
+                LOAD_PROFILE(sc, prof + code1 * pstride + pcol);
                 code1 = r + 2 < th ? arow[r + 2] : 0;
             }
 #endif

@@ -71,6 +71,10 @@ CPU_TILE = TileShape(rows=64, items=8, per_item=4)
 
 #: The packed profile's largest size (bytes): ``letters**2`` rows of ``b``'s length.
 PACKED_PROFILE_BYTES = 1 << 30
+#: More -D settings of the 32-bit kernel (benchmarks: {"VECLOAD": 0}, the loads before).
+WIDE_DEFINES: dict[str, int] = {}
+#: More -D settings of the packed kernel (benchmarks: {"CHAIN": 2}).
+PACKED_DEFINES: dict[str, int] = {}
 #: |s| + o + e at most this (antidiagonal16.cl's SPREAD) for 16-bit lanes.
 PACKED_SPREAD = 2048
 
@@ -149,7 +153,7 @@ class PairOnDevice:
         wide = self.shape.wide
         can_shuffle = dctx.caps.nvidia and wide.items == 32
         self.shuffle = can_shuffle if shuffle is None else bool(shuffle) and can_shuffle
-        self.stride = self.n + self.shape.cols
+        self.stride = -(-(self.n + self.shape.cols) // 4) * 4  # 16-byte rows
         prof = np.zeros((letters, self.stride), dtype=np.int32)
         prof[:, : self.n] = scores[:, b] + oe
         mf = cl.mem_flags
@@ -165,12 +169,13 @@ class PairOnDevice:
             "LOCAL_MODE": int(self.local),
             "USE_SHFL": int(self.shuffle),
             "PREFETCH": int(prefetch),
+            **WIDE_DEFINES,
         }
         self.defines = defines
         program, _ = build(dctx, "antidiagonal.cl", defines)
         with driver_errors(dctx.caps, "preparing the anti-diagonal kernel"):
             self.kernel = cl.Kernel(program, "ad_tiles")
-        self.packed = None  # (kernel, dense codes, packed profile, letters)
+        self.packed = None  # (kernel, row pairs, packed profile, letters, its stride)
         if self.shape.packed:
             self.packed = self._packed_kernel(a, b, scores, oe, shuffle)
         self.kernel_seconds = 0.0
@@ -202,13 +207,15 @@ class PairOnDevice:
         hi = one[:, half : half + stride] & 0xFFFF
         prof = (lo[:, None, :] | (hi[None, :, :] << 16)).astype(np.uint32)
         prof = prof.reshape(letters * letters, stride)
+        # the profile row of each row and the row TW above it (antidiagonal16.cl's pairs)
+        items = shape.items
+        codes = dense[a].astype(np.uint16)
+        pairs = np.zeros(len(a) + 2 * items + 8, np.uint16)
+        pairs[items : items + len(a)] = codes * letters
+        pairs[2 * items : 2 * items + len(a)] += codes  # past a's end too: the high half
         mf = cl.mem_flags
         with driver_errors(caps, "uploading a long pair"):
-            a_buf = cl.Buffer(
-                self.dctx.context,
-                mf.READ_ONLY | mf.COPY_HOST_PTR,
-                hostbuf=np.append(dense[a], 0).astype(np.uint8),
-            )
+            a_buf = cl.Buffer(self.dctx.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=pairs)
             prof_buf = cl.Buffer(self.dctx.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=prof)
         can_shuffle = caps.nvidia and shape.items == 32
         defines = {
@@ -217,6 +224,7 @@ class PairOnDevice:
             "LOCAL_MODE": int(self.local),
             "USE_SHFL": int(can_shuffle if shuffle is None else bool(shuffle) and can_shuffle),
             "USE_PTX": int(caps.ptx_s16x2),
+            **PACKED_DEFINES,
         }
         program, _ = build(self.dctx, "antidiagonal16.cl", defines)
         with driver_errors(caps, "preparing the anti-diagonal kernel"):

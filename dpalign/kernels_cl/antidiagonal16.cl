@@ -36,7 +36,6 @@
 #define P_COL0 7
 #define P_PSTRIDE 8
 #define P_SMAX 9
-#define P_L 10 /* letters of the dense code of `a` (the packed profile has L * L rows) */
 
 #ifndef TW
 #define TW 32
@@ -49,6 +48,9 @@
 #endif
 #ifndef USE_SHFL
 #define USE_SHFL 0
+#endif
+#ifndef CHAIN
+#define CHAIN 3
 #endif
 #define HALF (TW * CPT)
 #define LIM 30000
@@ -74,12 +76,21 @@ inline uint shfl_idx(uint v, int src) {
 #endif
 
 /* one packed cell, column k of both halves (see antidiagonal.cl's CELL for the recurrence;
-   max is associative, so max(max(gd + s', D), I) is its max(max(gd + s', I), D)) */
+   max is associative, so max(max(gd + s', D), I) is its max(max(gd + s', I), D)).
+   CHAIN 2: H = max(max(gd + s', D, I_left - e), G_left), one instruction fewer between one
+   cell's G and the next's (I_left's own update runs beside it), one more in all. */
 #define PCELL(k, PARTIAL)                                                                   \
     if ((k) < CPT) {                                                                        \
-        el = p_addmax(el, nege, gl);                                                        \
+        uint hh;                                                                            \
         dup[(k) % CPT] = p_addmax(dup[(k) % CPT], nege, gup[(k) % CPT]);                    \
-        uint hh = p_max(p_addmax(gd, sc[(k) % CPT], dup[(k) % CPT]), el);                   \
+        if (CHAIN == 2) {                                                                   \
+            uint tt = p_addmax(el, nege, p_addmax(gd, sc[(k) % CPT], dup[(k) % CPT]));      \
+            el = p_addmax(el, nege, gl);                                                    \
+            hh = p_max(tt, gl);                                                             \
+        } else {                                                                            \
+            el = p_addmax(el, nege, gl);                                                    \
+            hh = p_max(p_addmax(gd, sc[(k) % CPT], dup[(k) % CPT]), el);                    \
+        }                                                                                   \
         if (LOCAL_MODE) {                                                                   \
             if (PARTIAL) {                                                                  \
                 uint keep = ((k) < kv_lo ? 0xffffu : 0u) | ((k) < kv_hi ? 0xffff0000u : 0u); \
@@ -132,7 +143,7 @@ inline uint shfl_idx(uint v, int src) {
     } while (0)
 #endif
 
-__kernel void ad_tiles16(__global const uchar *a,  /* the whole first sequence, dense codes */
+__kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see below */
                          __global const uint *prof, /* [L * L][PSTRIDE]: packed s + o + e */
                          __global const int *top, __global const int *left,
                          __global int2 *hrow, __global int2 *vcol,
@@ -249,14 +260,15 @@ __kernel void ad_tiles16(__global const uchar *a,  /* the whole first sequence, 
     uint out_g = 0, out_e = 0, own_g = 0, own_e = 0;
 
     /* the profile: the row of the residue pair (a[row_lo], a[row_hi]), columns from pcol */
-    const int L = P[P_L];
     const size_t pstride = P[P_PSTRIDE];
     const int pcol = P[P_COL0] + col1 - 1;
     const int aligned = ((P[P_COL0] | P[P_PSTRIDE]) & 3) == 0;
-    __global const uchar *arow = a + P[P_ROW0] + r0;
+    /* pairs[R + TW] = x * L + y, x and y the dense codes of a[R] and a[R - TW] (0 outside
+       a): the profile row of DP row R + 1 in the low half and R + 1 - TW in the high half
+       (halves whose row lies outside the tile compute garbage that nothing reads) */
+    __global const ushort *arow = pairs + P[P_ROW0] + r0 + TW;
     __global const uint *pbase = prof + pcol;
-#define CODE(r) ((r) >= 0 && (r) < th ? (int)arow[(r)] : 0)
-#define PAIR(r) (CODE(r) * L + CODE((r) - TW))
+#define PAIR(r) ((int)arow[(r)])
     uint sc[CPT], nsc[CPT];
     {
         __global const uint *p = pbase + (size_t)PAIR(0) * pstride;
