@@ -21,7 +21,7 @@
  * host then fills the region again in 32-bit lanes.
  *
  * Compile-time constants: TW, CPT, LOCAL_MODE, USE_SHFL (NVIDIA, TW == 32), USE_PTX (sm_90
- * packed PTX, s16x2.cl).
+ * packed PTX, s16x2.cl), CHAIN (2 or 3, below), UNROLL2 (1: two steps per loop iteration).
  */
 
 #include "s16x2.cl"
@@ -51,6 +51,9 @@
 #endif
 #ifndef CHAIN
 #define CHAIN 3
+#endif
+#ifndef UNROLL2
+#define UNROLL2 1
 #endif
 #define HALF (TW * CPT)
 #define LIM 30000
@@ -84,12 +87,12 @@ inline uint shfl_idx(uint v, int src) {
         uint hh;                                                                            \
         dup[(k) % CPT] = p_addmax(dup[(k) % CPT], nege, gup[(k) % CPT]);                    \
         if (CHAIN == 2) {                                                                   \
-            uint tt = p_addmax(el, nege, p_addmax(gd, sc[(k) % CPT], dup[(k) % CPT]));      \
+            uint tt = p_addmax(el, nege, p_addmax(gd, scb[cur][(k) % CPT], dup[(k) % CPT]));      \
             el = p_addmax(el, nege, gl);                                                    \
             hh = p_max(tt, gl);                                                             \
         } else {                                                                            \
             el = p_addmax(el, nege, gl);                                                    \
-            hh = p_max(p_addmax(gd, sc[(k) % CPT], dup[(k) % CPT]), el);                    \
+            hh = p_max(p_addmax(gd, scb[cur][(k) % CPT], dup[(k) % CPT]), el);                    \
         }                                                                                   \
         if (LOCAL_MODE) {                                                                   \
             if (PARTIAL) {                                                                  \
@@ -269,10 +272,13 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
     __global const ushort *arow = pairs + P[P_ROW0] + r0 + TW;
     __global const uint *pbase = prof + pcol;
 #define PAIR(r) ((int)arow[(r)])
-    uint sc[CPT], nsc[CPT];
+    uint scb[2][CPT]; /* this row's profile values and the next row's */
     {
+        /* both: a work-item starts at step t, whose parity picks the buffer (UNROLL2) */
         __global const uint *p = pbase + (size_t)PAIR(0) * pstride;
-        LOAD_SC(sc, p);
+        LOAD_SC(scb[0], p);
+#pragma unroll
+        for (int k = 0; k < CPT; k++) scb[1][k] = scb[0][k];
     }
     int pair_next = PAIR(1); /* the profile row of the row after the current one */
     int2 left_cur = (int2)(0, 0), left_next = (int2)(0, 0);
@@ -286,7 +292,12 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
     __local uint2 xch[2][TW];
 #endif
     const int steps = th + 2 * TW - 1;
-    for (int s = 0; s < steps; s++) {
+    /* UNROLL2: two steps per iteration, the profile buffers taking turns (no copies); a
+       step past the last (odd counts) finds every row outside the tile and does nothing */
+    for (int s0 = 0; s0 < steps; s0 += 1 + UNROLL2) {
+#pragma unroll
+      for (int cur = 0; cur <= UNROLL2; cur++) {
+        const int s = s0 + cur, nxt = 1 - cur;
         const int rlo = s - t, rhi = rlo - TW; /* the rows of the two halves */
 #if USE_SHFL
         const uint xg = shfl_idx(out_g, src), xe = shfl_idx(out_e, src);
@@ -303,7 +314,7 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
             int2 left_n2 = (int2)(0, 0);
             {
                 __global const uint *p = pbase + (size_t)pair_next * pstride;
-                LOAD_SC(nsc, p);
+                LOAD_SC(scb[nxt], p);
             }
             const int pair_n2 = PAIR(rlo + 2);
             if (t == 0 && rlo + 2 < th)
@@ -386,8 +397,10 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
                     }
                 }
             }
+            if (!UNROLL2) {
 #pragma unroll
-            for (int k = 0; k < CPT; k++) sc[k] = nsc[k];
+                for (int k = 0; k < CPT; k++) scb[0][k] = scb[1][k];
+            }
             pair_next = pair_n2;
             left_cur = left_next;
             left_next = left_n2;
@@ -396,6 +409,7 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
         xch[s & 1][t] = (uint2)(out_g, out_e);
         barrier(CLK_LOCAL_MEM_FENCE);
 #endif
+      }
     }
 
 #if LOCAL_MODE
