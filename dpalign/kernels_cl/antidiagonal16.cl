@@ -68,7 +68,7 @@ inline uint pk(int lo, int hi) { return ((uint)lo & 0xffffu) | ((uint)hi << 16);
 inline int lo16(uint v) { return (int)(short)(v & 0xffffu); }
 inline int hi16(uint v) { return ((int)v) >> 16; }
 /* an absolute value relative to the tile's base, "-inf" clamped */
-inline int rel(int v, int base) { return (int)clamp((long)v - base, (long)FLOOR16, (long)LIM); }
+inline int rel(int v, int base) { return clamp(add_sat(v, -base), FLOOR16, LIM); }
 
 #if USE_SHFL
 inline uint shfl_idx(uint v, int src) {
