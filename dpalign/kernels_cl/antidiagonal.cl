@@ -60,6 +60,9 @@
 #ifndef PRUNE
 #define PRUNE 0 /* local mode: block pruning (the forward pass of a whole matrix) */
 #endif
+#ifndef ALIGNED
+#define ALIGNED 0 /* 1: the region's first column and the profile's stride are multiples of 4 */
+#endif
 #ifndef VECLOAD
 #define VECLOAD 1 /* profile values by 16-byte loads where the region's columns allow */
 #endif
@@ -68,13 +71,23 @@
 /* CPT profile values from `p`: 4 at a time when `aligned` (the region's first column and
    the profile's stride are multiples of 4; a work-item's columns start at a multiple of
    CPT), else one by one */
+#if USE_SHFL /* NVIDIA: inline PTX, which the compiler cannot split into 4-byte loads */
+inline int4 ld4(__global const int *p) {
+    int x, y, z, w;
+    asm("ld.global.nc.v4.s32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "l"((ulong)p));
+    return (int4)(x, y, z, w);
+}
+#else
+inline int4 ld4(__global const int *p) { return vload4(0, p); }
+#endif
 #if VECLOAD && CPT % 4 == 0
 #define LOAD_PROFILE(dst, p)                                                                \
     do {                                                                                    \
         __global const int *q_ = (p);                                                       \
         if (aligned) {                                                                      \
             for (int k4 = 0; k4 < CPT / 4; k4++) {                                          \
-                int4 v = ((__global const int4 *)q_)[k4];                                   \
+                int4 v = ld4(q_ + 4 * k4);                                                  \
                 dst[4 * k4] = v.x;                                                          \
                 dst[4 * k4 + 1] = v.y;                                                      \
                 dst[4 * k4 + 2] = v.z;                                                      \
@@ -262,7 +275,7 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
     /* the next row's residue and its profile column, fetched a step ahead */
     const int pcol = P[P_COL0] + col1 - 1;
     const size_t pstride = P[P_PSTRIDE];
-    const int aligned = ((P[P_COL0] | P[P_PSTRIDE]) & 3) == 0;
+    const int aligned = ALIGNED; /* the host's promise: P_COL0 and P_PSTRIDE % 4 == 0 */
     __global const uchar *arow = a + P[P_ROW0] + r0; /* the tile's residues of `a` */
     /* The row computed at a step: its profile values `sc` and (work-item 0) its left input
        were fetched the step before (PREFETCH), the residue of the row after it two steps

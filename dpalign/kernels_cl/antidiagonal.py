@@ -172,12 +172,13 @@ class PairOnDevice:
             **WIDE_DEFINES,
         }
         self.defines = defines
-        program, _ = build(dctx, "antidiagonal.cl", defines)
-        with driver_errors(dctx.caps, "preparing the anti-diagonal kernel"):
-            self.kernel = cl.Kernel(program, "ad_tiles")
-        self.packed = None  # (kernel, row pairs, packed profile, letters, its stride)
+        self._kernels: dict[tuple, object] = {}
+        self._kernel(False, False, True)  # built now: a driver's complaint comes early
+        self.packed = None  # (row pairs, packed profile, letters, its stride)
+        self.packed_defines: dict[str, int] = {}
         if self.shape.packed:
-            self.packed = self._packed_kernel(a, b, scores, oe, shuffle)
+            self.packed = self._packed_pair(a, b, scores, oe, shuffle)
+            self._kernel(True, False, True)
         self.kernel_seconds = 0.0
         self.launches = 0
         self.cells = 0
@@ -185,9 +186,29 @@ class PairOnDevice:
         self.widened = 0  # packed fills that did not fit 16 bits and ran again in 32
         self._staging = None  # (buffer, mapped array): page-locked host memory, reused
 
-    def _packed_kernel(self, a, b, scores, oe, shuffle):
-        """The 16-bit kernel of a packed tile, ``a`` in dense codes (the residues it holds)
-        and the packed profile: row ``x * L + y``, column ``j``: ``s(x, b[j]) + o + e`` in
+    def _kernel(self, packed: bool, prune: bool, aligned: bool):
+        """The kernel (built on first use): 16-bit (``packed``) or 32-bit lanes, with block
+        pruning (32-bit), for regions whose first column is a multiple of 4 (``aligned``:
+        the profile in 16-byte loads) or any."""
+        import pyopencl as cl
+
+        key = (packed, prune, aligned)
+        if key not in self._kernels:
+            if packed:
+                name, defines = "antidiagonal16.cl", dict(self.packed_defines)
+            else:
+                name, defines = "antidiagonal.cl", dict(self.defines)
+                if prune:
+                    defines["PRUNE"] = 1
+            defines["ALIGNED"] = int(aligned)
+            program, _ = build(self.dctx, name, defines)
+            with driver_errors(self.dctx.caps, "preparing the anti-diagonal kernel"):
+                self._kernels[key] = cl.Kernel(program, "ad_tiles16" if packed else "ad_tiles")
+        return self._kernels[key]
+
+    def _packed_pair(self, a, b, scores, oe, shuffle):
+        """The packed tile's inputs: pairs of residue codes of ``a`` (dense: the residues it
+        holds) and the packed profile: row ``x * L + y``, column ``j``: ``s(x, b[j]) + o + e`` in
         the low half, ``s(y, b[j + half]) + o + e`` in the high half (the high half's
         columns lie ``half = items * per_item`` to the right)."""
         import pyopencl as cl
@@ -226,17 +247,13 @@ class PairOnDevice:
             "USE_PTX": int(caps.ptx_s16x2),
             **PACKED_DEFINES,
         }
-        program, _ = build(self.dctx, "antidiagonal16.cl", defines)
-        with driver_errors(caps, "preparing the anti-diagonal kernel"):
-            kernel = cl.Kernel(program, "ad_tiles16")
-        return kernel, a_buf, prof_buf, letters, stride
+        self.packed_defines = defines
+        return a_buf, prof_buf, letters, stride
 
     def reshaped(self, shape: TileShape) -> PairOnDevice:
         """The same pair on the device (shared buffers) with tiles of another shape, at most
         as wide (e.g. narrower tiles for the traceback's smaller, latency-bound regions)."""
         import copy
-
-        import pyopencl as cl
 
         if shape.cols > self.shape.cols:
             raise OptionError(f"a reshaped pair's tiles must not be wider than {self.shape}")
@@ -251,23 +268,11 @@ class PairOnDevice:
             "CPT": shape.per_item,
             "USE_SHFL": int(other.shuffle),
         }
-        program, _ = build(self.dctx, "antidiagonal.cl", other.defines)
-        with driver_errors(self.dctx.caps, "preparing the anti-diagonal kernel"):
-            other.kernel = cl.Kernel(program, "ad_tiles")
-        other._pruning = None
+        other._kernels = {}
+        other._kernel(False, False, True)
         other._staging = None
         other.kernel_seconds, other.launches, other.cells, other.pruned_cells = 0.0, 0, 0, 0
         return other
-
-    def _pruning_kernel(self):
-        """The kernel built with block pruning (built on first use)."""
-        import pyopencl as cl
-
-        if getattr(self, "_pruning", None) is None:
-            program, _ = build(self.dctx, "antidiagonal.cl", {**self.defines, "PRUNE": 1})
-            with driver_errors(self.dctx.caps, "preparing the anti-diagonal kernel"):
-                self._pruning = cl.Kernel(program, "ad_tiles")
-        return self._pruning
 
     def _host_staging(self, nbytes: int) -> np.ndarray:
         """At least ``nbytes`` of page-locked host memory (int32), mapped once and reused
@@ -384,14 +389,14 @@ class PairOnDevice:
         if prune and not self.local:
             raise OptionError("block pruning is for local alignments")
         packed = self.packed if not (prune or wide) else None
-        stride = packed[4] if packed else self.stride
+        stride = packed[3] if packed else self.stride
         params = [h, w, tr, n_tc, self.o, self.e, r0, c0, stride, self.smax]
-        params.append(packed[3] if packed else 0)
+        params.append(packed[2] if packed else 0)
         params = np.array(params, dtype=i32)
         with driver_errors(dctx.caps, f"allocating {self.name} buffers"):
             bufs = [
-                packed[1] if packed else self.a_buf,
-                packed[2] if packed else self.prof_buf,
+                packed[0] if packed else self.a_buf,
+                packed[1] if packed else self.prof_buf,
                 upload(top),
                 upload(left),
                 cl.Buffer(ctx, mf.READ_WRITE, 3 * (w + 1) * 8),
@@ -408,7 +413,7 @@ class PairOnDevice:
                 upload(params),
                 cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(3, i32)),
             ]
-        kernel = self._pruning_kernel() if prune else packed[0] if packed else self.kernel
+        kernel = self._kernel(bool(packed), prune, c0 % 4 == 0 and stride % 4 == 0)
         for index, buf in enumerate(bufs):
             kernel.set_arg(index, buf)
         events = []

@@ -49,6 +49,9 @@
 #ifndef USE_SHFL
 #define USE_SHFL 0
 #endif
+#ifndef ALIGNED
+#define ALIGNED 0 /* 1: the region's first column and the profile's stride are multiples of 4 */
+#endif
 #ifndef CHAIN
 #define CHAIN 3
 #endif
@@ -122,27 +125,38 @@ inline uint shfl_idx(uint v, int src) {
         out_e = el;                                                                         \
     } while (0)
 
-/* the packed profile values of CPT columns from `p` (aligned: 16-byte vector loads) */
+/* the packed profile values of CPT columns from `p` (aligned: 16-byte vector loads; on
+   NVIDIA by inline PTX, which the compiler can neither split into 4-byte loads nor merge
+   with the unaligned branch) */
+#if USE_SHFL
+inline uint4 ld4(__global const uint *p) {
+    uint x, y, z, w;
+    asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "l"((ulong)p));
+    return (uint4)(x, y, z, w);
+}
+#else
+inline uint4 ld4(__global const uint *p) { return vload4(0, p); }
+#endif
 #if CPT % 4 == 0
 #define LOAD_SC(dst, p)                                                                     \
     do {                                                                                    \
         if (aligned) {                                                                      \
-            __global const uint4 *q = (__global const uint4 *)(p);                          \
-            for (int k4 = 0; k4 < CPT / 4; k4++) {                        \
-                uint4 v = q[k4];                                                            \
+            for (int k4 = 0; k4 < CPT / 4; k4++) {                                          \
+                uint4 v = ld4((p) + 4 * k4);                                                \
                 dst[4 * k4] = v.x;                                                          \
                 dst[4 * k4 + 1] = v.y;                                                      \
                 dst[4 * k4 + 2] = v.z;                                                      \
                 dst[4 * k4 + 3] = v.w;                                                      \
             }                                                                               \
         } else {                                                                            \
-            for (int k = 0; k < CPT; k++) dst[k] = (p)[k];               \
+            for (int k = 0; k < CPT; k++) dst[k] = (p)[k];                                  \
         }                                                                                   \
     } while (0)
 #else
 #define LOAD_SC(dst, p)                                                                     \
     do {                                                                                    \
-        for (int k = 0; k < CPT; k++) dst[k] = (p)[k];                   \
+        for (int k = 0; k < CPT; k++) dst[k] = (p)[k];                                      \
     } while (0)
 #endif
 
@@ -265,7 +279,7 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
     /* the profile: the row of the residue pair (a[row_lo], a[row_hi]), columns from pcol */
     const size_t pstride = P[P_PSTRIDE];
     const int pcol = P[P_COL0] + col1 - 1;
-    const int aligned = ((P[P_COL0] | P[P_PSTRIDE]) & 3) == 0;
+    const int aligned = ALIGNED; /* the host's promise: P_COL0 and P_PSTRIDE % 4 == 0 */
     /* pairs[R + TW] = x * L + y, x and y the dense codes of a[R] and a[R - TW] (0 outside
        a): the profile row of DP row R + 1 in the low half and R + 1 - TW in the high half
        (halves whose row lies outside the tile compute garbage that nothing reads) */
