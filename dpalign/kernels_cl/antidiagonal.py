@@ -245,6 +245,7 @@ class PairOnDevice:
             "LOCAL_MODE": int(self.local),
             "USE_SHFL": int(can_shuffle if shuffle is None else bool(shuffle) and can_shuffle),
             "USE_PTX": int(caps.ptx_s16x2),
+            "MAXTR": max(512, shape.rows),  # the left/right columns in local memory
             **PACKED_DEFINES,
         }
         self.packed_defines = defines
@@ -389,6 +390,8 @@ class PairOnDevice:
         if prune and not self.local:
             raise OptionError("block pruning is for local alignments")
         packed = self.packed if not (prune or wide) else None
+        if packed and tr > self.packed_defines["MAXTR"]:
+            packed = None  # taller than the packed kernel's tiles: the same in 32 bits
         stride = packed[3] if packed else self.stride
         params = [h, w, tr, n_tc, self.o, self.e, r0, c0, stride, self.smax]
         params.append(packed[2] if packed else 0)

@@ -55,6 +55,12 @@
 #ifndef CHAIN
 #define CHAIN 3
 #endif
+#ifndef LDS_EDGES
+#define LDS_EDGES 1 /* the tile's left and right columns pass through local memory */
+#endif
+#ifndef MAXTR
+#define MAXTR 512 /* LDS_EDGES: the most rows a tile may have */
+#endif
 #ifndef UNROLL2
 #define UNROLL2 1
 #endif
@@ -263,6 +269,17 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
     }
     uint diag_g = pk(rel(corner, base) - oe, 0);
     const int diag_hi = rel(corner_h, base) - oe;
+#if LDS_EDGES
+    /* the left column's G and I (relative) per row, read by work-item 0 as its rows come;
+       row r's entry then takes the right column's packed (G, I) words (its owner writes
+       row r at step r + its virtual index, after work-item 0 read it at step r) */
+    __local uint2 edge[MAXTR];
+    for (int r = t; r < th; r += TW) {
+        const int2 v = tj == 0 ? (int2)(left[r0 + 1 + r], left[h + 1 + r0 + 1 + r]) : vcol[r0 + 1 + r];
+        edge[r] = (uint2)((uint)(rel(v.x, base) - oe) & 0xffffu, (uint)rel(v.y, base) & 0xffffu);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
     const uint nege = pk(-e, -e), negoe = pk(-oe, -oe);
     const int fl = rel(-oe, base); /* local mode: G >= -o - e, i.e. H >= 0 */
     const uint flr = pk(fl, fl);
@@ -296,7 +313,7 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
     }
     int pair_next = PAIR(1); /* the profile row of the row after the current one */
     int2 left_cur = (int2)(0, 0), left_next = (int2)(0, 0);
-    if (t == 0 && th > 0) {
+    if (!LDS_EDGES && t == 0 && th > 0) {
         left_cur = tj == 0 ? (int2)(left[r0 + 1], left[h + 1 + r0 + 1]) : vcol[r0 + 1];
         if (th > 1) left_next = tj == 0 ? (int2)(left[r0 + 2], left[h + 1 + r0 + 2]) : vcol[r0 + 2];
     }
@@ -308,7 +325,12 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
     const int steps = th + 2 * TW - 1;
     /* UNROLL2: two steps per iteration, the profile buffers taking turns (no copies); a
        step past the last (odd counts) finds every row outside the tile and does nothing */
-    for (int s0 = 0; s0 < steps; s0 += 1 + UNROLL2) {
+    /* phase 0: the steps before every high half has started (each puts its top row back
+       when it starts); phase 1: the rest, the same loop without that code */
+#pragma unroll
+    for (int phase = 0; phase < 2; phase++) {
+    const int s_lo = phase ? 2 * TW : 0, s_hi = phase ? steps : min(steps, 2 * TW);
+    for (int s0 = s_lo; s0 < s_hi; s0 += 1 + UNROLL2) {
 #pragma unroll
       for (int cur = 0; cur <= UNROLL2; cur++) {
         const int s = s0 + cur, nxt = 1 - cur;
@@ -331,10 +353,10 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
                 LOAD_SC(scb[nxt], p);
             }
             const int pair_n2 = PAIR(rlo + 2);
-            if (t == 0 && rlo + 2 < th)
+            if (!LDS_EDGES && t == 0 && rlo + 2 < th)
                 left_n2 = tj == 0 ? (int2)(left[r0 + rlo + 3], left[h + 1 + r0 + rlo + 3])
                                   : vcol[r0 + rlo + 3];
-            if (rhi == 0) { /* virtual t + TW starts: its top row and corner */
+            if (phase == 0 && rhi == 0) { /* virtual t + TW starts: top row, corner */
 #pragma unroll
                 for (int k = 0; k < CPT; k++) {
                     gup[k] = (gup[k] & 0xffffu) | (hi_top[k] << 16);
@@ -343,6 +365,13 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
                 diag_g = (diag_g & 0xffffu) | ((uint)diag_hi << 16);
             }
             uint in_g, in_e;
+#if LDS_EDGES
+            {
+                const uint2 lv = edge[t == 0 ? min(rlo, th - 1) : 0];
+                in_g = t == 0 ? lv.x | (xg << 16) : xg;
+                in_e = t == 0 ? lv.y | (xe << 16) : xe;
+            }
+#else
             if (t == 0) {
                 in_g = ((uint)(rel(left_cur.x, base) - oe) & 0xffffu) | (xg << 16);
                 in_e = ((uint)rel(left_cur.y, base) & 0xffffu) | (xe << 16);
@@ -350,6 +379,7 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
                 in_g = xg;
                 in_e = xe;
             }
+#endif
             uint rmax = 0x80008000u;
             if (partial) PROW(1);
             else PROW(0);
@@ -380,6 +410,10 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
                 const int lane = partial ? owner_lane : TW - 1;
                 const int hf = partial ? owner_half : 1;
                 const int r = hf ? rhi : rlo;
+#if LDS_EDGES
+                if (t == lane && r >= 0 && r < th)
+                    edge[r] = partial ? (uint2)(own_g, own_e) : (uint2)(out_g, out_e);
+#else
                 if (t == lane && r >= 0 && r < th) {
                     const uint vg = partial ? own_g : out_g, ve = partial ? own_e : out_e;
                     const int hv = (hf ? hi16(vg) : lo16(vg)) + oe + base;
@@ -391,6 +425,7 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
                         cstore[((size_t)cs * 2 + 1) * (h + 1) + row] = iv;
                     }
                 }
+#endif
             }
             /* the tile's bottom row, each half at its last row */
             if (rlo == th - 1 || rhi == th - 1) {
@@ -425,7 +460,26 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
 #endif
       }
     }
+    }
 
+#if LDS_EDGES
+    /* the right column (H, I), from the half that holds column w */
+    barrier(CLK_LOCAL_MEM_FENCE);
+    {
+        const int hf = partial ? owner_half : 1;
+        for (int r = t; r < th; r += TW) {
+            const uint2 v = edge[r];
+            const int hv = (hf ? hi16(v.x) : lo16(v.x)) + oe + base;
+            const int iv = (hf ? hi16(v.y) : lo16(v.y)) + base;
+            const int row = r0 + 1 + r;
+            vcol[row] = (int2)(hv, iv);
+            if (cs >= 0) {
+                cstore[((size_t)cs * 2) * (h + 1) + row] = hv;
+                cstore[((size_t)cs * 2 + 1) * (h + 1) + row] = iv;
+            }
+        }
+    }
+#endif
 #if LOCAL_MODE
     /* as ad_tiles: the tile's first maximum in row-major order, folded into its tile row's */
     __local int4 red[2 * TW];
