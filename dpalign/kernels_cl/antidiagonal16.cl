@@ -274,6 +274,7 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
        row r's entry then takes the right column's packed (G, I) words (its owner writes
        row r at step r + its virtual index, after work-item 0 read it at step r) */
     __local uint2 edge[MAXTR];
+    __local uint2 bottom[2 * HALF]; /* the bottom row's packed (G, D), written after the loop */
     for (int r = t; r < th; r += TW) {
         const int2 v = tj == 0 ? (int2)(left[r0 + 1 + r], left[h + 1 + r0 + 1 + r]) : vcol[r0 + 1 + r];
         edge[r] = (uint2)((uint)(rel(v.x, base) - oe) & 0xffffu, (uint)rel(v.y, base) & 0xffffu);
@@ -428,6 +429,13 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
 #endif
             }
             /* the tile's bottom row, each half at its last row */
+#if LDS_EDGES
+            if (rlo == th - 1 || rhi == th - 1) {
+                __local uint2 *bp = bottom + (rhi == th - 1 ? HALF : 0) + t * CPT;
+#pragma unroll
+                for (int k = 0; k < CPT; k++) bp[k] = (uint2)(gup[k], dup[k]);
+            }
+#else
             if (rlo == th - 1 || rhi == th - 1) {
                 __global int2 *down = hrow + (size_t)(ti % 3) * wp1;
                 const int hf = rhi == th - 1;
@@ -446,6 +454,7 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
                     }
                 }
             }
+#endif
             if (!UNROLL2) {
 #pragma unroll
                 for (int k = 0; k < CPT; k++) scb[0][k] = scb[1][k];
@@ -463,8 +472,22 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
     }
 
 #if LDS_EDGES
-    /* the right column (H, I), from the half that holds column w */
+    /* the right column (H, I), from the half that holds column w, and the bottom row */
     barrier(CLK_LOCAL_MEM_FENCE);
+    if (th > 0) {
+        __global int2 *down = hrow + (size_t)(ti % 3) * wp1;
+        for (int c = t; c < 2 * HALF && c0 + 1 + c <= w; c += TW) {
+            const uint2 v = bottom[c];
+            const int hf = c >= HALF, col = c0 + 1 + c;
+            const int hv = (hf ? hi16(v.x) : lo16(v.x)) + oe + base;
+            const int dv = (hf ? hi16(v.y) : lo16(v.y)) + base;
+            down[col] = (int2)(hv, dv);
+            if (rs >= 0) {
+                rstore[((size_t)rs * 2) * wp1 + col] = hv;
+                rstore[((size_t)rs * 2 + 1) * wp1 + col] = dv;
+            }
+        }
+    }
     {
         const int hf = partial ? owner_half : 1;
         for (int r = t; r < th; r += TW) {
