@@ -385,6 +385,14 @@ def test_packed_tiles_that_cannot_fit_16_bits_are_filled_again_wider(cl_device, 
         tiling = Tiling(device_cells=1, device_tile=(40, 2, 4, True), blocks=4)
         full = align_long(a, b, scoring, mode, tiling=tiling, backend="opencl", device=cl_device)
         assert full == want
+    # taller tiles than the packed kernel's local memory holds: the same tiles in 32 bits
+    tall = pair.packed_defines["MAXTR"] + 1
+    none_r = np.full(-(-len(a) // tall), -1)
+    got = pair.fill_region(0, 0, whole.top, whole.left, none_r, none_c, tall, lanes.neg_store)
+    if mode == "local":
+        assert got.best == (want.score, want.a_end, want.b_end) and not got.widened
+    else:
+        assert got.last_row[0, -1] == want.score and not got.widened
 
 
 def test_length_one_and_narrow_pairs(cl_device):
