@@ -53,6 +53,9 @@ def main() -> None:
     parser.add_argument(
         "--e2e-variants", default="s16 256x(2x32x8)", help="packed variants for --e2e"
     )
+    parser.add_argument(
+        "--e2e-retile", default="", help="rows,items,per_item of the traceback's recomputation"
+    )
     args = parser.parse_args()
 
     from dpalign.benchmarks import workloads
@@ -191,6 +194,7 @@ def _e2e(args, began, names, variants) -> list[dict]:
     from dpalign.kernels_cl import antidiagonal as AD
 
     tiles = [(None, {}, {})] + [variants[n] for n in names if variants[n][0][3]]
+    retile = tuple(int(x) for x in args.e2e_retile.split(",")) if args.e2e_retile else None
     for mode in ("global", "local"):
         for traceback in (False, True):
             first = None
@@ -198,7 +202,7 @@ def _e2e(args, began, names, variants) -> list[dict]:
                 if time.perf_counter() - began > args.budget:
                     continue
                 _set(AD, defines, wide_defines)
-                tiling = Tiling(device_tile=tile)
+                tiling = Tiling(device_tile=tile, device_retile=retile if tile else None)
                 for _ in range(2):
                     stats = RunStats()
                     t0 = time.perf_counter()
@@ -221,6 +225,7 @@ def _e2e(args, began, names, variants) -> list[dict]:
                     "mode": mode,
                     "traceback": traceback,
                     "tile": tile,
+                    "retile": retile if tile else None,
                     "defines": defines,
                     "wall_s": round(wall, 3),
                     "gcups_wall": round(cells / wall / 1e9, 1),
