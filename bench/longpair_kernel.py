@@ -28,16 +28,17 @@ import numpy as np
 VARIANTS = {
     "i32 128x(32x8) before": ((128, 32, 8, False), {}, {"VECLOAD": 0}),
     "s16 256x(2x32x8)": ((256, 32, 8, True), {}, {}),
-    "s16 256x(2x32x4)": ((256, 32, 4, True), {}, {}),
-    "s16 128x(2x32x8)": ((128, 32, 8, True), {}, {}),
-    "s16 512x(2x32x8)": ((512, 32, 8, True), {}, {}),
-    "i32 128x(32x8)": ((128, 32, 8, False), {}, {}),
-    "s16 256x(2x32x8) chain2": ((256, 32, 8, True), {"CHAIN": 2}, {}),
-    "s16 256x(2x32x8) edges in global": ((256, 32, 8, True), {"LDS_EDGES": 0}, {}),
     "s16 256x(2x32x16)": ((256, 32, 16, True), {}, {}),
-    "s16 128x(2x32x4)": ((128, 32, 4, True), {}, {}),
-    "s16 256x(2x32x8) no-unroll": ((256, 32, 8, True), {"UNROLL2": 0}, {}),
+    "s16 512x(2x32x8)": ((512, 32, 8, True), {}, {}),
+    "s16 512x(2x32x16)": ((512, 32, 16, True), {}, {}),
+    "i32 128x(32x8)": ((128, 32, 8, False), {}, {}),
     "i32 256x(32x8)": ((256, 32, 8, False), {}, {}),
+    "s16 256x(2x32x8) edges in global": ((256, 32, 8, True), {"LDS_EDGES": 0}, {}),
+    "s16 256x(2x32x8) no-unroll": ((256, 32, 8, True), {"UNROLL2": 0}, {}),
+    "s16 256x(2x32x8) chain2": ((256, 32, 8, True), {"CHAIN": 2}, {}),
+    "s16 128x(2x32x8)": ((128, 32, 8, True), {}, {}),
+    "s16 256x(2x32x4)": ((256, 32, 4, True), {}, {}),
+    "s16 128x(2x32x4)": ((128, 32, 4, True), {}, {}),
 }
 
 
@@ -66,6 +67,7 @@ def main() -> None:
     from dpalign.scoring import Scoring, free_ends_tuple
 
     began = time.perf_counter()
+    os.makedirs(args.out, exist_ok=True)
     dctx = device_context(args.device)
     print(dctx.describe(), flush=True)
     records: list[dict] = [{"device": dctx.describe()}]
