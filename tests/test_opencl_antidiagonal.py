@@ -178,8 +178,9 @@ def test_device_fill_leaves_the_cpu_checkpoints(cl_device, mode, tile, prefetch)
         assert got.best[0] > 0
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["i32", "s16"])
 @pytest.mark.parametrize("rows", [16, 8, 3])
-def test_local_ties_keep_the_first_maximum_in_row_major_order(cl_device, rows):
+def test_local_ties_keep_the_first_maximum_in_row_major_order(cl_device, rows, packed):
     """Equal maxima in several tiles and tile rows (the device folds them per tile row, the
     host across rows): the end cell is the oracle's, the first in row-major order. Motif m1
     ends on row 8 far right, m2 on row 16 near the left: in one tile row of 16 rows the
@@ -194,6 +195,8 @@ def test_local_ties_keep_the_first_maximum_in_row_major_order(cl_device, rows):
     assert (want.score, want.a_end, want.b_end) == (8, 8, 49)  # the case this test is about
     cpu = align_long(a, b, scoring, "local", traceback=False, tiling=_tiny((rows, 2, 4)))
     assert (cpu.score, cpu.a_end, cpu.b_end) == (8, 8, 49)
+    # packed: tiles of 2 x 2 x 2 columns, as wide as the 32-bit ones
+    tile = (rows, 2, 2, True) if packed else (rows, 2, 4)
     for traceback in (False, True):
         got = align_long(
             a,
@@ -201,7 +204,7 @@ def test_local_ties_keep_the_first_maximum_in_row_major_order(cl_device, rows):
             scoring,
             "local",
             traceback=traceback,
-            tiling=_tiny((rows, 2, 4)),
+            tiling=_tiny(tile),
             backend="opencl",
             device=cl_device,
         )

@@ -89,19 +89,22 @@ inline uint shfl_idx(uint v, int src) {
 
 /* one packed cell, column k of both halves (see antidiagonal.cl's CELL for the recurrence;
    max is associative, so max(max(gd + s', D), I) is its max(max(gd + s', I), D)).
+   Local mode: the diagonal term is max(gd + s', D, 0), so G = H - o - e as in global mode.
    CHAIN 2: H = max(max(gd + s', D, I_left - e), G_left), one instruction fewer between one
    cell's G and the next's (I_left's own update runs beside it), one more in all. */
 #define PCELL(k, PARTIAL)                                                                   \
     if ((k) < CPT) {                                                                        \
         uint hh;                                                                            \
         dup[(k) % CPT] = p_addmax(dup[(k) % CPT], nege, gup[(k) % CPT]);                    \
+        uint dg = p_addmax(gd, scb[cur][(k) % CPT], dup[(k) % CPT]);                        \
+        if (LOCAL_MODE) dg = p_max(dg, zero);                                               \
         if (CHAIN == 2) {                                                                   \
-            uint tt = p_addmax(el, nege, p_addmax(gd, scb[cur][(k) % CPT], dup[(k) % CPT]));      \
+            uint tt = p_addmax(el, nege, dg);                                               \
             el = p_addmax(el, nege, gl);                                                    \
             hh = p_max(tt, gl);                                                             \
         } else {                                                                            \
             el = p_addmax(el, nege, gl);                                                    \
-            hh = p_max(p_addmax(gd, scb[cur][(k) % CPT], dup[(k) % CPT]), el);                    \
+            hh = p_max(dg, el);                                                             \
         }                                                                                   \
         if (LOCAL_MODE) {                                                                   \
             if (PARTIAL) {                                                                  \
@@ -110,7 +113,7 @@ inline uint shfl_idx(uint v, int src) {
             } else                                                                          \
                 rmax = p_max(rmax, hh);                                                     \
         }                                                                                   \
-        uint g = LOCAL_MODE ? p_addmax(hh, negoe, flr) : p_add(hh, negoe);                  \
+        uint g = p_add(hh, negoe);                                                          \
         if ((PARTIAL) && (k) == kown) {                                                     \
             own_g = g;                                                                      \
             own_e = el;                                                                     \
@@ -282,8 +285,11 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
     barrier(CLK_LOCAL_MEM_FENCE);
 #endif
     const uint nege = pk(-e, -e), negoe = pk(-oe, -oe);
-    const int fl = rel(-oe, base); /* local mode: G >= -o - e, i.e. H >= 0 */
-    const uint flr = pk(fl, fl);
+    /* local mode: H >= 0, taken into the diagonal term (max(0, diag, D, I) is max(max(0,
+       diag, D), I)): off the chain of I from one cell to the next. A zero below FLOOR16
+       (base > 32000) is never reached: the range check puts every H of such a tile above 0 */
+    const int zr = rel(0, base);
+    const uint zero = pk(zr, zr);
     /* partial tiles: the owner of column w, and (local mode) each half's valid columns */
     const int partial = c0 + 2 * HALF > w;
     const int vown = (w - 1 - c0) / CPT, kown = (w - 1 - c0) % CPT;
