@@ -429,6 +429,22 @@ def test_pairs_beyond_32_bits_stay_on_the_cpu(cl_device):
     assert got.score == 5 * 10**9 and not stats.workers
 
 
+def test_default_tiles_are_packed_where_the_device_has_packed_ptx():
+    """Hopper GPUs take packed 16-bit tiles (their traceback recomputes in 32-bit ones, see
+    ``OpenCLBackend.region_filler``); other GPUs 32-bit tiles; CPU devices small ones."""
+    from types import SimpleNamespace
+
+    from dpalign.kernels_cl import antidiagonal as AD
+
+    def caps(cpu, ptx):
+        return SimpleNamespace(is_cpu=cpu, ptx_s16x2=ptx)
+
+    assert AD.default_tile(caps(False, True)) == AD.GPU_TILE_PACKED
+    assert AD.GPU_TILE_PACKED.packed and AD.GPU_TILE_PACKED.cols == 2 * AD.GPU_TILE.cols
+    assert AD.default_tile(caps(False, False)) == AD.GPU_TILE
+    assert AD.default_tile(caps(True, False)) == AD.CPU_TILE
+
+
 def test_backend_option_is_checked():
     with pytest.raises(OptionError, match="'cpu' or a backend"):
         align_long("ACGT", "ACGT", Scoring(), backend="gpu")

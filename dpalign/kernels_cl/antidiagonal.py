@@ -62,8 +62,13 @@ class TileShape:
 #: GPUs: one warp per tile (shuffles, no barrier), 8 columns per work-item, 128 rows (the
 #: fastest on the H100: 104.5 GCUPS at 100 kb against 92.7 with 256 rows, BENCHMARKS.md).
 GPU_TILE = TileShape(rows=128, items=32, per_item=8)
-#: GPUs: the tiles of the long-pair traceback's recomputations (None: GPU_TILE). Those
-#: regions have few tiles per tile diagonal, so a launch takes the latency of one tile.
+#: GPUs with packed 16-bit PTX (Hopper): two 16-bit cells per instruction, 256 rows, 8
+#: columns per work-item and half (1 Mb on the H100: 2.1x GPU_TILE's GCUPS, BENCHMARKS.md).
+GPU_TILE_PACKED = TileShape(rows=256, items=32, per_item=8, packed=True)
+#: GPUs: the tiles of the long-pair traceback's recomputations (None: the forward pass's, or
+#: GPU_TILE after packed ones: a leaf is one tile, traced on the CPU, and packed tiles made
+#: the traceback slower). Those regions have few tiles per tile diagonal, so a launch takes
+#: the latency of one tile.
 GPU_RETILE: TileShape | None = None
 #: CPU devices (PoCL): small tiles compile and run quickly.
 CPU_TILE = TileShape(rows=64, items=8, per_item=4)
@@ -86,6 +91,14 @@ def _packs(scores: np.ndarray, oe: int, a: np.ndarray, n: int, shape: TileShape)
         return False
     letters = int(np.count_nonzero(np.bincount(a, minlength=1))) or 1
     return letters * letters * (n + shape.cols + 4) * 4 <= PACKED_PROFILE_BYTES
+
+
+def default_tile(caps) -> TileShape:
+    """A device's default tiles: :data:`CPU_TILE`, :data:`GPU_TILE_PACKED` (packed 16-bit
+    PTX) or :data:`GPU_TILE`."""
+    if caps.is_cpu:
+        return CPU_TILE
+    return GPU_TILE_PACKED if caps.ptx_s16x2 else GPU_TILE
 
 
 @dataclass
@@ -117,7 +130,7 @@ class PairOnDevice:
     local : bool
         Smith-Waterman (H >= 0, the first maximum is tracked).
     shape : TileShape, optional
-        Default :data:`GPU_TILE` / :data:`CPU_TILE`.
+        Default :func:`default_tile`.
     shuffle : bool, optional
         Pass the row state between work-items by PTX warp shuffles (default: on NVIDIA GPUs
         when a tile is one warp); otherwise through local memory with a barrier per step.
@@ -141,7 +154,7 @@ class PairOnDevice:
         import pyopencl as cl
 
         self.dctx = dctx
-        self.shape = shape or (CPU_TILE if dctx.caps.is_cpu else GPU_TILE)
+        self.shape = shape or default_tile(dctx.caps)
         self.o, self.e, self.local = int(gap_open), int(gap_extend), bool(local)
         self.m, self.n = len(a), len(b)
         oe = self.o + self.e
@@ -169,6 +182,7 @@ class PairOnDevice:
             "LOCAL_MODE": int(self.local),
             "USE_SHFL": int(self.shuffle),
             "PREFETCH": int(prefetch),
+            "MAXTR": max(512, wide.rows),  # LDS_EDGES: the left/right columns' rows
             **WIDE_DEFINES,
         }
         self.defines = defines
@@ -186,13 +200,13 @@ class PairOnDevice:
         self.widened = 0  # packed fills that did not fit 16 bits and ran again in 32
         self._staging = None  # (buffer, mapped array): page-locked host memory, reused
 
-    def _kernel(self, packed: bool, prune: bool, aligned: bool):
+    def _kernel(self, packed: bool, prune: bool, aligned: bool, tall: bool = False):
         """The kernel (built on first use): 16-bit (``packed``) or 32-bit lanes, with block
         pruning (32-bit), for regions whose first column is a multiple of 4 (``aligned``:
         the profile in 16-byte loads) or any."""
         import pyopencl as cl
 
-        key = (packed, prune, aligned)
+        key = (packed, prune, aligned, tall)
         if key not in self._kernels:
             if packed:
                 name, defines = "antidiagonal16.cl", dict(self.packed_defines)
@@ -200,6 +214,8 @@ class PairOnDevice:
                 name, defines = "antidiagonal.cl", dict(self.defines)
                 if prune:
                     defines["PRUNE"] = 1
+                if tall:  # more rows than local memory was sized for
+                    defines["LDS_EDGES"] = 0
             defines["ALIGNED"] = int(aligned)
             program, _ = build(self.dctx, name, defines)
             with driver_errors(self.dctx.caps, "preparing the anti-diagonal kernel"):
@@ -416,7 +432,8 @@ class PairOnDevice:
                 upload(params),
                 cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(3, i32)),
             ]
-        kernel = self._kernel(bool(packed), prune, c0 % 4 == 0 and stride % 4 == 0)
+        tall = not packed and tr > self.defines["MAXTR"]
+        kernel = self._kernel(bool(packed), prune, c0 % 4 == 0 and stride % 4 == 0, tall)
         for index, buf in enumerate(bufs):
             kernel.set_arg(index, buf)
         events = []
