@@ -76,6 +76,9 @@ CPU_TILE = TileShape(rows=64, items=8, per_item=4)
 
 #: The packed profile's largest size (bytes): ``letters**2`` rows of ``b``'s length.
 PACKED_PROFILE_BYTES = 1 << 30
+#: Launches enqueued between flushes of a fill (a fill of 1 Mb has ~6k-12k; enqueueing
+#: them all before the first flush left the GPU idle for ~10 us a launch).
+FLUSH_EVERY = 256
 #: More -D settings of the 32-bit kernel (benchmarks: {"VECLOAD": 0}, the loads before).
 WIDE_DEFINES: dict[str, int] = {}
 #: More -D settings of the packed kernel (benchmarks: {"CHAIN": 2}).
@@ -238,11 +241,14 @@ class PairOnDevice:
         letters = present.size
         half = shape.items * shape.per_item
         stride = -(-(self.n + shape.cols) // 4) * 4
-        one = np.zeros((letters, stride + half), np.int64)
-        one[:, : self.n] = scores[present][:, b] + oe
-        lo = one[:, :stride] & 0xFFFF
-        hi = one[:, half : half + stride] & 0xFFFF
-        prof = (lo[:, None, :] | (hi[None, :, :] << 16)).astype(np.uint32)
+        # in 32-bit arithmetic, a row pair at a time (int64 temporaries of all L * L rows
+        # took 0.8 s for 1 Mb on a 2-core machine, this 0.05 s)
+        one = np.zeros((letters, stride + half), np.uint32)
+        one[:, : self.n] = (scores[present][:, b] + oe).astype(np.int16).view(np.uint16)
+        hi = one[:, half : half + stride] << 16
+        prof = np.empty((letters, letters, stride), np.uint32)
+        for x in range(letters):
+            np.bitwise_or(one[x, None, :stride], hi, out=prof[x])
         prof = prof.reshape(letters * letters, stride)
         # the profile row of each row and the row TW above it (antidiagonal16.cl's pairs)
         items = shape.items
@@ -447,6 +453,8 @@ class PairOnDevice:
                 events.append(
                     cl.enqueue_nd_range_kernel(dctx.queue, kernel, (groups * items,), (items,))
                 )
+                if d % FLUSH_EVERY == FLUSH_EVERY - 1:
+                    dctx.queue.flush()  # the device starts while the host enqueues the rest
             dctx.queue.flush()
             wait(events[-1])
             seconds = sum((ev.profile.end - ev.profile.start) * 1e-9 for ev in events)
