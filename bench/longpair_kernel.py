@@ -40,7 +40,11 @@ VARIANTS = {
     "s16 128x(2x32x8)": ((128, 32, 8, True), {}, {}),
     "s16 256x(2x32x4)": ((256, 32, 4, True), {}, {}),
     "s16 128x(2x32x4)": ((128, 32, 4, True), {}, {}),
+    # end to end only: the traceback's recomputations in packed 128 x (2 x 32 x 4) tiles
+    "s16 256x(2x32x8) packed retile": ((256, 32, 8, True), {}, {}),
 }
+#: The traceback's recomputation tiles of a variant (``--e2e``), if not ``--e2e-retile``.
+RETILES = {"s16 256x(2x32x8) packed retile": (128, 32, 4, True)}
 
 
 def main() -> None:
@@ -196,12 +200,13 @@ def _e2e(args, began, names, variants) -> list[dict]:
     records = []
     from dpalign.kernels_cl import antidiagonal as AD
 
-    tiles = [(None, {}, {})] + [variants[n] for n in names if n]
-    retile = tuple(int(x) for x in args.e2e_retile.split(",")) if args.e2e_retile else None
+    tiles = [(None, {}, {}, None)] + [(*variants[n], n) for n in names if n]
+    given = tuple(int(x) for x in args.e2e_retile.split(",")) if args.e2e_retile else None
     for mode in ("global", "local"):
         for traceback in (False, True):
             first = None
-            for tile, defines, wide_defines in tiles:
+            for tile, defines, wide_defines, name in tiles:
+                retile = RETILES.get(name, given)
                 if time.perf_counter() - began > args.budget:
                     continue
                 _set(AD, defines, wide_defines)
@@ -227,9 +232,10 @@ def _e2e(args, began, names, variants) -> list[dict]:
                     "e2e": True,
                     "mode": mode,
                     "traceback": traceback,
+                    "variant": name or "default",
                     "tile": tile,
                     "retile": retile if tile else None,
-                    "defines": defines,
+                    "defines": {**defines, **wide_defines},
                     "wall_s": round(wall, 3),
                     "gcups_wall": round(cells / wall / 1e9, 1),
                     "kernel_s": round(kernel, 3),

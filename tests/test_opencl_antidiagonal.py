@@ -67,8 +67,11 @@ def test_alignments_equal_the_oracle(cl_device, data):
     leaf_bytes = data.draw(st.sampled_from([0, None, 10**9]), label="leaf_bytes")
     # the traceback's recomputations in narrower tiles (one column per work-item)
     retile = data.draw(st.sampled_from([None, (tile[0] + 1, items, 1)]), label="retile")
-    if packed and retile:
-        retile = (tile[0] + 1, 2 * items, 1)
+    if packed and retile:  # 32-bit tiles as wide as the packed ones, or narrower packed ones
+        retile = data.draw(
+            st.sampled_from([(tile[0] + 1, 2 * items, 1), (tile[0] + 1, items, 1, True)]),
+            label="packed retile",
+        )
     ends = free_ends_tuple(mode, free)
     stats = RunStats()
     got = align_long(

@@ -196,6 +196,7 @@ class PairOnDevice:
         if self.shape.packed:
             self.packed = self._packed_pair(a, b, scores, oe, shuffle)
             self._kernel(True, False, True)
+        self._inputs = (a, b, scores, oe, shuffle)  # for packed tiles of another shape
         self.kernel_seconds = 0.0
         self.launches = 0
         self.cells = 0
@@ -274,25 +275,32 @@ class PairOnDevice:
         return a_buf, prof_buf, letters, stride
 
     def reshaped(self, shape: TileShape) -> PairOnDevice:
-        """The same pair on the device (shared buffers) with tiles of another shape, at most
-        as wide (e.g. narrower tiles for the traceback's smaller, latency-bound regions)."""
+        """The same pair on the device (shared buffers; packed tiles of another width get
+        their own packed profile) with tiles of another shape, at most as wide (e.g.
+        narrower tiles for the traceback's smaller, latency-bound regions)."""
         import copy
 
         if shape.cols > self.shape.cols:
             raise OptionError(f"a reshaped pair's tiles must not be wider than {self.shape}")
-        shape = shape.wide  # the packed profile's halves lie a whole tile width apart
+        a, b, scores, oe, shuffle = self._inputs
+        if shape.packed and not _packs(scores, oe, a, self.n, shape):
+            shape = shape.wide
+        wide = shape.wide
         other = copy.copy(self)
         other.shape = shape
         other.packed = None
-        other.shuffle = self.shuffle and shape.items == 32
+        other.shuffle = self.dctx.caps.nvidia and wide.items == 32 and shuffle is not False
         other.defines = {
             **self.defines,
-            "TW": shape.items,
-            "CPT": shape.per_item,
+            "TW": wide.items,
+            "CPT": wide.per_item,
             "USE_SHFL": int(other.shuffle),
         }
         other._kernels = {}
         other._kernel(False, False, True)
+        if shape.packed:  # its own packed profile: the halves lie half a tile width apart
+            other.packed = other._packed_pair(a, b, scores, oe, shuffle)
+            other._kernel(True, False, True)
         other._staging = None
         other.kernel_seconds, other.launches, other.cells, other.pruned_cells = 0.0, 0, 0, 0
         return other
