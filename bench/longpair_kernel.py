@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--lengths", default="300000,1000000")
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     parser.add_argument("--budget", type=float, default=150.0)
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--variants", default=",".join(v for v in VARIANTS if v not in RETILES))
     parser.add_argument("--device", default=None)
     parser.add_argument("--repeat", type=int, default=1, help="timed fills per variant")
     parser.add_argument("--e2e", action="store_true", help="align_long too, default vs packed")
