@@ -154,7 +154,6 @@ class PairOnDevice:
         shuffle: bool | None = None,
         prefetch: bool = True,
     ) -> None:
-        import pyopencl as cl
 
         self.dctx = dctx
         self.shape = shape or default_tile(dctx.caps)
@@ -170,15 +169,12 @@ class PairOnDevice:
         can_shuffle = dctx.caps.nvidia and wide.items == 32
         self.shuffle = can_shuffle if shuffle is None else bool(shuffle) and can_shuffle
         self.stride = -(-(self.n + self.shape.cols) // 4) * 4  # 16-byte rows
-        prof = np.zeros((letters, self.stride), dtype=np.int32)
-        prof[:, : self.n] = scores[:, b] + oe
-        mf = cl.mem_flags
-        ctx = dctx.context
-        with driver_errors(dctx.caps, "uploading a long pair"):
-            self.a_buf = cl.Buffer(
-                ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.append(a, 0).astype(np.uint8)
-            )
-            self.prof_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=prof)
+        self._inputs = (a, b, scores, oe, shuffle)  # the profiles' inputs
+        # the 32-bit kernel's inputs, uploaded on first use (a packed pair's score-only fill
+        # never needs them) and shared with reshaped copies
+        self._wide_bufs: dict[str, object] = {}
+        if not self.shape.packed:
+            self._wide_buffers()
         defines = {
             "TW": wide.items,
             "CPT": wide.per_item,
@@ -196,13 +192,28 @@ class PairOnDevice:
         if self.shape.packed:
             self.packed = self._packed_pair(a, b, scores, oe, shuffle)
             self._kernel(True, False, True)
-        self._inputs = (a, b, scores, oe, shuffle)  # for packed tiles of another shape
         self.kernel_seconds = 0.0
         self.launches = 0
         self.cells = 0
         self.pruned_cells = 0
         self.widened = 0  # packed fills that did not fit 16 bits and ran again in 32
         self._staging = None  # (buffer, mapped array): page-locked host memory, reused
+
+    def _wide_buffers(self):
+        """The 32-bit kernel's ``a`` (residue codes) and profile (``s + o + e`` per residue
+        of ``a``'s alphabet and column of ``b``) on the device."""
+        import pyopencl as cl
+
+        if not self._wide_bufs:
+            a, b, scores, oe, _ = self._inputs
+            prof = np.zeros((scores.shape[0], self.stride), dtype=np.int32)
+            prof[:, : self.n] = scores[:, b] + oe
+            flags, ctx = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, self.dctx.context
+            with driver_errors(self.dctx.caps, "uploading a long pair"):
+                codes = np.append(a, 0).astype(np.uint8)
+                self._wide_bufs["a"] = cl.Buffer(ctx, flags, hostbuf=codes)
+                self._wide_bufs["prof"] = cl.Buffer(ctx, flags, hostbuf=prof)
+        return self._wide_bufs["a"], self._wide_bufs["prof"]
 
     def _kernel(self, packed: bool, prune: bool, aligned: bool, tall: bool = False):
         """The kernel (built on first use): 16-bit (``packed``) or 32-bit lanes, with block
@@ -426,10 +437,11 @@ class PairOnDevice:
         params = [h, w, tr, n_tc, self.o, self.e, r0, c0, stride, self.smax]
         params.append(packed[2] if packed else 0)
         params = np.array(params, dtype=i32)
+        a_buf, prof_buf = packed[:2] if packed else self._wide_buffers()
         with driver_errors(dctx.caps, f"allocating {self.name} buffers"):
             bufs = [
-                packed[0] if packed else self.a_buf,
-                packed[1] if packed else self.prof_buf,
+                a_buf,
+                prof_buf,
                 upload(top),
                 upload(left),
                 cl.Buffer(ctx, mf.READ_WRITE, 3 * (w + 1) * 8),
