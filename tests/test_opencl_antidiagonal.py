@@ -365,13 +365,14 @@ def test_page_locked_stores_pass_from_pair_torandom_pair(cl_device):
 
 @pytest.mark.parametrize("mode", ["global", "local"])
 def test_packed_tiles_that_cannot_fit_16_bits_are_filled_again_wider(cl_device, mode):
-    """Matches of 1000 over tiles of 40 rows: 40,000 above the boundary's smallest H, more
-    than a 16-bit lane holds. The device says so (never a wrapped value) and the region is
+    """Matches of 700 over tiles of 40 rows: 28,000 above the boundary's largest H, and the
+    boundary of a tile on the alignment spans about as much: more than a 16-bit lane holds,
+    which only the data tell. The device says so (never a wrapped value) and the region is
     filled again in 32-bit lanes: the oracle's alignment; smaller scores stay packed."""
     rng = np.random.default_rng(4)
     a, b = random_pair(rng, 300, 280, 4, True)
     shape = TileShape(40, 2, 4, True)
-    for sub, widened in (((1000, -1000), True), ((2, -3), False)):
+    for sub, widened in (((700, -700), True), ((2, -3), False)):
         scoring = Scoring(sub, (10, 5))
         lanes = plan_lanes(scoring, len(a), len(b), mode, Tiling(lane_bits=32))
         job = _Aligner(a, b, scoring, mode, free_ends_tuple(mode), Tiling(), 1, lanes)
@@ -430,6 +431,17 @@ def test_pairs_beyond_32_bits_stay_on_the_cpu(cl_device):
         stats=stats,
     )
     assert got.score == 5 * 10**9 and not stats.workers
+
+
+def test_scores_too_large_for_any_tile_do_not_pack(cl_device):
+    """A score of 1000 per match over 40 rows cannot fit any tile's 16-bit lanes: the pair
+    is not packed at all (32-bit tiles of the same width), rather than filled twice."""
+    rng = np.random.default_rng(6)
+    a, b = random_pair(rng, 50, 40, 4, True)
+    scoring = Scoring((1000, -1000), (10, 5))
+    shape = TileShape(40, 2, 4, True)
+    pair = PairOnDevice(device_context(cl_device), a, b, scoring.matrix, 10, 5, True, shape)
+    assert pair.packed is None and pair.shape == shape.wide
 
 
 def test_default_tiles_are_packed_where_the_device_has_packed_ptx():

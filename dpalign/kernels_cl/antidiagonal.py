@@ -83,14 +83,24 @@ FLUSH_EVERY = 256
 WIDE_DEFINES: dict[str, int] = {}
 #: More -D settings of the packed kernel (benchmarks: {"CHAIN": 2}).
 PACKED_DEFINES: dict[str, int] = {}
+#: antidiagonal16.cl's LIM: the largest value a tile's 16-bit lanes may reach.
+PACKED_LIMIT = 30000
 #: |s| + o + e at most this (antidiagonal16.cl's SPREAD) for 16-bit lanes.
 PACKED_SPREAD = 2048
 
 
-def _packs(scores: np.ndarray, oe: int, a: np.ndarray, n: int, shape: TileShape) -> bool:
+def _packs(scores: np.ndarray, o: int, e: int, a: np.ndarray, n: int, shape: TileShape) -> bool:
     """Whether a pair can run in packed 16-bit tiles: small scores and gap costs (each tile
-    still checks its own range on the device) and a packed profile of bounded size."""
-    if max(int(np.abs(scores).max(initial=0)) + oe, 0) > PACKED_SPREAD or oe < 0:
+    still checks its own range on the device: these are the parts of its bounds that do not
+    depend on the data, antidiagonal16.cl's ``above`` and ``below``) and a packed profile of
+    bounded size."""
+    oe = o + e
+    if max(int(np.abs(scores).max(initial=0)) + oe, 0) > PACKED_SPREAD or oe < 0 or e < 0:
+        return False
+    smax = max(int(scores.max(initial=0)), 0)
+    if smax * shape.rows + 2 * oe > PACKED_LIMIT:
+        return False
+    if o + e * shape.rows + 3 * oe + e + PACKED_SPREAD > PACKED_LIMIT:
         return False
     letters = int(np.count_nonzero(np.bincount(a, minlength=1))) or 1
     return letters * letters * (n + shape.cols + 4) * 4 <= PACKED_PROFILE_BYTES
@@ -163,8 +173,9 @@ class PairOnDevice:
         letters = int(a.max(initial=0)) + 1
         scores = np.asarray(matrix, np.int64)[:letters]
         self.smax = max(int(scores.max()), 0)  # pruning's bound
-        if self.shape.packed and not _packs(scores, oe, a, self.n, self.shape):
-            self.shape = self.shape.wide  # the same tiles in 32-bit lanes
+        if self.shape.packed and not _packs(scores, self.o, self.e, a, self.n, self.shape):
+            # the same tiles in 32-bit lanes; by default the 32-bit default tiles
+            self.shape = self.shape.wide if shape else GPU_TILE
         wide = self.shape.wide
         can_shuffle = dctx.caps.nvidia and wide.items == 32
         self.shuffle = can_shuffle if shuffle is None else bool(shuffle) and can_shuffle
@@ -294,7 +305,7 @@ class PairOnDevice:
         if shape.cols > self.shape.cols:
             raise OptionError(f"a reshaped pair's tiles must not be wider than {self.shape}")
         a, b, scores, oe, shuffle = self._inputs
-        if shape.packed and not _packs(scores, oe, a, self.n, shape):
+        if shape.packed and not _packs(scores, self.o, self.e, a, self.n, shape):
             shape = shape.wide
         wide = shape.wide
         other = copy.copy(self)
