@@ -32,7 +32,7 @@ VARIANTS = {
     "s16 512x(2x32x8)": ((512, 32, 8, True), {}, {}),
     "s16 256x(2x32x16)": ((256, 32, 16, True), {}, {}),
     "i32 128x(32x8)": ((128, 32, 8, False), {}, {}),
-    "i32 128x(32x8) edges in global": ((128, 32, 8, False), {}, {"LDS_EDGES": 0}),
+    "i32 128x(32x8) edges in local memory": ((128, 32, 8, False), {}, {"LDS_EDGES": 1}),
     "i32 256x(32x8)": ((256, 32, 8, False), {}, {}),
     "s16 256x(2x32x8) edges in global": ((256, 32, 8, True), {"LDS_EDGES": 0}, {}),
     "s16 256x(2x32x8) no-unroll": ((256, 32, 8, True), {"UNROLL2": 0}, {}),

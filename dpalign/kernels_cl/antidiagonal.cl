@@ -67,7 +67,7 @@
 #define ALIGNED 0 /* 1: the region's first column and the profile's stride are multiples of 4 */
 #endif
 #ifndef LDS_EDGES
-#define LDS_EDGES 1 /* left and right columns through local memory (at most MAXTR rows) */
+#define LDS_EDGES 0 /* 1: left and right columns through local memory (at most MAXTR rows) */
 #endif
 #ifndef MAXTR
 #define MAXTR 512
