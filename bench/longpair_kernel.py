@@ -37,6 +37,7 @@ VARIANTS = {
     "s16 256x(2x32x8) edges in global": ((256, 32, 8, True), {"LDS_EDGES": 0}, {}),
     "s16 256x(2x32x8) no-unroll": ((256, 32, 8, True), {"UNROLL2": 0}, {}),
     "s16 256x(2x32x8) chain2": ((256, 32, 8, True), {"CHAIN": 2}, {}),
+    "s16 256x(2x32x8) track-store": ((256, 32, 8, True), {"TRACK_STORE": 1}, {}),
     "s16 128x(2x32x8)": ((128, 32, 8, True), {}, {}),
     "s16 256x(2x32x4)": ((256, 32, 4, True), {}, {}),
     "s16 128x(2x32x4)": ((128, 32, 4, True), {}, {}),

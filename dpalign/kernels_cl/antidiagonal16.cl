@@ -21,7 +21,10 @@
  * host then fills the region again in 32-bit lanes.
  *
  * Compile-time constants: TW, CPT, LOCAL_MODE, USE_SHFL (NVIDIA, TW == 32), USE_PTX (sm_90
- * packed PTX, s16x2.cl), CHAIN (2 or 3, below), UNROLL2 (1: two steps per loop iteration).
+ * packed PTX, s16x2.cl), CHAIN (2 or 3, below), UNROLL2 (1: two steps per loop iteration),
+ * LDS_EDGES / MAXTR (the tile's edges through local memory), TRACK_STORE (local mode: a
+ * lane's new best row keeps its G in local memory by predicated stores and the column is
+ * found after the loop, instead of a branch that searches it at once; unmeasured on a GPU).
  */
 
 #include "s16x2.cl"
@@ -60,6 +63,9 @@
 #endif
 #ifndef MAXTR
 #define MAXTR 512 /* LDS_EDGES: the most rows a tile may have */
+#endif
+#ifndef TRACK_STORE
+#define TRACK_STORE 0 /* local mode: keep the best row's G, find its column after the loop */
 #endif
 #ifndef UNROLL2
 #define UNROLL2 1
@@ -296,6 +302,9 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
     const int owner_lane = vown % TW, owner_half = vown / TW;
     const int kv_lo = clamp(w - (col1 - 1), 0, CPT), kv_hi = clamp(w - (col1h - 1), 0, CPT);
 
+#if LOCAL_MODE && TRACK_STORE
+    __local uint cand[2][TW][CPT]; /* each half's best row's G (TRACK_STORE) */
+#endif
     /* local mode: each half's first maximum (relative value; the DP row and column) */
     int bv_lo = -base, bi_lo = 0, bj_lo = 0, bv_hi = -base, bi_hi = 0, bj_hi = 0;
     uint out_g = 0, out_e = 0, own_g = 0, own_e = 0;
@@ -391,7 +400,26 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
             if (partial) PROW(1);
             else PROW(0);
             diag_g = in_g;
-#if LOCAL_MODE
+#if LOCAL_MODE && TRACK_STORE
+            /* this row's maximum of each half; a new best keeps the row's G in local memory
+               (no branch), its first column is found after the loop */
+            {
+                const int vl = lo16(rmax), vh = hi16(rmax);
+                const int ul = rlo < th && vl > bv_lo, uh = rhi >= 0 && vh > bv_hi;
+                bv_lo = ul ? vl : bv_lo;
+                bi_lo = ul ? r0 + 1 + rlo : bi_lo;
+                bv_hi = uh ? vh : bv_hi;
+                bi_hi = uh ? r0 + 1 + rhi : bi_hi;
+                if (ul) {
+#pragma unroll
+                    for (int k = 0; k < CPT; k++) cand[0][t][k] = gup[k];
+                }
+                if (uh) {
+#pragma unroll
+                    for (int k = 0; k < CPT; k++) cand[1][t][k] = gup[k];
+                }
+            }
+#elif LOCAL_MODE
             /* this row's maximum of each half, and its first column (H = G + o + e there) */
             if (rlo < th && lo16(rmax) > bv_lo) {
                 bv_lo = lo16(rmax);
@@ -510,6 +538,17 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
     }
 #endif
 #if LOCAL_MODE
+#if TRACK_STORE
+    { /* each half's best row's first column with that H (its own entries: no barrier) */
+        int jl = CPT - 1, jh = CPT - 1;
+        for (int k = CPT - 1; k >= 0; k--) {
+            if (lo16(cand[0][t][k]) + oe == bv_lo) jl = k;
+            if (hi16(cand[1][t][k]) + oe == bv_hi) jh = k;
+        }
+        if (bi_lo) bj_lo = col1 + jl;
+        if (bi_hi) bj_hi = col1h + jh;
+    }
+#endif
     /* as ad_tiles: the tile's first maximum in row-major order, folded into its tile row's */
     __local int4 red[2 * TW];
     red[t] = (int4)(bv_lo + base, bi_lo, bj_lo, 0);
