@@ -85,9 +85,10 @@ class Tiling:
         16k x 16k block: smaller regions have too few tiles per tile diagonal to fill a GPU;
         on the H100 host, recomputing 100 kb traceback blocks of 6k x 6k on the GPU made the
         traceback 1.3x slower than on its 16 cores, BENCHMARKS.md).
-    device_tile : (rows, items, per_item), optional
+    device_tile : (rows, items, per_item[, packed]), optional
         With ``backend="opencl"``: the device's tile shape (tests force tiny ones; default
-        the device backend's, e.g. ``dpalign.kernels_cl.antidiagonal.GPU_TILE``).
+        the device backend's, ``dpalign.kernels_cl.antidiagonal.default_tile``: packed
+        16-bit tiles on Hopper GPUs, whose traceback recomputes in 32-bit ``GPU_TILE``).
     device_retile : (rows, items, per_item), optional
         With ``backend="opencl"``: the tile shape of the traceback's recomputations on the
         device (no wider than the forward pass's; default the backend's choice, e.g.
@@ -112,7 +113,7 @@ class Tiling:
     parallel_cells: int = 1 << 20
     lane_bits: int | None = None
     device_cells: int = 1 << 28
-    device_tile: tuple[int, int, int] | None = None
+    device_tile: tuple[int, ...] | None = None
     device_retile: tuple[int, int, int] | None = None
     leaf_bytes: int | None = None
 

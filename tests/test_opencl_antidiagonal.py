@@ -61,11 +61,17 @@ def test_alignments_equal_the_oracle(cl_device, data):
     )
     # a few compile-time shapes (each is a PoCL build), any run-time row count
     items, per_item = data.draw(st.sampled_from([(1, 1), (2, 2), (4, 1), (3, 4)]), label="cols")
-    tile = (data.draw(st.integers(1, 9), label="tile rows"), items, per_item)
+    packed = data.draw(st.booleans(), label="packed 16-bit tiles")
+    tile = (data.draw(st.integers(1, 9), label="tile rows"), items, per_item, packed)
     traceback = data.draw(st.booleans(), label="traceback")
     leaf_bytes = data.draw(st.sampled_from([0, None, 10**9]), label="leaf_bytes")
     # the traceback's recomputations in narrower tiles (one column per work-item)
     retile = data.draw(st.sampled_from([None, (tile[0] + 1, items, 1)]), label="retile")
+    if packed and retile:  # 32-bit tiles as wide as the packed ones, or narrower packed ones
+        retile = data.draw(
+            st.sampled_from([(tile[0] + 1, 2 * items, 1), (tile[0] + 1, items, 1, True)]),
+            label="packed retile",
+        )
     ends = free_ends_tuple(mode, free)
     stats = RunStats()
     got = align_long(
@@ -88,7 +94,7 @@ def test_alignments_equal_the_oracle(cl_device, data):
     else:
         assert (got.score, got.a_end, got.b_end) == (want.score, want.a_end, want.b_end)
     forward_cols = max(4, -(-n // 3)) if traceback else n  # Tiling.blocks = 3, leaves 4
-    if forward_cols >= items * per_item:  # the forward pass ran on the device
+    if forward_cols >= items * per_item * (1 + packed):  # the forward pass ran on the device
         (worker,) = stats.workers.values()
         assert worker.cells >= m * n
 
@@ -124,7 +130,9 @@ def _cpu_fill(a, b, scoring, local, lanes, top, left, th, tw, row_slot, col_slot
 
 @pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "plain"])
 @pytest.mark.parametrize("mode", ["local", "global"])
-@pytest.mark.parametrize("tile", [(5, 3, 2), (1, 1, 1), (16, 8, 4)])
+@pytest.mark.parametrize(
+    "tile", [(5, 3, 2), (1, 1, 1), (16, 8, 4), (5, 3, 2, True), (40, 2, 4, True), (7, 1, 1, True)]
+)
 def test_device_fill_leaves_the_cpu_checkpoints(cl_device, mode, tile, prefetch):
     """A region inside the matrix (boundaries from a CPU fill): same rows, columns, best."""
     rng = np.random.default_rng(sum(tile))
@@ -168,12 +176,14 @@ def test_device_fill_leaves_the_cpu_checkpoints(cl_device, mode, tile, prefetch)
     np.testing.assert_array_equal(got.col_store, want.col_store)
     assert got.best == tuple(int(x) for x in want.best)
     assert got.launches == n_tr + n_tc - 1 and pair.cells == h * w
+    assert (pair.packed is not None) == shape.packed and not got.widened
     if local:
         assert got.best[0] > 0
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["i32", "s16"])
 @pytest.mark.parametrize("rows", [16, 8, 3])
-def test_local_ties_keep_the_first_maximum_in_row_major_order(cl_device, rows):
+def test_local_ties_keep_the_first_maximum_in_row_major_order(cl_device, rows, packed):
     """Equal maxima in several tiles and tile rows (the device folds them per tile row, the
     host across rows): the end cell is the oracle's, the first in row-major order. Motif m1
     ends on row 8 far right, m2 on row 16 near the left: in one tile row of 16 rows the
@@ -188,6 +198,8 @@ def test_local_ties_keep_the_first_maximum_in_row_major_order(cl_device, rows):
     assert (want.score, want.a_end, want.b_end) == (8, 8, 49)  # the case this test is about
     cpu = align_long(a, b, scoring, "local", traceback=False, tiling=_tiny((rows, 2, 4)))
     assert (cpu.score, cpu.a_end, cpu.b_end) == (8, 8, 49)
+    # packed: tiles of 2 x 2 x 2 columns, as wide as the 32-bit ones
+    tile = (rows, 2, 2, True) if packed else (rows, 2, 4)
     for traceback in (False, True):
         got = align_long(
             a,
@@ -195,7 +207,7 @@ def test_local_ties_keep_the_first_maximum_in_row_major_order(cl_device, rows):
             scoring,
             "local",
             traceback=traceback,
-            tiling=_tiny((rows, 2, 4)),
+            tiling=_tiny(tile),
             backend="opencl",
             device=cl_device,
         )
@@ -351,6 +363,45 @@ def test_page_locked_stores_pass_from_pair_torandom_pair(cl_device):
     assert kept[0] is kept[1]
 
 
+@pytest.mark.parametrize("mode", ["global", "local"])
+def test_packed_tiles_that_cannot_fit_16_bits_are_filled_again_wider(cl_device, mode):
+    """Matches of 700 over tiles of 40 rows: 28,000 above the boundary's largest H, and the
+    boundary of a tile on the alignment spans about as much: more than a 16-bit lane holds,
+    which only the data tell. The device says so (never a wrapped value) and the region is
+    filled again in 32-bit lanes: the oracle's alignment; smaller scores stay packed."""
+    rng = np.random.default_rng(4)
+    a, b = random_pair(rng, 300, 280, 4, True)
+    shape = TileShape(40, 2, 4, True)
+    for sub, widened in (((700, -700), True), ((2, -3), False)):
+        scoring = Scoring(sub, (10, 5))
+        lanes = plan_lanes(scoring, len(a), len(b), mode, Tiling(lane_bits=32))
+        job = _Aligner(a, b, scoring, mode, free_ends_tuple(mode), Tiling(), 1, lanes)
+        whole = job.global_region()
+        pair = PairOnDevice(
+            device_context(cl_device), a, b, scoring.matrix, 10, 5, mode == "local", shape
+        )
+        n_tr, n_tc = -(-len(a) // 40), -(-len(b) // shape.cols)
+        none_r, none_c = np.full(n_tr, -1), np.full(n_tc, -1)
+        got = pair.fill_region(0, 0, whole.top, whole.left, none_r, none_c, 40, lanes.neg_store)
+        assert pair.packed is not None and got.widened == widened
+        want = reference.pairwise_align(a, b, scoring.matrix, 10, 5, mode, free_ends_tuple(mode))
+        if mode == "local":
+            assert got.best == (want.score, want.a_end, want.b_end)
+        else:
+            assert got.last_row[0, -1] == want.score
+        tiling = Tiling(device_cells=1, device_tile=(40, 2, 4, True), blocks=4)
+        full = align_long(a, b, scoring, mode, tiling=tiling, backend="opencl", device=cl_device)
+        assert full == want
+    # taller tiles than the packed kernel's local memory holds: the same tiles in 32 bits
+    tall = pair.packed_defines["MAXTR"] + 1
+    none_r = np.full(-(-len(a) // tall), -1)
+    got = pair.fill_region(0, 0, whole.top, whole.left, none_r, none_c, tall, lanes.neg_store)
+    if mode == "local":
+        assert got.best == (want.score, want.a_end, want.b_end) and not got.widened
+    else:
+        assert got.last_row[0, -1] == want.score and not got.widened
+
+
 def test_length_one_and_narrow_pairs(cl_device):
     scoring = Scoring((1, -1), (2, 1))
     rng = np.random.default_rng(2)
@@ -380,6 +431,33 @@ def test_pairs_beyond_32_bits_stay_on_the_cpu(cl_device):
         stats=stats,
     )
     assert got.score == 5 * 10**9 and not stats.workers
+
+
+def test_scores_too_large_for_any_tile_do_not_pack(cl_device):
+    """A score of 1000 per match over 40 rows cannot fit any tile's 16-bit lanes: the pair
+    is not packed at all (32-bit tiles of the same width), rather than filled twice."""
+    rng = np.random.default_rng(6)
+    a, b = random_pair(rng, 50, 40, 4, True)
+    scoring = Scoring((1000, -1000), (10, 5))
+    shape = TileShape(40, 2, 4, True)
+    pair = PairOnDevice(device_context(cl_device), a, b, scoring.matrix, 10, 5, True, shape)
+    assert pair.packed is None and pair.shape == shape.wide
+
+
+def test_default_tiles_are_packed_where_the_device_has_packed_ptx():
+    """Hopper GPUs take packed 16-bit tiles (their traceback recomputes in 32-bit ones, see
+    ``OpenCLBackend.region_filler``); other GPUs 32-bit tiles; CPU devices small ones."""
+    from types import SimpleNamespace
+
+    from dpalign.kernels_cl import antidiagonal as AD
+
+    def caps(cpu, ptx):
+        return SimpleNamespace(is_cpu=cpu, ptx_s16x2=ptx)
+
+    assert AD.default_tile(caps(False, True)) == AD.GPU_TILE_PACKED
+    assert AD.GPU_TILE_PACKED.packed and AD.GPU_TILE_PACKED.cols == 2 * AD.GPU_TILE.cols
+    assert AD.default_tile(caps(False, False)) == AD.GPU_TILE
+    assert AD.default_tile(caps(True, False)) == AD.CPU_TILE
 
 
 def test_backend_option_is_checked():

@@ -28,7 +28,10 @@
  *
  * Compile-time constants (-D): TW (work-items per tile), CPT (columns per work-item),
  * LOCAL_MODE, USE_SHFL (1: PTX shuffles; needs TW == 32 and NVIDIA), PREFETCH (1: global
- * loads a step or two ahead of their use), PRUNE (local mode: block pruning, see below).
+ * loads a step or two ahead of their use), PRUNE (local mode: block pruning, see below),
+ * ALIGNED (the host's promise that the profile can be read in 16-byte loads), VECLOAD
+ * (0: never), LDS_EDGES (the tile's left column read into local memory before its rows, its
+ * right column kept there and written after them; tiles of at most MAXTR rows).
  */
 
 #define P_H 0        /* region rows */
@@ -60,7 +63,56 @@
 #ifndef PRUNE
 #define PRUNE 0 /* local mode: block pruning (the forward pass of a whole matrix) */
 #endif
+#ifndef ALIGNED
+#define ALIGNED 0 /* 1: the region's first column and the profile's stride are multiples of 4 */
+#endif
+#ifndef LDS_EDGES
+#define LDS_EDGES 0 /* 1: left and right columns through local memory (at most MAXTR rows) */
+#endif
+#ifndef MAXTR
+#define MAXTR 512
+#endif
+#ifndef VECLOAD
+#define VECLOAD 1 /* profile values by 16-byte loads where the region's columns allow */
+#endif
 #define TC (TW * CPT)
+
+/* CPT profile values from `p`: 4 at a time when `aligned` (the region's first column and
+   the profile's stride are multiples of 4; a work-item's columns start at a multiple of
+   CPT), else one by one */
+#if USE_SHFL /* NVIDIA: inline PTX, which the compiler cannot split into 4-byte loads */
+inline int4 ld4(__global const int *p) {
+    int x, y, z, w;
+    asm("ld.global.nc.v4.s32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "l"((ulong)p));
+    return (int4)(x, y, z, w);
+}
+#else
+inline int4 ld4(__global const int *p) { return vload4(0, p); }
+#endif
+#if VECLOAD && CPT % 4 == 0
+#define LOAD_PROFILE(dst, p)                                                                \
+    do {                                                                                    \
+        __global const int *q_ = (p);                                                       \
+        if (aligned) {                                                                      \
+            for (int k4 = 0; k4 < CPT / 4; k4++) {                                          \
+                int4 v = ld4(q_ + 4 * k4);                                                  \
+                dst[4 * k4] = v.x;                                                          \
+                dst[4 * k4 + 1] = v.y;                                                      \
+                dst[4 * k4 + 2] = v.z;                                                      \
+                dst[4 * k4 + 3] = v.w;                                                      \
+            }                                                                               \
+        } else {                                                                            \
+            for (int k = 0; k < CPT; k++) dst[k] = q_[k];                                   \
+        }                                                                                   \
+    } while (0)
+#else
+#define LOAD_PROFILE(dst, p)                                                                \
+    do {                                                                                    \
+        __global const int *q_ = (p);                                                       \
+        for (int k = 0; k < CPT; k++) dst[k] = q_[k];                                       \
+    } while (0)
+#endif
 
 #if USE_SHFL
 inline int shfl_up1(int v) {
@@ -225,6 +277,14 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
     }
 #endif
     int bv = 0, bi = 0, bj = 0; /* local mode: this work-item's first maximum */
+#if LDS_EDGES
+    /* the left column (H, I), read by work-item 0 as its rows come; row r's entry then
+       takes the right column's (its owner writes row r at step r + its index, after
+       work-item 0 read it at step r), written out after the loop */
+    __local int2 edge[MAXTR];
+    for (int r = t; r < th; r += TW) edge[r] = left_input(left, vcol, tj, h, r0 + 1 + r);
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
 #if !USE_SHFL
     __local int2 xch[2][TW];
 #endif
@@ -232,6 +292,7 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
     /* the next row's residue and its profile column, fetched a step ahead */
     const int pcol = P[P_COL0] + col1 - 1;
     const size_t pstride = P[P_PSTRIDE];
+    const int aligned = ALIGNED; /* the host's promise: P_COL0 and P_PSTRIDE % 4 == 0 */
     __global const uchar *arow = a + P[P_ROW0] + r0; /* the tile's residues of `a` */
     /* The row computed at a step: its profile values `sc` and (work-item 0) its left input
        were fetched the step before (PREFETCH), the residue of the row after it two steps
@@ -241,11 +302,11 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
     {
         const int code0 = arow[0];
 #pragma unroll
-        for (int k = 0; k < CPT; k++) sc[k] = prof[code0 * pstride + pcol + k];
+        LOAD_PROFILE(sc, prof + code0 * pstride + pcol);
     }
 #if PREFETCH
     int2 left_cur = (int2)(0, 0), left_next = (int2)(0, 0);
-    if (t == 0) {
+    if (!LDS_EDGES && t == 0) {
         left_cur = left_input(left, vcol, tj, h, r0 + 1);
         if (th > 1) left_next = left_input(left, vcol, tj, h, r0 + 2);
     }
@@ -273,15 +334,17 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
             int2 left_n2 = (int2)(0, 0);
             if (r + 1 < th) {
 #pragma unroll
-                for (int k = 0; k < CPT; k++) nsc[k] = prof[code1 * pstride + pcol + k];
+                LOAD_PROFILE(nsc, prof + code1 * pstride + pcol);
                 if (r + 2 < th) {
                     code2 = arow[r + 2];
-                    if (t == 0) left_n2 = left_input(left, vcol, tj, h, row + 2);
+                    if (!LDS_EDGES && t == 0) left_n2 = left_input(left, vcol, tj, h, row + 2);
                 }
             }
 #endif
             if (t == 0) {
-#if PREFETCH
+#if LDS_EDGES
+                const int2 v = edge[r];
+#elif PREFETCH
                 const int2 v = left_cur;
 #else
                 const int2 v = left_input(left, vcol, tj, h, row);
@@ -297,6 +360,9 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
             diag_g = in_g;
             /* the right column (H, I): the last work-item, or the owner of column w */
             const int owner = partial ? t == town : t == TW - 1;
+#if LDS_EDGES
+            if (owner) edge[r] = (int2)((partial ? own_g : out_g) + oe, partial ? own_e : out_e);
+#else
             if (owner) {
                 int hv = (partial ? own_g : out_g) + oe, iv = partial ? own_e : out_e;
                 vcol[row] = (int2)(hv, iv);
@@ -305,6 +371,7 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
                     cstore[((size_t)cs * 2 + 1) * (h + 1) + row] = iv;
                 }
             }
+#endif
             if (r == th - 1) { /* the tile's bottom row */
                 __global int2 *down = hrow + (size_t)(ti % 3) * wp1;
 #pragma unroll
@@ -329,7 +396,7 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
 #else
             if (r + 1 < th) {
 #pragma unroll
-                for (int k = 0; k < CPT; k++) sc[k] = prof[code1 * pstride + pcol + k];
+                LOAD_PROFILE(sc, prof + code1 * pstride + pcol);
                 code1 = r + 2 < th ? arow[r + 2] : 0;
             }
 #endif
@@ -340,6 +407,18 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
 #endif
     }
 
+#if LDS_EDGES
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int r = t; r < th; r += TW) {
+        const int2 v = edge[r];
+        const int row = r0 + 1 + r;
+        vcol[row] = v;
+        if (cs >= 0) {
+            cstore[((size_t)cs * 2) * (h + 1) + row] = v.x;
+            cstore[((size_t)cs * 2 + 1) * (h + 1) + row] = v.y;
+        }
+    }
+#endif
 #if LOCAL_MODE
     /* The tile's first maximum in row-major order, folded into its tile row's: the tiles of
        one tile row run in successive launches (one per diagonal), so best[ti] has a single

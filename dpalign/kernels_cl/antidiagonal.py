@@ -33,15 +33,26 @@ _STAGING_LOCK = threading.Lock()
 
 @dataclass(frozen=True)
 class TileShape:
-    """A tile: ``rows`` (run time) x ``items * per_item`` columns (compile time)."""
+    """A tile: ``rows`` (run time) x ``items * per_item`` columns (compile time), or with
+    ``packed`` twice as many: two 16-bit cells per instruction (``antidiagonal16.cl``)."""
 
     rows: int
     items: int
     per_item: int
+    packed: bool = False
 
     @property
     def cols(self) -> int:
-        return self.items * self.per_item
+        return self.items * self.per_item * (2 if self.packed else 1)
+
+    @property
+    def wide(self) -> TileShape:
+        """The 32-bit tile of the same size (a packed tile's fallback)."""
+        if not self.packed:
+            return self
+        if 2 * self.per_item <= 16:
+            return TileShape(self.rows, self.items, 2 * self.per_item)
+        return TileShape(self.rows, 2 * self.items, self.per_item)
 
     def __post_init__(self) -> None:
         if self.rows < 1 or self.items < 1 or self.per_item < 1:
@@ -51,11 +62,56 @@ class TileShape:
 #: GPUs: one warp per tile (shuffles, no barrier), 8 columns per work-item, 128 rows (the
 #: fastest on the H100: 104.5 GCUPS at 100 kb against 92.7 with 256 rows, BENCHMARKS.md).
 GPU_TILE = TileShape(rows=128, items=32, per_item=8)
-#: GPUs: the tiles of the long-pair traceback's recomputations (None: GPU_TILE). Those
-#: regions have few tiles per tile diagonal, so a launch takes the latency of one tile.
+#: GPUs with packed 16-bit PTX (Hopper): two 16-bit cells per instruction, 256 rows, 8
+#: columns per work-item and half (1 Mb on the H100: 2.1x GPU_TILE's GCUPS, BENCHMARKS.md).
+GPU_TILE_PACKED = TileShape(rows=256, items=32, per_item=8, packed=True)
+#: GPUs: the tiles of the long-pair traceback's recomputations (None: the forward pass's, or
+#: GPU_TILE after packed ones: a leaf is one tile, traced on the CPU, and packed tiles made
+#: the traceback slower). Those regions have few tiles per tile diagonal, so a launch takes
+#: the latency of one tile.
 GPU_RETILE: TileShape | None = None
 #: CPU devices (PoCL): small tiles compile and run quickly.
 CPU_TILE = TileShape(rows=64, items=8, per_item=4)
+
+
+#: The packed profile's largest size (bytes): ``letters**2`` rows of ``b``'s length.
+PACKED_PROFILE_BYTES = 1 << 30
+#: Launches enqueued between flushes of a fill (a fill of 1 Mb has ~6k-12k; enqueueing
+#: them all before the first flush left the GPU idle for ~10 us a launch).
+FLUSH_EVERY = 256
+#: More -D settings of the 32-bit kernel (benchmarks: {"VECLOAD": 0}, the loads before).
+WIDE_DEFINES: dict[str, int] = {}
+#: More -D settings of the packed kernel (benchmarks: {"CHAIN": 2}).
+PACKED_DEFINES: dict[str, int] = {}
+#: antidiagonal16.cl's LIM: the largest value a tile's 16-bit lanes may reach.
+PACKED_LIMIT = 30000
+#: |s| + o + e at most this (antidiagonal16.cl's SPREAD) for 16-bit lanes.
+PACKED_SPREAD = 2048
+
+
+def _packs(scores: np.ndarray, o: int, e: int, a: np.ndarray, n: int, shape: TileShape) -> bool:
+    """Whether a pair can run in packed 16-bit tiles: small scores and gap costs (each tile
+    still checks its own range on the device: these are the parts of its bounds that do not
+    depend on the data, antidiagonal16.cl's ``above`` and ``below``) and a packed profile of
+    bounded size."""
+    oe = o + e
+    if max(int(np.abs(scores).max(initial=0)) + oe, 0) > PACKED_SPREAD or oe < 0 or e < 0:
+        return False
+    smax = max(int(scores.max(initial=0)), 0)
+    if smax * shape.rows + 2 * oe > PACKED_LIMIT:
+        return False
+    if o + e * shape.rows + 3 * oe + e + PACKED_SPREAD > PACKED_LIMIT:
+        return False
+    letters = int(np.count_nonzero(np.bincount(a, minlength=1))) or 1
+    return letters * letters * (n + shape.cols + 4) * 4 <= PACKED_PROFILE_BYTES
+
+
+def default_tile(caps) -> TileShape:
+    """A device's default tiles: :data:`CPU_TILE`, :data:`GPU_TILE_PACKED` (packed 16-bit
+    PTX) or :data:`GPU_TILE`."""
+    if caps.is_cpu:
+        return CPU_TILE
+    return GPU_TILE_PACKED if caps.ptx_s16x2 else GPU_TILE
 
 
 @dataclass
@@ -70,6 +126,7 @@ class DeviceFill:
     kernel_seconds: float = 0.0
     launches: int = 0
     pruned_tiles: int = 0
+    widened: bool = False  # a packed fill that did not fit 16 bits, filled again in 32
 
 
 class PairOnDevice:
@@ -86,7 +143,7 @@ class PairOnDevice:
     local : bool
         Smith-Waterman (H >= 0, the first maximum is tracked).
     shape : TileShape, optional
-        Default :data:`GPU_TILE` / :data:`CPU_TILE`.
+        Default :func:`default_tile`.
     shuffle : bool, optional
         Pass the row state between work-items by PTX warp shuffles (default: on NVIDIA GPUs
         when a tile is one warp); otherwise through local memory with a barrier per step.
@@ -107,79 +164,168 @@ class PairOnDevice:
         shuffle: bool | None = None,
         prefetch: bool = True,
     ) -> None:
-        import pyopencl as cl
 
         self.dctx = dctx
-        self.shape = shape or (CPU_TILE if dctx.caps.is_cpu else GPU_TILE)
-        can_shuffle = dctx.caps.nvidia and self.shape.items == 32
-        self.shuffle = can_shuffle if shuffle is None else bool(shuffle) and can_shuffle
+        self.shape = shape or default_tile(dctx.caps)
         self.o, self.e, self.local = int(gap_open), int(gap_extend), bool(local)
         self.m, self.n = len(a), len(b)
         oe = self.o + self.e
         letters = int(a.max(initial=0)) + 1
-        self.stride = self.n + self.shape.cols
-        prof = np.zeros((letters, self.stride), dtype=np.int32)
-        prof[:, : self.n] = np.asarray(matrix, np.int64)[:letters][:, b] + oe
-        self.smax = max(int(np.asarray(matrix)[:letters].max()), 0)  # pruning's bound
-        mf = cl.mem_flags
-        ctx = dctx.context
-        with driver_errors(dctx.caps, "uploading a long pair"):
-            self.a_buf = cl.Buffer(
-                ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.append(a, 0).astype(np.uint8)
-            )
-            self.prof_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=prof)
+        scores = np.asarray(matrix, np.int64)[:letters]
+        self.smax = max(int(scores.max()), 0)  # pruning's bound
+        if self.shape.packed and not _packs(scores, self.o, self.e, a, self.n, self.shape):
+            # the same tiles in 32-bit lanes; by default the 32-bit default tiles
+            self.shape = self.shape.wide if shape else GPU_TILE
+        wide = self.shape.wide
+        can_shuffle = dctx.caps.nvidia and wide.items == 32
+        self.shuffle = can_shuffle if shuffle is None else bool(shuffle) and can_shuffle
+        self.stride = -(-(self.n + self.shape.cols) // 4) * 4  # 16-byte rows
+        self._inputs = (a, b, scores, oe, shuffle)  # the profiles' inputs
+        # the 32-bit kernel's inputs, uploaded on first use (a packed pair's score-only fill
+        # never needs them) and shared with reshaped copies
+        self._wide_bufs: dict[str, object] = {}
+        if not self.shape.packed:
+            self._wide_buffers()
         defines = {
-            "TW": self.shape.items,
-            "CPT": self.shape.per_item,
+            "TW": wide.items,
+            "CPT": wide.per_item,
             "LOCAL_MODE": int(self.local),
             "USE_SHFL": int(self.shuffle),
             "PREFETCH": int(prefetch),
+            "MAXTR": max(512, wide.rows),  # LDS_EDGES: the left/right columns' rows
+            **WIDE_DEFINES,
         }
         self.defines = defines
-        program, _ = build(dctx, "antidiagonal.cl", defines)
-        with driver_errors(dctx.caps, "preparing the anti-diagonal kernel"):
-            self.kernel = cl.Kernel(program, "ad_tiles")
+        self._kernels: dict[tuple, object] = {}
+        self._kernel(False, False, True)  # built now: a driver's complaint comes early
+        self.packed = None  # (row pairs, packed profile, letters, its stride)
+        self.packed_defines: dict[str, int] = {}
+        if self.shape.packed:
+            self.packed = self._packed_pair(a, b, scores, oe, shuffle)
+            self._kernel(True, False, True)
         self.kernel_seconds = 0.0
         self.launches = 0
         self.cells = 0
         self.pruned_cells = 0
+        self.widened = 0  # packed fills that did not fit 16 bits and ran again in 32
         self._staging = None  # (buffer, mapped array): page-locked host memory, reused
 
-    def reshaped(self, shape: TileShape) -> PairOnDevice:
-        """The same pair on the device (shared buffers) with tiles of another shape, at most
-        as wide (e.g. narrower tiles for the traceback's smaller, latency-bound regions)."""
-        import copy
-
+    def _wide_buffers(self):
+        """The 32-bit kernel's ``a`` (residue codes) and profile (``s + o + e`` per residue
+        of ``a``'s alphabet and column of ``b``) on the device."""
         import pyopencl as cl
+
+        if not self._wide_bufs:
+            a, b, scores, oe, _ = self._inputs
+            prof = np.zeros((scores.shape[0], self.stride), dtype=np.int32)
+            prof[:, : self.n] = scores[:, b] + oe
+            flags, ctx = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, self.dctx.context
+            with driver_errors(self.dctx.caps, "uploading a long pair"):
+                codes = np.append(a, 0).astype(np.uint8)
+                self._wide_bufs["a"] = cl.Buffer(ctx, flags, hostbuf=codes)
+                self._wide_bufs["prof"] = cl.Buffer(ctx, flags, hostbuf=prof)
+        return self._wide_bufs["a"], self._wide_bufs["prof"]
+
+    def _kernel(self, packed: bool, prune: bool, aligned: bool, tall: bool = False):
+        """The kernel (built on first use): 16-bit (``packed``) or 32-bit lanes, with block
+        pruning (32-bit), for regions whose first column is a multiple of 4 (``aligned``:
+        the profile in 16-byte loads) or any."""
+        import pyopencl as cl
+
+        key = (packed, prune, aligned, tall)
+        if key not in self._kernels:
+            if packed:
+                name, defines = "antidiagonal16.cl", dict(self.packed_defines)
+            else:
+                name, defines = "antidiagonal.cl", dict(self.defines)
+                if prune:
+                    defines["PRUNE"] = 1
+                if tall:  # more rows than local memory was sized for
+                    defines["LDS_EDGES"] = 0
+            defines["ALIGNED"] = int(aligned)
+            program, _ = build(self.dctx, name, defines)
+            with driver_errors(self.dctx.caps, "preparing the anti-diagonal kernel"):
+                self._kernels[key] = cl.Kernel(program, "ad_tiles16" if packed else "ad_tiles")
+        return self._kernels[key]
+
+    def _packed_pair(self, a, b, scores, oe, shuffle):
+        """The packed tile's inputs: pairs of residue codes of ``a`` (dense: the residues it
+        holds) and the packed profile: row ``x * L + y``, column ``j``: ``s(x, b[j]) + o + e`` in
+        the low half, ``s(y, b[j + half]) + o + e`` in the high half (the high half's
+        columns lie ``half = items * per_item`` to the right)."""
+        import pyopencl as cl
+
+        shape, caps = self.shape, self.dctx.caps
+        present = np.flatnonzero(np.bincount(a, minlength=scores.shape[0]))
+        if present.size == 0:
+            present = np.zeros(1, np.int64)
+        dense = np.zeros(scores.shape[0], np.uint8)
+        dense[present] = np.arange(present.size)
+        letters = present.size
+        half = shape.items * shape.per_item
+        stride = -(-(self.n + shape.cols) // 4) * 4
+        # in 32-bit arithmetic, a row pair at a time (int64 temporaries of all L * L rows
+        # took 0.8 s for 1 Mb on a 2-core machine, this 0.05 s)
+        one = np.zeros((letters, stride + half), np.uint32)
+        one[:, : self.n] = (scores[present][:, b] + oe).astype(np.int16).view(np.uint16)
+        hi = one[:, half : half + stride] << 16
+        prof = np.empty((letters, letters, stride), np.uint32)
+        for x in range(letters):
+            np.bitwise_or(one[x, None, :stride], hi, out=prof[x])
+        prof = prof.reshape(letters * letters, stride)
+        # the profile row of each row and the row TW above it (antidiagonal16.cl's pairs)
+        items = shape.items
+        codes = dense[a].astype(np.uint16)
+        pairs = np.zeros(len(a) + 2 * items + 8, np.uint16)
+        pairs[items : items + len(a)] = codes * letters
+        pairs[2 * items : 2 * items + len(a)] += codes  # past a's end too: the high half
+        mf = cl.mem_flags
+        with driver_errors(caps, "uploading a long pair"):
+            a_buf = cl.Buffer(self.dctx.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=pairs)
+            prof_buf = cl.Buffer(self.dctx.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=prof)
+        can_shuffle = caps.nvidia and shape.items == 32
+        defines = {
+            "TW": shape.items,
+            "CPT": shape.per_item,
+            "LOCAL_MODE": int(self.local),
+            "USE_SHFL": int(can_shuffle if shuffle is None else bool(shuffle) and can_shuffle),
+            "USE_PTX": int(caps.ptx_s16x2),
+            "MAXTR": max(512, shape.rows),  # the left/right columns in local memory
+            **PACKED_DEFINES,
+        }
+        self.packed_defines = defines
+        return a_buf, prof_buf, letters, stride
+
+    def reshaped(self, shape: TileShape) -> PairOnDevice:
+        """The same pair on the device (shared buffers; packed tiles of another width get
+        their own packed profile) with tiles of another shape, at most as wide (e.g.
+        narrower tiles for the traceback's smaller, latency-bound regions)."""
+        import copy
 
         if shape.cols > self.shape.cols:
             raise OptionError(f"a reshaped pair's tiles must not be wider than {self.shape}")
+        a, b, scores, oe, shuffle = self._inputs
+        if shape.packed and not _packs(scores, self.o, self.e, a, self.n, shape):
+            shape = shape.wide
+        wide = shape.wide
         other = copy.copy(self)
         other.shape = shape
-        other.shuffle = self.shuffle and shape.items == 32
+        other.packed = None
+        other.shuffle = self.dctx.caps.nvidia and wide.items == 32 and shuffle is not False
         other.defines = {
             **self.defines,
-            "TW": shape.items,
-            "CPT": shape.per_item,
+            "TW": wide.items,
+            "CPT": wide.per_item,
             "USE_SHFL": int(other.shuffle),
         }
-        program, _ = build(self.dctx, "antidiagonal.cl", other.defines)
-        with driver_errors(self.dctx.caps, "preparing the anti-diagonal kernel"):
-            other.kernel = cl.Kernel(program, "ad_tiles")
-        other._pruning = None
+        other._kernels = {}
+        other._kernel(False, False, True)
+        if shape.packed:  # its own packed profile: the halves lie half a tile width apart
+            other.packed = other._packed_pair(a, b, scores, oe, shuffle)
+            other._kernel(True, False, True)
         other._staging = None
         other.kernel_seconds, other.launches, other.cells, other.pruned_cells = 0.0, 0, 0, 0
         return other
-
-    def _pruning_kernel(self):
-        """The kernel built with block pruning (built on first use)."""
-        import pyopencl as cl
-
-        if getattr(self, "_pruning", None) is None:
-            program, _ = build(self.dctx, "antidiagonal.cl", {**self.defines, "PRUNE": 1})
-            with driver_errors(self.dctx.caps, "preparing the anti-diagonal kernel"):
-                self._pruning = cl.Kernel(program, "ad_tiles")
-        return self._pruning
 
     def _host_staging(self, nbytes: int) -> np.ndarray:
         """At least ``nbytes`` of page-locked host memory (int32), mapped once and reused
@@ -247,6 +393,7 @@ class PairOnDevice:
         neg_store: int,
         prune: bool = False,
         reuse_stores: bool = False,
+        wide: bool = False,
     ) -> DeviceFill:
         """Fill rows ``r0 .. r0+h`` and columns ``c0 .. c0+w`` (h, w from the boundaries).
 
@@ -269,6 +416,9 @@ class PairOnDevice:
             ``reuse_stores`` overwrites (the caller is done with them by then). Copies from
             the device run at DMA speed; into fresh pageable arrays the H100 host managed
             ~3.4 GB/s, 1.7 s of a 1 Mb traceback.
+        wide : bool
+            Packed tiles: fill in 32-bit lanes (what a fill does again when one of its
+            tiles did not fit 16 bits; pruning always does).
         """
         import pyopencl as cl
 
@@ -291,12 +441,18 @@ class PairOnDevice:
 
         if prune and not self.local:
             raise OptionError("block pruning is for local alignments")
-        params = [h, w, tr, n_tc, self.o, self.e, r0, c0, self.stride, self.smax]
+        packed = self.packed if not (prune or wide) else None
+        if packed and tr > self.packed_defines["MAXTR"]:
+            packed = None  # taller than the packed kernel's tiles: the same in 32 bits
+        stride = packed[3] if packed else self.stride
+        params = [h, w, tr, n_tc, self.o, self.e, r0, c0, stride, self.smax]
+        params.append(packed[2] if packed else 0)
         params = np.array(params, dtype=i32)
+        a_buf, prof_buf = packed[:2] if packed else self._wide_buffers()
         with driver_errors(dctx.caps, f"allocating {self.name} buffers"):
             bufs = [
-                self.a_buf,
-                self.prof_buf,
+                a_buf,
+                prof_buf,
                 upload(top),
                 upload(left),
                 cl.Buffer(ctx, mf.READ_WRITE, 3 * (w + 1) * 8),
@@ -311,9 +467,10 @@ class PairOnDevice:
                     hostbuf=np.zeros((n_tr if self.local else 1, 4), i32),
                 ),
                 upload(params),
-                cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(2, i32)),
+                cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(3, i32)),
             ]
-        kernel = self.kernel if not prune else self._pruning_kernel()
+        tall = not packed and tr > self.defines["MAXTR"]
+        kernel = self._kernel(bool(packed), prune, c0 % 4 == 0 and stride % 4 == 0, tall)
         for index, buf in enumerate(bufs):
             kernel.set_arg(index, buf)
         events = []
@@ -327,9 +484,34 @@ class PairOnDevice:
                 events.append(
                     cl.enqueue_nd_range_kernel(dctx.queue, kernel, (groups * items,), (items,))
                 )
+                if d % FLUSH_EVERY == FLUSH_EVERY - 1:
+                    dctx.queue.flush()  # the device starts while the host enqueues the rest
             dctx.queue.flush()
             wait(events[-1])
             seconds = sum((ev.profile.end - ev.profile.start) * 1e-9 for ev in events)
+            if packed:
+                flags = np.zeros(3, i32)
+                cl.enqueue_copy(dctx.queue, flags, bufs[12])
+                if flags[2]:  # a tile did not fit 16 bits: the whole region again, wider
+                    self.kernel_seconds += seconds
+                    self.launches += len(events)
+                    self.widened += 1
+                    fill = self.fill_region(
+                        r0,
+                        c0,
+                        top,
+                        left,
+                        row_slot,
+                        col_slot,
+                        tile_rows,
+                        neg_store,
+                        reuse_stores=reuse_stores,
+                        wide=True,
+                    )
+                    fill.kernel_seconds += seconds
+                    fill.launches += len(events)
+                    fill.widened = True
+                    return fill
             last = np.empty((w + 1, 2), i32)
             cl.enqueue_copy(dctx.queue, last, bufs[4], src_offset=((n_tr - 1) % 3) * (w + 1) * 8)
             if reuse_stores:

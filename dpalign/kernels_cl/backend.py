@@ -235,7 +235,7 @@ class OpenCLBackend(Backend):
         return 0
 
     def region_filler(self, a, b, scoring, local, neg_store, tile=None):
-        from .antidiagonal import GPU_RETILE, PairOnDevice, TileShape
+        from .antidiagonal import GPU_RETILE, GPU_TILE, PairOnDevice, TileShape
 
         shape = TileShape(*tile) if tile else None
         pair = PairOnDevice(
@@ -249,8 +249,9 @@ class OpenCLBackend(Backend):
             shape,
         )
         regions = DeviceRegions(pair, neg_store)
-        if tile is None and GPU_RETILE is not None and not pair.dctx.caps.is_cpu:
-            regions.retile = (GPU_RETILE.rows, GPU_RETILE.items, GPU_RETILE.per_item)
+        retile = GPU_RETILE or (GPU_TILE if pair.shape.packed else None)
+        if tile is None and retile is not None and not pair.dctx.caps.is_cpu:
+            regions.retile = (retile.rows, retile.items, retile.per_item)
         return regions
 
     def describe(self) -> str:
