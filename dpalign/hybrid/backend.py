@@ -228,13 +228,8 @@ class HybridBackend(Backend):
                     worker = ProcessDeviceWorker(
                         name, self._children[key], n_blocks, failures.get(name), chunk_reads
                     )
-                else:  # kept: the device keeps the profiles it holds from run to run
-                    key = (sel, stream)
-                    if key not in self._in_thread:
-                        self._in_thread[key] = get_backend(
-                            device_cls.name, device=sel, stream=stream
-                        )
-                    backend = self._in_thread[key]
+                else:
+                    backend = self._in_thread_backend(device_cls, sel, stream)
                     worker = DeviceWorker(name, backend, n_blocks, failures.get(name), chunk_reads)
                 workers.append(worker)
         return workers
@@ -262,9 +257,14 @@ class HybridBackend(Backend):
         device_cls = device_backend()
         if device_cls is None:
             return None
-        key = (sel, 0)
+        return self._in_thread_backend(device_cls, sel, 0)
+
+    def _in_thread_backend(self, device_cls, sel, stream: int) -> Backend:
+        """The device backend of ``sel``'s queue ``stream`` run on a thread of this process,
+        made once: the device keeps the profiles it holds from run to run."""
+        key = (sel, stream)
         if key not in self._in_thread:
-            self._in_thread[key] = get_backend(device_cls.name, device=sel, stream=0)
+            self._in_thread[key] = get_backend(device_cls.name, device=sel, stream=stream)
         return self._in_thread[key]
 
     def close(self) -> None:
