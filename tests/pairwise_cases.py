@@ -81,6 +81,18 @@ def skbio_score(case: Case, a: str, b: str) -> float:
     ).score
 
 
+def draw_long_pair(data, scorings, max_len: int):
+    """``(scoring, a, b)`` drawn for a long-pair test: a seed, one of ``scorings`` ((sub,
+    gap) pairs), lengths 1..``max_len`` and :func:`random_pair`'s unrelated or similar pair."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    sub, gap = data.draw(st.sampled_from(scorings), label="scoring")
+    m = data.draw(st.integers(1, max_len), label="m")
+    n = data.draw(st.integers(1, max_len), label="n")
+    letters = 20 if sub == "BLOSUM62" else 4
+    a, b = random_pair(rng, m, n, letters, data.draw(st.booleans(), label="similar"))
+    return Scoring(sub, gap), a, b
+
+
 def random_pair(rng, m, n, letters, similar):
     """Codes of a long-pair test: ``a`` random over ``letters`` codes, ``b`` unrelated or
     ``a`` repeated to length ``n`` with 20% of it mutated (long diagonals, where tiles and

@@ -100,17 +100,11 @@ def test_pruned_traceback_equals_the_unpruned_one(cl_device, seed):
 def test_pruned_forward_pass_with_cpu_recomputations(cl_device, data):
     """Small pairs, any scoring: the forward pass pruned on the device, every recomputation of
     the traceback on the CPU (the earlier pruning tests recomputed on the device only)."""
-    from pairwise_cases import random_pair
+    from pairwise_cases import draw_long_pair
 
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
-    sub, gap = data.draw(
-        st.sampled_from([((1, -1), 2), ((2, -3), (5, 2)), ("BLOSUM62", (11, 1))]), label="scoring"
-    )
-    scoring = Scoring(sub, gap)
-    m = data.draw(st.integers(1, 90), label="m")
-    n = data.draw(st.integers(1, 90), label="n")
-    letters = 20 if sub == "BLOSUM62" else 4
-    a, b = random_pair(rng, m, n, letters, data.draw(st.booleans(), label="similar"))
+    scorings = [((1, -1), 2), ((2, -3), (5, 2)), ("BLOSUM62", (11, 1))]
+    scoring, a, b = draw_long_pair(data, scorings, 90)
+    m, n = len(a), len(b)
     tiling = Tiling(
         tile_rows=data.draw(st.integers(1, 8), label="cpu tile rows"),
         tile_cols=data.draw(st.integers(1, 8), label="cpu tile cols"),

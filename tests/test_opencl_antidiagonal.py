@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pairwise_cases import random_pair
+from pairwise_cases import draw_long_pair, random_pair
 
 from dpalign import reference
 from dpalign.errors import OptionError
@@ -48,13 +48,8 @@ def _tiny(rng_tile, device_cells=1, leaf_bytes=None, retile=None):
 
 @given(data=st.data())
 def test_alignments_equal_the_oracle(cl_device, data):
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
-    sub, gap = data.draw(st.sampled_from(SCORINGS), label="scoring")
-    scoring = Scoring(sub, gap)
-    letters = 20 if sub == "BLOSUM62" else 4
-    m = data.draw(st.integers(1, 70), label="m")
-    n = data.draw(st.integers(1, 70), label="n")
-    a, b = random_pair(rng, m, n, letters, data.draw(st.booleans(), label="similar"))
+    scoring, a, b = draw_long_pair(data, SCORINGS, 70)
+    m, n = len(a), len(b)
     mode = data.draw(st.sampled_from(["local", "global", "semiglobal"]), label="mode")
     free = (
         data.draw(st.tuples(*[st.booleans()] * 4), label="free_ends") if mode == "global" else None
@@ -219,13 +214,7 @@ def test_local_ties_keep_the_first_maximum_in_row_major_order(cl_device, rows, p
 @given(data=st.data())
 def test_block_pruning_keeps_the_local_alignment(cl_device, data):
     """Local mode with block pruning: the oracle's alignment, ties included."""
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
-    sub, gap = data.draw(st.sampled_from(SCORINGS), label="scoring")
-    scoring = Scoring(sub, gap)
-    letters = 20 if sub == "BLOSUM62" else 4
-    m = data.draw(st.integers(1, 90), label="m")
-    n = data.draw(st.integers(1, 90), label="n")
-    a, b = random_pair(rng, m, n, letters, data.draw(st.booleans(), label="similar"))
+    scoring, a, b = draw_long_pair(data, SCORINGS, 90)
     tile = (data.draw(st.integers(1, 6), label="tile rows"), 2, 2)
     traceback = data.draw(st.booleans(), label="traceback")
     got = align_long(
