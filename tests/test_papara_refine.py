@@ -352,3 +352,51 @@ def test_row_mixture_scales_long_reads_as_the_one_chain_kernel_does():
     )
     assert np.isfinite(got).all() and want.sum() > m / 2
     np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(problems(), st.sampled_from([0.0, 0.2, 0.5]), st.booleans())
+def test_band_decoding_is_the_full_decoding(problem, theta, ties):
+    """The fused pass decodes over the band only: the same alignment as :func:`decode` over
+    the whole matrix (zeros outside the band), ties included (``ties``: posteriors on a coarse
+    grid, so that many paths sum alike)."""
+    _, read, lo, hi, first, last, _ = problem
+    m, n = len(read), hi - lo
+    rng = np.random.default_rng(len(read) * 31 + n)
+    post = np.zeros((m + 1, n + 1))
+    band = np.zeros((m + 1, int((last - first).max()) + 3))
+    for j in range(1, m + 1):
+        for i in range(max(first[j], 1), last[j] + 1):
+            v = rng.integers(0, 3) / 4 if ties else rng.uniform(0, 1)
+            post[j, i] = band[j, i - first[j] + 1] = v
+    want = np.empty(m + n, dtype=np.uint8)
+    got = np.empty(m + n, dtype=np.uint8)
+    value = np.empty_like(band)
+    move = np.empty(band.shape, dtype=np.uint8)
+    count = kernel.decode(post, theta, want)
+    assert kernel._decode_band(band, first, last, n, theta, value, move, got) == count
+    assert (got[:count] == want[:count]).all()
+
+
+def test_row_mixture_threads_do_not_change_the_result():
+    rng = np.random.default_rng(6)
+    n, rows = 40, 2
+    tables = [
+        (
+            rng.uniform(0.1, 4, (4, n)), *rng.uniform(0.1, 0.9, (5, n)),
+            rng.random((rows, n)) < 0.8, rng.uniform(0.1, 4, (rows, 4, n)), np.array([0.7, 0.3]),
+        )
+        for _ in range(3)
+    ]  # fmt: skip
+    reads = [rng.integers(0, 4, int(rng.integers(1, 30))) for _ in range(50)]
+    bands = [(0, n, np.zeros(len(r) + 1, np.int64), np.full(len(r) + 1, n)) for r in reads]
+    which = rng.integers(0, 3, len(reads))
+    thetas = rng.choice([0.0, 0.5], len(reads))
+    args = (tables, which, reads, bands, 1e-3, 0.3, 1.0, thetas, 0.6, 0.01, 0.0, 0.3)
+    one = kernel.refine_many_rows(*args, threads=1)
+    assert one == kernel.refine_many_rows(*args, threads=2)
+    want = [
+        reference.papara_refine_rows(tables[t], r, b, 1e-3, 0.3, 1.0, theta, 0.6, 0.01, 0.0, 0.3)
+        for t, r, b, theta in zip(which, reads, bands, thetas, strict=True)
+    ]
+    assert one == want
