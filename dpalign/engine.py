@@ -447,7 +447,7 @@ class ReferenceBackend(Backend):
         :func:`reference.papara_refine_rows` for the row-mixture model, ``model.rows`` > 0)."""
         consts = (model.open_ins, model.extend_ins, model.overhang)
         if model.rows:
-            extra = (model.row_mix, model.jump, model.profile_weight, model.blend)
+            extra = (model.row_mix, model.jump, model.profile_weight, model.blend, model.insert)
             return [
                 reference.papara_refine_rows(
                     tables[int(t)], read, band, *consts, float(theta), *extra

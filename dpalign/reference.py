@@ -732,12 +732,16 @@ def papara_refine_rows(
     jump,
     profile_weight,
     blend=0.0,
+    insert=0.0,
 ) -> str:
     """One read's second-pass alignment under the row-mixture model (``R`` outside the
     window): ``table = (odds, occupied, keep, leave, enter, stay, rows, row_odds, weights)``
     of its edge, :func:`papara_refine_row_window`, :func:`papara_refine_rows_posteriors`
     (with ``blend`` > 0 mixed with :func:`papara_refine_posteriors`' of the edge's chain as
-    ``(1 - blend) * rows' + blend * chain's``), then :func:`papara_refine_decode`."""
+    ``(1 - blend) * rows' + blend * chain's``), then :func:`papara_refine_decode` with
+    character j's threshold ``theta + insert * (1 - its posteriors' sum)``: its posterior of
+    being in no column (with ``insert`` = 1 the alignment with the most characters expected
+    right, inserted ones included, where ``theta`` = 0)."""
     odds, profile, rows, row_odds, weights = table[0], table[1:6], *table[6:]
     n_total = len(profile[0])
     lo, hi, first, last = band
@@ -754,13 +758,17 @@ def papara_refine_rows(
             hi == n_total,
         )  # fmt: skip
         post = (1.0 - blend) * post + blend * chain
-    return "R" * lo + papara_refine_decode(post, theta) + "R" * (n_total - hi)
+    cut = theta + insert * np.maximum(0.0, 1.0 - post.sum(axis=1))
+    cut[0] = theta
+    return "R" * lo + papara_refine_decode(post, cut) + "R" * (n_total - hi)
 
 
-def papara_refine_decode(post: np.ndarray, theta: float) -> str:
+def papara_refine_decode(post: np.ndarray, theta) -> str:
     """The alignment (``M``/``R``/``I`` over the window) that maximises the sum of
-    ``posterior - theta`` over its aligned pairs; ties go to M, then I, then R."""
+    ``posterior - theta`` over its aligned pairs (``theta`` one value, or one per row of
+    ``post``); ties go to M, then I, then R."""
     m, n = post.shape[0] - 1, post.shape[1] - 1
+    cut = np.broadcast_to(np.asarray(theta, dtype=np.float64), (m + 1,))
     value = np.zeros((m + 1, n + 1))
     move = np.zeros((m + 1, n + 1), dtype=np.uint8)
     for j in range(m + 1):
@@ -768,8 +776,8 @@ def papara_refine_decode(post: np.ndarray, theta: float) -> str:
             if j == 0 and i == 0:
                 continue
             options = []
-            if j > 0 and i > 0 and post[j, i] > theta:
-                options.append((value[j - 1, i - 1] + post[j, i] - theta, 0))
+            if j > 0 and i > 0 and post[j, i] > cut[j]:
+                options.append((value[j - 1, i - 1] + post[j, i] - cut[j], 0))
             if j > 0:
                 options.append((value[j - 1, i], 2))
             if i > 0:

@@ -256,7 +256,7 @@ class NumbaBackend(Backend):
 
         consts = (model.open_ins, model.extend_ins, model.overhang)
         if model.rows:
-            extra = (model.row_mix, model.jump, model.profile_weight, model.blend)
+            extra = (model.row_mix, model.jump, model.profile_weight, model.blend, model.insert)
             return refine_many_rows(
                 tables, table_of, reads, bands, *consts, thetas, *extra, threads=self.threads
             )

@@ -538,11 +538,13 @@ def _value_at(value, first, last, j, i):  # pragma: no cover - compiled
 
 
 @njit(nogil=True, cache=True)
-def _decode_band(post, first, last, n, theta, value, move, out):  # pragma: no cover - compiled
+def _decode_band(post, first, last, n, cut, value, move, out):  # pragma: no cover - compiled
     """:func:`decode` of posteriors that are 0 outside the band (``post[j, i - first[j] + 1]``),
-    over the band only, the same alignment (ties too): ``first`` and ``last`` never fall from
-    one row to the next and ``theta`` >= 0, so outside the band the best sum is the nearest
-    band cell's (see :func:`_value_at`) and the move the one :func:`decode` would take."""
+    over the band only, the same alignment (ties too), with a threshold per row (``cut[j]``
+    for character j - 1; one value for all is :func:`decode`'s ``theta``): ``first`` and
+    ``last`` never fall from one row to the next and every ``cut`` is >= 0, so outside the
+    band the best sum is the nearest band cell's (see :func:`_value_at`) and the move the
+    one :func:`decode` would take."""
     m = first.shape[0] - 1
     for j in range(1, m + 1):
         f0, p0, p1 = first[j], first[j - 1], last[j - 1]
@@ -559,8 +561,8 @@ def _decode_band(post, first, last, n, theta, value, move, out):  # pragma: no c
                 up = above_end
             best = -math.inf
             step = 0
-            if i > 0 and post[j, k] > theta:
-                best = before + post[j, k] - theta
+            if i > 0 and post[j, k] > cut[j]:
+                best = before + post[j, k] - cut[j]
             if up > best:
                 best = up
                 step = 2
@@ -615,8 +617,9 @@ def _refine_rows_reads(
     (``emit[t]``, ``chain[t]``, ``weights[t]`` of their edge t) and, where the blend is on, of
     the edge's chain alone (``edge_emit[t]``, ``edge_chain[t]``), blended, decoded over the
     band; op codes backwards into ``out[out_at[k]:]``, their count into ``counts[k]``.
-    ``consts = (open_ins, extend_ins, overhang, jump, blend)``."""
-    jump, blend = consts[3], consts[4]
+    ``consts = (open_ins, extend_ins, overhang, jump, blend, insert)``: character j's
+    threshold is ``thetas[k] + insert * (its posterior of being in no column)``."""
+    jump, blend, insert = consts[3], consts[4], consts[5]
     rows = weights.shape[1]
     big_m = 0
     big_w = 1
@@ -632,6 +635,7 @@ def _refine_rows_reads(
     alone = np.empty((big_m + 1, big_w + 2))
     value = np.empty((big_m + 1, big_w + 2))
     move = np.empty((big_m + 1, big_w + 2), dtype=np.uint8)
+    cut = np.empty(big_m + 1)
     one = np.ones(1)
     for k in range(start, stop):
         t = table_of[k]
@@ -656,17 +660,26 @@ def _refine_rows_reads(
                 for i in range(max(first[j], 1), last[j] + 1):
                     kk = i - first[j] + 1
                     post[j, kk] = (1.0 - blend) * post[j, kk] + blend * alone[j, kk]
-        counts[k] = _decode_band(post, first, last, n, thetas[k], value, move, out[out_at[k] :])
+        cut[0] = thetas[k]
+        for j in range(1, m + 1):
+            placed = 0.0
+            for i in range(max(first[j], 1), last[j] + 1):
+                placed += post[j, i - first[j] + 1]
+            cut[j] = thetas[k] + insert * max(0.0, 1.0 - placed)
+        counts[k] = _decode_band(post, first, last, n, cut, value, move, out[out_at[k] :])
 
 
 def refine_many_rows(
     tables, table_of, reads, bands, open_ins, extend_ins, overhang, thetas, mix, jump,
-    profile_weight, blend=0.0, threads=None,
+    profile_weight, blend=0.0, insert=0.0, threads=None,
 ) -> list[str]:  # fmt: skip
     """:func:`refine_many` for the row-mixture model: ``tables[t] = (odds, occupied, keep,
     leave, enter, stay, rows, row_odds, weights)`` (see :func:`posteriors_rows` and
     :func:`dpalign.reference.papara_refine_row_window`); with ``blend`` > 0 the posteriors
-    decoded are ``(1 - blend) * rows' + blend * the edge chain's`` (:func:`posteriors`).
+    decoded are ``(1 - blend) * rows' + blend * the edge chain's`` (:func:`posteriors`); with
+    ``insert`` > 0 a character goes into a column only where its posterior there beats its
+    threshold plus ``insert`` times its posterior of being in none
+    (:func:`dpalign.reference.papara_refine_rows`).
 
     The components are built once per edge over all its columns (a window's are a slice of
     them: the mixing is per column), and the reads go through :func:`_refine_rows_reads` a
@@ -686,7 +699,7 @@ def refine_many_rows(
     out_at = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     out = np.empty(int(out_at[-1]), dtype=np.uint8)
     counts = np.zeros(len(order), dtype=np.int64)
-    consts = np.array([open_ins, extend_ins, overhang, jump, blend], dtype=np.float64)
+    consts = np.array([open_ins, extend_ins, overhang, jump, blend, insert], dtype=np.float64)
     which = np.asarray(table_of, dtype=np.int64)[order]
     theta = np.asarray(thetas, dtype=np.float64)[order]
 
