@@ -379,7 +379,10 @@ def test_band_decoding_is_the_full_decoding(problem, theta, ties):
     assert (got[:count] == want[:count]).all()
 
 
-def test_row_mixture_threads_do_not_change_the_result():
+@pytest.mark.parametrize("insert", [0.0, 1.0])
+def test_row_mixture_threads_do_not_change_the_result(insert):
+    """The fused pass on one thread and two, and the oracle read by read (both posteriors,
+    the blend, the threshold per character)."""
     rng = np.random.default_rng(6)
     n, rows = 40, 2
     tables = [
@@ -393,11 +396,13 @@ def test_row_mixture_threads_do_not_change_the_result():
     bands = [(0, n, np.zeros(len(r) + 1, np.int64), np.full(len(r) + 1, n)) for r in reads]
     which = rng.integers(0, 3, len(reads))
     thetas = rng.choice([0.0, 0.5], len(reads))
-    args = (tables, which, reads, bands, 1e-3, 0.3, 1.0, thetas, 0.6, 0.01, 0.0, 0.3)
+    args = (tables, which, reads, bands, 1e-3, 0.3, 1.0, thetas, 0.6, 0.01, 0.0, 0.3, insert)
     one = kernel.refine_many_rows(*args, threads=1)
     assert one == kernel.refine_many_rows(*args, threads=2)
     want = [
-        reference.papara_refine_rows(tables[t], r, b, 1e-3, 0.3, 1.0, theta, 0.6, 0.01, 0.0, 0.3)
+        reference.papara_refine_rows(
+            tables[t], r, b, 1e-3, 0.3, 1.0, theta, 0.6, 0.01, 0.0, 0.3, insert
+        )
         for t, r, b, theta in zip(which, reads, bands, thetas, strict=True)
     ]
     assert one == want

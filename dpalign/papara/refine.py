@@ -92,17 +92,6 @@ class RefineModel:
         With ``rows``: a character goes into a column only where its posterior there beats
         its threshold plus ``insert`` times its posterior of being in no column (1: the
         alignment with the most characters expected right, inserted ones counted too).
-    rate_distance : float
-        Site rates (0: off): how far, in mean branch lengths, the read is taken to be from
-        the rows its residues are scored against. A column's residue frequencies (the edge's
-        and the rows' own) keep the share ``exp(-rate * distance)`` and the rest goes to the
-        background, ``rate`` the column's parsimony changes on the reference tree per unit
-        of branch length: in a fast-evolving column a near row's residue says little about
-        the read's, so there the gaps decide where the read goes.
-    transitions : float
-        DNA only: the share of a column's substitutions (``rate_distance``) that are
-        transitions (A-G, C-T; the rest split evenly between the two transversions) instead
-        of background draws (0: off).
     """
 
     tau_rel: float = 0.8
@@ -126,7 +115,7 @@ class RefineModel:
     row_residue: float = 0.45
     blend: float = 0.3
     rate_distance: float = 0.0
-    insert: float = 0.0
+    insert: float = 1.0
     transitions: float = 0.0
     ts_pseudo: float = 0.0
 
@@ -165,8 +154,6 @@ class EdgeFrequencies:
             column_total > 0, column / np.maximum(column_total, 1e-300), self.background
         )
         self.gap_fraction = float(total[self._k] / max(total[: self._k + 1].sum(), 1.0))
-        #: Each column's substitutions per unit of branch length (parsimony on the tree).
-        self.rate = fitch_changes(data) / max(float(np.sum(lengths)), 1e-9)
 
     @property
     def n_bits(self) -> int:
@@ -246,7 +233,6 @@ class Refiner:
             + model.column_mix * freqs.column
             + model.pseudo * bg
         )
-        q = self._flatten(q)
         member = ((codes[:, None].astype(np.int64) >> np.arange(freqs.n_bits)) & 1).astype(
             np.float64
         )
@@ -265,27 +251,6 @@ class Refiner:
         leave = np.clip((g - both) / (1 - before), 1e-3, 1 - 1e-3)
         stay[0], leave[0] = g[0], g[0]
         return np.ascontiguousarray(odds), occupied, 1 - leave, leave, 1 - stay, stay
-
-    def _substitutions(self) -> np.ndarray:
-        ts = self.model.transitions
-        sub = np.full((4, 4), (1 - ts) / 2)  # from row base b (rows) to read base a
-        np.fill_diagonal(sub, 0.0)
-        sub[0, 2] = sub[2, 0] = sub[1, 3] = sub[3, 1] = ts  # A-G, C-T
-        return sub
-
-    def _flatten(self, q: np.ndarray) -> np.ndarray:
-        """Residue frequencies per column (n, K) with the site rates' share moved to the
-        background (``model.rate_distance``)."""
-        model, freqs = self.model, self._freqs
-        if model.ts_pseudo > 0 and freqs.n_bits == 4:
-            q = (1 - model.ts_pseudo) * q + model.ts_pseudo * (q @ self._substitutions())
-        if model.rate_distance <= 0:
-            return q
-        keep = np.exp(-freqs.rate * model.rate_distance * freqs.mean_length)
-        other = np.broadcast_to(freqs.background[None, :], q.shape)
-        if model.transitions > 0 and freqs.n_bits == 4:
-            other = q @ self._substitutions()
-        return keep[:, None] * q + (1 - keep)[:, None] * other
 
     def _row_table(self, edge: int, table, codes: np.ndarray):
         """``(*table, rows, row_odds, weights)``: the ``model.rows`` reference rows nearest the
@@ -308,7 +273,6 @@ class Refiner:
             q = (1 - model.pseudo) * residues + model.pseudo * freqs.background  # (n, K)
             s = model.row_residue
             q_rows = np.where(rows[..., None], s * bits + (1 - s) * q[None], q[None])
-            q_rows = np.stack([self._flatten(part) for part in q_rows])
             member = ((codes[:, None].astype(np.int64) >> np.arange(k)) & 1).astype(np.float64)
             bg = np.maximum(member @ freqs.background, 1e-300)
             row_odds = np.ascontiguousarray(
@@ -368,32 +332,6 @@ class Refiner:
             for t, text in zip(pick, refined, strict=True):
                 out[live[t]] = text
         return out
-
-
-def fitch_changes(data) -> np.ndarray:
-    """Each column's Fitch parsimony score on the reference tree (a gap is any state)."""
-    tree = data.tree
-    tips = tree.tips
-    if len(tips) < 2:
-        return np.zeros(data.n_columns)
-    changes = np.zeros(data.n_columns)
-
-    def combine(_, kids):
-        sets = [value for _, _, value in kids]
-        acc = sets[0]
-        for other in sets[1:]:
-            both = acc & other
-            changes[:] += both == 0
-            acc = np.where(both != 0, both, acc | other)
-        return acc
-
-    root = tips[0]
-    inner, _ = tree.neighbors[root][0]
-    below = tree.directed(
-        root, inner, {}, lambda q: data.ref_states[data.tip_rows[q]].astype(np.int64), combine
-    )
-    combine(None, [(None, None, below), (None, None, data.ref_states[data.tip_rows[root]])])
-    return changes
 
 
 def nearest_tips(tree, edge: int, count: int) -> list[tuple[float, int]]:
