@@ -214,17 +214,25 @@ class Refiner:
         self._data = data
         self._backend = backend
         self._freqs = EdgeFrequencies(data, self.model.tau_rel)
+        self._edge_memo: dict[int, tuple] = {}
         self._gap_freqs = (
             self._freqs
             if self.model.tau_gap_rel == self.model.tau_rel
             else EdgeFrequencies(data, self.model.tau_gap_rel)
         )
 
+    def _at_edge(self, edge: int):
+        """:meth:`EdgeFrequencies.at_edge` of the residue scale, kept for the edge's row
+        table (the chunk of edges being built)."""
+        if edge not in self._edge_memo:
+            self._edge_memo[edge] = self._freqs.at_edge(edge)
+        return self._edge_memo[edge]
+
     def _tables(self, edge: int, codes: np.ndarray):
         """``(odds (len(codes), n), occupied, keep, leave, enter, stay)`` of one edge (see
         :func:`dpalign.simd.papara_refine.posteriors`)."""
         model, freqs = self.model, self._freqs
-        residues, gap, pair = freqs.at_edge(edge)
+        residues, gap, pair = self._at_edge(edge)
         if self._gap_freqs is not freqs:
             _, gap, pair = self._gap_freqs.at_edge(edge)
         bg = freqs.background
@@ -269,7 +277,7 @@ class Refiner:
             k, freqs = self._freqs.n_bits, self._freqs
             bits = ((states[..., None].astype(np.int64) >> np.arange(k)) & 1).astype(np.float64)
             bits /= np.maximum(bits.sum(axis=2, keepdims=True), 1.0)
-            residues, _, _ = freqs.at_edge(edge)
+            residues, _, _ = self._at_edge(edge)
             q = (1 - model.pseudo) * residues + model.pseudo * freqs.background  # (n, K)
             s = model.row_residue
             q_rows = np.where(rows[..., None], s * bits + (1 - s) * q[None], q[None])
@@ -289,31 +297,27 @@ class Refiner:
         live = [k for k in range(len(reads)) if edges[k] >= 0 and len(reads[k])]
         if not live:
             return list(ops)
-        thetas = np.array(
-            [
-                model.theta_divergent
-                if _mismatch(ops[k], reads[k], states[edges[k]]) > model.divergent
-                else model.theta
-                for k in live
-            ]
+        bands, mismatch = _bands(
+            [ops[k] for k in live], [reads[k] for k in live], edges[live], states, model.band
         )
-        return self._pass(model, reads, edges, ops, live, thetas, model.band)
+        thetas = np.where(mismatch > model.divergent, model.theta_divergent, model.theta)
+        return self._pass(model, reads, edges, ops, live, thetas, bands)
 
-    def _pass(self, model, reads, edges, ops, live, thetas, width) -> list[str]:
-        """One model's op strings, each read in ``width`` columns around its ``ops``."""
+    def _pass(self, model, reads, edges, ops, live, thetas, bands) -> list[str]:
+        """One model's op strings of the ``live`` reads, each in its band."""
         out = list(ops)
         n = self._data.n_columns
         codes, index = np.unique(np.concatenate([reads[k] for k in live]), return_inverse=True)
         starts = np.cumsum([0] + [len(reads[k]) for k in live])
         coded = {k: index[starts[t] : starts[t + 1]].astype(np.int64) for t, k in enumerate(live)}
-        bands = [_band(ops[k], n, width) for k in live]
         chosen, table_of = np.unique([int(edges[k]) for k in live], return_inverse=True)
         # Edges a chunk at a time, so that the tables stay small on big trees.
-        per_edge = 8 * (len(codes) + 2) * max(n, 1) * (1 + model.rows)
+        per_edge = 16 * (len(codes) + 5) * max(n, 1) * (1 + model.rows)  # and their copy
         per_chunk = max(1, _TABLE_BYTES // per_edge)
         for first in range(0, len(chosen), per_chunk):
             last = min(first + per_chunk, len(chosen))
             pick = np.flatnonzero((table_of >= first) & (table_of < last))
+            self._edge_memo = {}
             tables = [self._tables(int(e), codes) for e in chosen[first:last]]
             if model.rows:
                 tables = [
@@ -329,6 +333,7 @@ class Refiner:
                 thetas[pick],
                 model,
             )
+            self._edge_memo = {}
             for t, text in zip(pick, refined, strict=True):
                 out[live[t]] = text
         return out
@@ -354,26 +359,43 @@ def nearest_tips(tree, edge: int, count: int) -> list[tuple[float, int]]:
     return found
 
 
-def _mismatch(ops: str, read: np.ndarray, states: np.ndarray) -> float:
-    """Share of a read's aligned characters whose state set misses the column's."""
-    codes = np.frombuffer(ops.encode("ascii"), dtype=np.uint8)
-    aligned = codes == ord("M")
-    if not aligned.any():
-        return 0.0
-    site = (np.cumsum(codes != ord("I")) - 1)[aligned]
-    char = (np.cumsum(codes != ord("R")) - 1)[aligned]
-    return float(((states[site] & read[char]) == 0).mean())
+def _bands(ops: list[str], reads: list[np.ndarray], edges: np.ndarray, states, width: int):
+    """Every read's band and first-pass mismatch share, all reads at once.
 
-
-def _band(ops: str, n: int, width: int) -> tuple[int, int, np.ndarray, np.ndarray]:
-    """``(lo, hi, first, last)``: the cells the second pass may visit, ``width`` columns
-    either side of where the first pass put each character (see
-    :func:`dpalign.reference.papara_refine_posteriors`)."""
-    codes = np.frombuffer(ops.encode("ascii"), dtype=np.uint8)
-    consumed = np.cumsum(codes != ord("I"))[codes != ord("R")]  # columns used, per character
-    lo = max(0, int(consumed.min()) - width)
-    hi = min(n, int(consumed.max()) + width)
-    centre = np.concatenate([[consumed[0]], consumed]) - lo
-    first = np.clip(centre - width, 0, hi - lo).astype(np.int64)
-    last = np.clip(centre + width, 0, hi - lo).astype(np.int64)
-    return lo, hi, first, last
+    Returns ``(bands, mismatch)``: ``bands[k] = (lo, hi, first, last)``, the cells the second
+    pass may visit, ``width`` columns either side of where the first pass put each character
+    (see :func:`dpalign.reference.papara_refine_posteriors`), and ``mismatch[k]`` the share of
+    read k's aligned characters whose state set misses its column's in ``states[edges[k]]``.
+    """
+    n = states.shape[1]
+    codes = np.frombuffer("".join(ops).encode("ascii"), dtype=np.uint8)
+    lengths = np.array([len(o) for o in ops], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    used = np.cumsum(codes != ord("I"))  # columns used so far, counted over all reads
+    base = np.where(starts > 0, used[starts - 1], 0)
+    owner = np.repeat(np.arange(len(ops)), lengths)
+    is_char = codes != ord("R")
+    consumed = (used - base[owner])[is_char]  # per character, columns its read used with it
+    m = np.array([len(r) for r in reads], dtype=np.int64)
+    char_at = np.concatenate([[0], np.cumsum(m)])
+    lo = np.maximum(0, consumed[char_at[:-1]] - width)
+    hi = np.minimum(n, consumed[char_at[1:] - 1] + width)
+    centre = np.insert(consumed, char_at[:-1], consumed[char_at[:-1]])  # row 0: the first's
+    rows_of = np.repeat(np.arange(len(ops)), m + 1)
+    centre = centre - lo[rows_of]
+    span = (hi - lo)[rows_of]
+    first = np.clip(centre - width, 0, span).astype(np.int64)
+    last = np.clip(centre + width, 0, span).astype(np.int64)
+    cuts = np.cumsum(m + 1)[:-1]
+    bands = [
+        (int(a), int(b), f, g)
+        for a, b, f, g in zip(lo, hi, np.split(first, cuts), np.split(last, cuts), strict=True)
+    ]
+    aligned = codes[is_char] == ord("M")
+    who = owner[is_char][aligned]
+    site = consumed[aligned] - 1
+    chars = np.concatenate(reads)[aligned]
+    missed = (states[np.asarray(edges)[who], site] & chars) == 0
+    count = np.bincount(who, minlength=len(ops))
+    mismatch = np.bincount(who, weights=missed, minlength=len(ops)) / np.maximum(count, 1)
+    return bands, mismatch
