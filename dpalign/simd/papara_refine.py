@@ -18,6 +18,13 @@ Forward and backward sums give every (character, column) pair's posterior probab
 alignment written is the one that maximises the sum of ``posterior - theta`` over its aligned
 pairs (characters whose every column scores below ``theta`` stay insertions). Rows are scaled
 as they go, so long reads neither overflow nor underflow.
+
+The row-mixture model (what the accurate mode runs) goes through :func:`refine_many_rows`:
+one compiled call per chunk of reads (:func:`_refine_rows_reads`) takes each read's rows' and
+edge chain's posteriors over its band only (:func:`_band_posteriors`, the forward sums of
+aligned cells kept, everything else in two rolling rows), blends them, raises each
+character's threshold by its posterior of being in no column, and decodes over the band
+(:func:`_decode_band`, the same alignment as :func:`decode` over the whole matrix).
 """
 
 from __future__ import annotations
