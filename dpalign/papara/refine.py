@@ -116,10 +116,7 @@ class RefineModel:
     profile_weight: float = 0.0
     row_residue: float = 0.45
     blend: float = 0.3
-    rate_distance: float = 0.0
     insert: float = 1.0
-    transitions: float = 0.0
-    ts_pseudo: float = 0.0
 
 
 class EdgeFrequencies:
