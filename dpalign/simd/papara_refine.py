@@ -617,13 +617,14 @@ def _workspace(m, width, rows):  # pragma: no cover - compiled
 
 @njit(nogil=True, cache=True)
 def _refine_rows_reads(
-    emit, chain, weights, edge_emit, edge_chain, table_of, reads, read_at, lohi, first_all,
-    last_all, thetas, consts, n_total, out, out_at, counts, start, stop,
+    emit, chain, weights, edge_emit, edge_chain, offset, table_of, reads, read_at, lohi,
+    first_all, last_all, thetas, consts, n_total, out, out_at, counts, start, stop,
 ):  # fmt: skip  # pragma: no cover - compiled
     """Reads ``start..stop-1`` through the row mixture: :func:`_band_posteriors` of the rows
-    (``emit[t]``, ``chain[t]``, ``weights[t]`` of their edge t) and, where the blend is on, of
-    the edge's chain alone (``edge_emit[t]``, ``edge_chain[t]``), blended, decoded over the
-    band; op codes backwards into ``out[out_at[k]:]``, their count into ``counts[k]``.
+    (``emit[t]``, ``chain[t]``, ``weights[t]`` of their edge t, column c of the reference at
+    ``c - offset[t]``) and, where the blend is on, of the edge's chain alone (``edge_emit[t]``,
+    ``edge_chain[t]``), blended, decoded over the band; op codes backwards into
+    ``out[out_at[k]:]``, their count into ``counts[k]``.
     ``consts = (open_ins, extend_ins, overhang, jump, blend, insert)``: character j's
     threshold is ``thetas[k] + insert * (its posterior of being in no column)``."""
     jump, blend, insert = consts[3], consts[4], consts[5]
@@ -654,13 +655,14 @@ def _refine_rows_reads(
         lo, hi = lohi[k, 0], lohi[k, 1]
         n = hi - lo
         open_lo, open_hi = lo == 0, hi == n_total
+        at_t = lo - offset[t]  # the window's first column in the edge's arrays
         _band_posteriors(
-            emit[t], chain[t], weights[t], jump, read, lo, n, first, last, consts, open_lo,
+            emit[t], chain[t], weights[t], jump, read, at_t, n, first, last, consts, open_lo,
             open_hi, work, post,
         )  # fmt: skip
         if blend > 0.0:
             _band_posteriors(
-                edge_emit[t], edge_chain[t], one, 0.0, read, lo, n, first, last, consts,
+                edge_emit[t], edge_chain[t], one, 0.0, read, at_t, n, first, last, consts,
                 open_lo, open_hi, work1, alone,
             )  # fmt: skip
             for j in range(1, m + 1):
@@ -688,13 +690,22 @@ def refine_many_rows(
     threshold plus ``insert`` times its posterior of being in none
     (:func:`dpalign.reference.papara_refine_rows`).
 
-    The components are built once per edge over all its columns (a window's are a slice of
-    them: the mixing is per column), and the reads go through :func:`_refine_rows_reads` a
-    chunk at a time on every core, longest first."""
+    The components are built once per edge over the columns its reads' windows cover (a
+    window's are a slice of them: the mixing is per column), and the reads go through
+    :func:`_refine_rows_reads` a chunk at a time on every core."""
     if not len(reads):
         return []
-    emit, chain, weights, edge_emit, edge_chain = _edge_components(tables, mix, profile_weight)
     n_total = len(tables[0][1])
+    spans = np.zeros((len(tables), 2), dtype=np.int64)  # columns the edge's reads need
+    spans[:, 0] = n_total
+    for t, band in zip(np.asarray(table_of, dtype=np.int64), bands, strict=True):
+        spans[t, 0] = min(spans[t, 0], band[0])
+        spans[t, 1] = max(spans[t, 1], band[1])
+    spans[:, 1] = np.maximum(spans[:, 1], spans[:, 0])
+    emit, chain, weights, edge_emit, edge_chain = _edge_components(
+        tables, mix, profile_weight, spans
+    )
+    offset = np.ascontiguousarray(spans[:, 0])
     order = sorted(range(len(reads)), key=lambda k: (int(table_of[k]), -len(reads[k])))
     lengths = np.array([len(reads[k]) for k in order], dtype=np.int64)
     read_at = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
@@ -712,7 +723,7 @@ def refine_many_rows(
 
     def run(start: int) -> None:
         _refine_rows_reads(
-            emit, chain, weights, edge_emit, edge_chain, which, flat, read_at, lohi,
+            emit, chain, weights, edge_emit, edge_chain, offset, which, flat, read_at, lohi,
             first_all, last_all, theta, consts, n_total, out, out_at, counts, start,
             min(start + _CHUNK, len(order)),
         )  # fmt: skip
@@ -726,21 +737,24 @@ def refine_many_rows(
     return result
 
 
-def _edge_components(tables, mix: float, profile_weight: float):
-    """``(emit (T, codes, n, R), chain (T, 5, n, R), weights (T, R), edge_emit (T, codes, n,
-    1), edge_chain (T, 5, n, 1))``: every edge's row-mixture components over all its columns
-    (:func:`dpalign.reference.papara_refine_row_window` over the whole edge, without merging
-    rows of equal gaps: the same model) and its chain alone. Edges with fewer rows get
-    components of weight 0, which change no sum."""
+def _edge_components(tables, mix: float, profile_weight: float, spans: np.ndarray):
+    """``(emit (T, codes, W, R), chain (T, 5, W, R), weights (T, R), edge_emit (T, codes, W,
+    1), edge_chain (T, 5, W, 1))``: every edge's row-mixture components over its columns
+    ``spans[t, 0]..spans[t, 1] - 1`` (at 0.., W the widest span;
+    :func:`dpalign.reference.papara_refine_row_window` over that span, without merging rows
+    of equal gaps: the same model) and its chain alone. Edges with fewer rows get components
+    of weight 0, which change no sum."""
     parts = []
-    for odds, *profile, rows, row_odds, w in tables:
-        res = np.asarray(rows).astype(np.float64)
+    for (odds, *profile, rows, row_odds, w), (lo, hi) in zip(tables, spans, strict=True):
+        odds = np.asarray(odds)[:, lo:hi]
+        profile = [np.asarray(p)[lo:hi] for p in profile]
+        res = np.asarray(rows)[:, lo:hi].astype(np.float64)
         emit = (
-            np.asarray(row_odds)
+            np.asarray(row_odds)[:, :, lo:hi]
             if row_odds is not None
             else np.broadcast_to(odds[None], (len(res), *np.shape(odds)))
         )
-        occupied, keep, leave, enter, stay = (np.asarray(p)[None, :] for p in profile)
+        occupied, keep, leave, enter, stay = (p[None, :] for p in profile)
         chain = [
             (1.0 - mix) * res + mix * occupied,
             (1.0 - mix) * res + mix * keep,
@@ -756,18 +770,19 @@ def _edge_components(tables, mix: float, profile_weight: float):
             w = np.concatenate([w * (1.0 - profile_weight), [profile_weight]])
         parts.append((emit, np.stack(chain), w, odds, np.stack(profile)))
     big = max(len(p[2]) for p in parts)
-    t, (codes, n) = len(parts), np.shape(tables[0][0])
-    emit = np.zeros((t, codes, n, big))
-    chain = np.zeros((t, 5, n, big))
+    t, codes = len(parts), np.shape(tables[0][0])[0]
+    width = max(1, int((spans[:, 1] - spans[:, 0]).max()))
+    emit = np.zeros((t, codes, width, big))
+    chain = np.zeros((t, 5, width, big))
     chain[:, 0] = 1.0  # unused rows: any finite chain (their weight keeps them at 0)
     weights = np.zeros((t, big))
-    edge_emit = np.empty((t, codes, n, 1))
-    edge_chain = np.empty((t, 5, n, 1))
+    edge_emit = np.zeros((t, codes, width, 1))
+    edge_chain = np.zeros((t, 5, width, 1))
     for e, (em, ch, w, odds, profile) in enumerate(parts):
-        r = len(w)
-        emit[e, :, :, :r] = np.transpose(em, (1, 2, 0))
-        chain[e, :, :, :r] = np.transpose(ch, (0, 2, 1))
+        r, n = len(w), odds.shape[1]
+        emit[e, :, :n, :r] = np.transpose(em, (1, 2, 0))
+        chain[e, :, :n, :r] = np.transpose(ch, (0, 2, 1))
         weights[e, :r] = w
-        edge_emit[e, :, :, 0] = odds
-        edge_chain[e, :, :, 0] = profile
+        edge_emit[e, :, :n, 0] = odds
+        edge_chain[e, :, :n, 0] = profile
     return emit, chain, weights, edge_emit, edge_chain
