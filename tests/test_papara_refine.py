@@ -393,7 +393,15 @@ def test_row_mixture_threads_do_not_change_the_result(insert):
         for _ in range(3)
     ]  # fmt: skip
     reads = [rng.integers(0, 4, int(rng.integers(1, 30))) for _ in range(50)]
-    bands = [(0, n, np.zeros(len(r) + 1, np.int64), np.full(len(r) + 1, n)) for r in reads]
+    bands = []
+    for read in reads:  # windows anywhere (each edge's components cover only its reads'), bands
+        lo = int(rng.integers(0, n - 1))
+        hi = int(rng.integers(lo + 1, n + 1))
+        centre = np.sort(rng.integers(0, hi - lo + 1, len(read) + 1))
+        width = int(rng.integers(0, 6))
+        bands.append(
+            (lo, hi, np.clip(centre - width, 0, hi - lo), np.clip(centre + width, 0, hi - lo))
+        )
     which = rng.integers(0, 3, len(reads))
     thetas = rng.choice([0.0, 0.5], len(reads))
     args = (tables, which, reads, bands, 1e-3, 0.3, 1.0, thetas, 0.6, 0.01, 0.0, 0.3, insert)
