@@ -83,9 +83,21 @@ def _run(
         "scoring_gcups": round(data["phases"].get("scoring", {}).get("gcups", 0.0), 1),
         "settings": data["settings"],
         "workers": data.get("workers", []),
+        "timeline": data.get("timeline", []),
         "log_tail": done.stderr.strip()[-4000:],
         "summary": done.stderr.strip().splitlines()[-1],
     }
+
+
+def timeline_text(run: dict, width: int = 100) -> str:
+    """A run's timeline (``--report``'s, seconds since the process started), a line each,
+    with the wall time measured outside the process last."""
+    lines = []
+    for e in run.get("timeline", []):
+        end = f"-{e['end_s']:6.3f}" if "end_s" in e else " " * 7
+        lines.append(f"    {e['start_s']:6.3f}{end}  {e['event']}"[:width])
+    lines.append(f"    {run.get('wall_s', 0):6.3f}         process ended (wall, outside)")
+    return "\n".join(lines)
 
 
 def _summary(results: list[dict], scale: float, backend: str) -> None:
@@ -174,6 +186,8 @@ def main() -> int:
                             f"{run.get('scoring_gcups', 0):.0f} GCUPS; {phases})",
                             flush=True,
                         )
+                        if k == repeat - 1 and run.get("timeline"):
+                            print(timeline_text(run), flush=True)
                         target.write_text(json.dumps(results, indent=2) + "\n")
                 _summary(results, scale, backend)
     target.write_text(json.dumps(results, indent=2) + "\n")

@@ -481,7 +481,7 @@ def _write_papara(
 
     stats = result.stats
     with ExitStack() as stack:
-        with stats.phase("write"):
+        with stats.phase("write"), stats.span("write"):
             if args.out == "-":
                 sys.stdout.flush()
                 result.write(sys.stdout.buffer, fmt)

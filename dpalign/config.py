@@ -74,7 +74,12 @@ PAPARA_BATCH_READS: int = int(os.environ.get("DPALIGN_PAPARA_BATCH_READS") or 65
 #: it (batches of at least PAPARA_OVERLAP_MIN_READS reads). Override:
 #: DPALIGN_PAPARA_OVERLAP_BATCHES (1: no cut).
 PAPARA_OVERLAP_BATCHES: int = int(os.environ.get("DPALIGN_PAPARA_OVERLAP_BATCHES") or 2)
-PAPARA_OVERLAP_MIN_READS = 4_096
+PAPARA_OVERLAP_MIN_READS: int = int(os.environ.get("DPALIGN_PAPARA_OVERLAP_MIN_READS") or 2_048)
+#: ... and the batches taper: each takes half the reads left (down to
+#: PAPARA_OVERLAP_MIN_READS), so the last batch, whose traceback nothing hides, is small
+#: (the PRANK shape x 2 on two H200s: 0.44 s of traceback after the scoring with two equal
+#: halves). Override: DPALIGN_PAPARA_TAPER=0 (equal batches).
+PAPARA_TAPER: bool = os.environ.get("DPALIGN_PAPARA_TAPER", "1") != "0"
 #: Reads rendered into output rows at a time (a reads x columns byte matrix each).
 PAPARA_WRITE_READS = 4_096
 

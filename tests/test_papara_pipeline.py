@@ -113,7 +113,7 @@ def test_traceback_beside_device_scoring_gives_the_original_bytes(monkeypatch, c
     monkeypatch.setattr(config, "PAPARA_OVERLAP_MIN_READS", 1)
     monkeypatch.setattr(config, "PAPARA_OVERLAP_BATCHES", 3)
     n_reads = sum(1 for line in open(case / "queries.fa") if line.startswith(">"))
-    assert len(_batches(n_reads, 10, overlap=True)) == min(3, n_reads) > 1
+    assert len(_batches(n_reads, 10, overlap=True)) >= min(3, n_reads) > 1
     backend = get_backend("opencl", device=cl_device)
     result = papara(case / "tree.nwk", case / "ref.phy", case / "queries.fa", backend=backend)
     assert result.to_phylip() == (case / "default.phy").read_text()
@@ -130,8 +130,24 @@ def test_batches_cover_the_reads_once():
                 assert got[0][0] == 0 and got[-1][1] == n_reads
                 assert all(a[1] == b[0] for a, b in zip(got, got[1:], strict=False))
                 assert all(stop - start <= config.PAPARA_BATCH_READS for start, stop in got)
-    assert len(_batches(16_040, 1601, overlap=True)) == 2
     assert len(_batches(16_040, 1601, overlap=False)) == 1
+
+
+def test_overlapped_batches_taper(monkeypatch):
+    """Where the traceback hides behind the device, each batch is half the reads left, so the
+    last batch (whose traceback nothing hides) is between the least batch and twice that."""
+    from dpalign.papara import _batches
+
+    least = config.PAPARA_OVERLAP_MIN_READS
+    assert [b - a for a, b in _batches(16_040, 1601, overlap=True)] == [8020, 4010, 4010]
+    for n_reads in (2 * least, 2 * least + 1, 16_040, 32_080, 100_003, 1_000_000):
+        got = [b - a for a, b in _batches(n_reads, 1601, overlap=True)]
+        assert sum(got) == n_reads and len(got) >= 2
+        assert all(least <= size for size in got)
+        assert got[-1] < 2 * least
+        assert all(a >= b for a, b in zip(got, got[1:], strict=False))  # never growing
+    monkeypatch.setattr(config, "PAPARA_TAPER", False)  # the equal halves of before
+    assert [b - a for a, b in _batches(16_040, 1601, overlap=True)] == [8020, 8020]
 
 
 @given(

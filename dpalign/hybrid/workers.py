@@ -306,7 +306,8 @@ def run_workers(
 
     def loop(worker: Worker) -> None:
         try:
-            worker.prepare(task, queries, blocks)
+            with stats.span(f"{worker.name}: prepare"):
+                worker.prepare(task, queries, blocks)
         except Exception as exc:  # a device that cannot even start: the others go on
             fail(worker, exc, [])
             return
@@ -323,6 +324,8 @@ def run_workers(
                 return
             seconds = time.perf_counter() - start
             cpu_seconds = time.thread_time() - cpu_start  # a spinning wait would show here
+            if isinstance(worker, DeviceWorker):  # (a CPU worker's many units would flood it)
+                stats.mark(f"{worker.name}: {len(units)} units", start, start + seconds)
             cells = 0
             for unit, scores in done:
                 if scores is not None:  # None: the worker wrote into the results itself

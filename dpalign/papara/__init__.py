@@ -9,6 +9,7 @@ the alignment (``msa``).
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -325,8 +326,9 @@ def papara(
         backend = lambda: get_backend(name, threads=threads)  # noqa: E731 - built on a thread
     # The backend is found (OpenCL's platforms: ~0.3 s on the H100 host) and its kernels
     # loaded on a thread of its own while the inputs are read.
-    warm = _WarmUp(backend, scoring, protein)
     early = RunStats()
+    early.mark("papara() called")
+    warm = _WarmUp(backend, scoring, protein, early)
     try:
         with _phase(early, "read"):
             data = dataset.load(tree, msa, reads, protein=protein, keep_ambiguous=accurate)
@@ -335,7 +337,8 @@ def papara(
     except BaseException:
         warm.join(quiet=True)  # the inputs' error comes first
         raise
-    with early.phase("scoring"):  # what finding the backend and its kernels did not hide
+    with early.phase("scoring"), early.span("waiting for the backend's warm-up"):
+        # what finding the backend and its kernels did not hide
         engine = warm.join()
     stats = engine.stats
     stats.add_phases(early)
@@ -373,16 +376,18 @@ def papara(
     overlap = engine.kind in ("device", "pool")  # the scoring leaves (some) cores free
     batches = _batches(len(data.reads), n_edges, overlap)
 
-    with stats.phase("scoring"):  # laid out once: a device keeps them across batches
+    with stats.phase("scoring"), stats.span("profiles laid out for the backend"):
+        # laid out once: a device keeps them across batches
         blocks = placement.pack_profiles(states, flags, engine) if n_edges else None
 
     def score_batch(start: int, stop: int):
-        with stats.phase("scoring", n_edges * n_cols * int(lengths[start:stop].sum())):
+        cells = n_edges * n_cols * int(lengths[start:stop].sum())
+        with stats.phase("scoring", cells), stats.span(f"scoring reads {start}:{stop}"):
             reads = data.reads[start:stop]
             return placement.place(states, flags, reads, scoring, engine, tick, blocks)
 
     def trace_batch(start: int, stop: int, placed) -> None:
-        with stats.phase("traceback"):
+        with stats.phase("traceback"), stats.span(f"traceback reads {start}:{stop}"):
             leads, cores = traceback.align_reads(
                 states,
                 flags,
@@ -402,7 +407,7 @@ def papara(
         else:
             ops.extend_trimmed(leads, cores)
         if writer is not None:
-            with stats.phase("write"):
+            with stats.phase("write"), stats.span(f"write reads {start}:{stop}"):
                 for names, block in _read_blocks(
                     data, ops, printer or data.alphabet, None, start, stop
                 ):
@@ -457,15 +462,29 @@ def _batches(n_reads: int, n_edges: int, overlap: bool) -> list[tuple[int, int]]
     """(start, stop) of the read batches: score matrices under ``PAPARA_BATCH_BYTES`` and at
     most ``PAPARA_BATCH_READS`` reads; where the traceback overlaps the scoring, at least
     ``PAPARA_OVERLAP_BATCHES`` batches (of at least ``PAPARA_OVERLAP_MIN_READS`` reads), so
-    that all but the last batch's traceback hide behind the device's scoring."""
+    that all but the last batch's traceback hide behind the device's scoring, and (with
+    ``PAPARA_TAPER``) each batch half the reads left, so that the last one is small: between
+    ``PAPARA_OVERLAP_MIN_READS`` and twice that."""
     step = max(
         1, min(config.PAPARA_BATCH_BYTES // (9 * max(n_edges, 1)), config.PAPARA_BATCH_READS)
     )
+    least = max(1, config.PAPARA_OVERLAP_MIN_READS)
     if overlap:
-        parts = min(config.PAPARA_OVERLAP_BATCHES, n_reads // config.PAPARA_OVERLAP_MIN_READS)
+        parts = min(config.PAPARA_OVERLAP_BATCHES, n_reads // least)
         if parts > 1:
             step = min(step, -(-n_reads // parts))
-    return [(a, min(a + step, n_reads)) for a in range(0, max(n_reads, 1), step)]
+    if not (overlap and config.PAPARA_TAPER) or n_reads < 2 * least:
+        return [(a, min(a + step, n_reads)) for a in range(0, max(n_reads, 1), step)]
+    out: list[tuple[int, int]] = []
+    start = 0
+    while start < n_reads:
+        left = n_reads - start
+        size = min(step, max(least, -(-left // 2)))
+        if left - size < least and left <= step:
+            size = left  # no batch smaller than the least: the last takes what remains
+        out.append((start, start + size))
+        start += size
+    return out
 
 
 def _read_blocks(data, ops, printer, widths, start: int, stop: int):
@@ -499,8 +518,10 @@ class _WarmUp:
     error of the warm-up itself is left for the real run to raise.
     """
 
-    def __init__(self, backend, scoring: PaparaScoring, protein: bool) -> None:
+    def __init__(self, backend, scoring: PaparaScoring, protein: bool, timeline: RunStats) -> None:
         import threading
+
+        self.timeline = timeline  # where the warm-up's own spans go
 
         self.engine: Backend | None = None
         self.stats: RunStats | None = None
@@ -516,13 +537,15 @@ class _WarmUp:
 
     def _run(self, backend, scoring: PaparaScoring, alphabet) -> None:
         try:
-            engine = backend if isinstance(backend, Backend) else backend()
+            with self.timeline.span("backend found"):
+                engine = backend if isinstance(backend, Backend) else backend()
         except BaseException as exc:  # raised on the caller's thread by join()
             self.error = exc
             return
         self.engine, self.stats = engine, engine.stats
-        engine.stats = RunStats()
+        engine.stats = self.scratch = RunStats()
         try:
+            start = time.perf_counter()
             states = np.full((1, 4), alphabet.gap, dtype=alphabet.dtype)
             flags = np.zeros((1, 4), dtype=np.uint8)
             read = [np.ones(2, dtype=alphabet.dtype)]
@@ -530,6 +553,7 @@ class _WarmUp:
             traceback.align_reads(
                 states, flags, read, placed.edge, placed.score, scoring, self.engine
             )
+            self.timeline.mark("warm-up: one read scored and traced", start, time.perf_counter())
         except Exception as exc:  # the run itself will meet and report it
             log.debug("warm-up: %s", exc)
 
@@ -539,6 +563,10 @@ class _WarmUp:
         self.thread.join()
         if self.engine is not None:
             self.engine.stats = self.stats
+            # the backend's own events of the warm-up (device processes started, ...)
+            self.timeline.timeline.extend(
+                (f"warm-up: {name}", start, end) for name, start, end in self.scratch.timeline
+            )
         if self.error is not None and not quiet:
             raise self.error
         return self.engine
@@ -558,7 +586,7 @@ PHASES = {
 @contextmanager
 def _phase(stats: RunStats, name: str):
     """``stats.phase`` that logs the phase's time (``-v``) when it ends."""
-    with stats.phase(name):
+    with stats.phase(name), stats.span(PHASES.get(name, name)):
         yield
     _log_phase(stats, name)
 
