@@ -135,6 +135,10 @@ class DeviceWorker(Worker):
     def prepare(self, task, queries, blocks):
         self.backend.prepare(task, queries, blocks)
 
+    def take_note(self) -> str:
+        """What the run's timeline adds to this worker's last take (its child's own times)."""
+        return ""
+
     def thread_wait(self):
         return self.backend.device_wait()
 
@@ -192,6 +196,7 @@ class ProcessDeviceWorker(DeviceWorker):
             else:
                 runs.append([group])
         out = []
+        self._timed = len(self.process.timings)
         for run in runs:
             _, wait = self.process.score([(start, stop, ids) for start, stop, ids, _ in run])
             self._wait[0] += wait[0]
@@ -203,6 +208,11 @@ class ProcessDeviceWorker(DeviceWorker):
     def device_wait(self) -> tuple[float, float]:
         wait, self._wait = tuple(self._wait), [0.0, 0.0]
         return wait
+
+    def take_note(self) -> str:
+        timed = self.process.timings[getattr(self, "_timed", 0) :]
+        items = [" ".join(f"{k} {v:.3f}" for k, v in t.items()) for t in timed]
+        return f" (child: {'; '.join(items)})" if items else ""
 
     def thread_wait(self):
         return 0.0, 0.0  # this thread waits on a pipe; the child's waits come by device_wait
@@ -325,7 +335,8 @@ def run_workers(
             seconds = time.perf_counter() - start
             cpu_seconds = time.thread_time() - cpu_start  # a spinning wait would show here
             if isinstance(worker, DeviceWorker):  # (a CPU worker's many units would flood it)
-                stats.mark(f"{worker.name}: {len(units)} units", start, start + seconds)
+                note = worker.take_note()
+                stats.mark(f"{worker.name}: {len(units)} units{note}", start, start + seconds)
             cells = 0
             for unit, scores in done:
                 if scores is not None:  # None: the worker wrote into the results itself
