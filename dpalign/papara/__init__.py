@@ -384,9 +384,14 @@ def papara(
         cells = n_edges * n_cols * int(lengths[start:stop].sum())
         with stats.phase("scoring", cells), stats.span(f"scoring reads {start}:{stop}"):
             reads = data.reads[start:stop]
-            return placement.place(states, flags, reads, scoring, engine, tick, blocks)
+            return placement.score(states, flags, reads, scoring, engine, tick, blocks)
 
-    def trace_batch(start: int, stop: int, placed) -> None:
+    def trace_batch(start: int, stop: int, scored) -> None:
+        # The best edges are picked here, beside the device's next batch, not on the
+        # scoring thread: the device would wait for it (~20-100 ms a batch).
+        with stats.phase("scoring"), stats.span(f"best edges of reads {start}:{stop}"):
+            placed = placement.fold(scored, scoring, engine)
+        del scored  # the score matrices go (a batch's: up to PAPARA_BATCH_BYTES)
         with stats.phase("traceback"), stats.span(f"traceback reads {start}:{stop}"):
             leads, cores = traceback.align_reads(
                 states,
