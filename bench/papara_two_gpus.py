@@ -74,6 +74,11 @@ def main() -> int:
         help="a second source tree (e.g. main's) whose runs of every configuration go in "
         "turn with this tree's (its configurations are named NAME@B)",
     )
+    parser.add_argument(
+        "--vs-configs",
+        default="opencl,auto",
+        help="the configurations run on the --vs tree too (the -notaper ones exist only here)",
+    )
     args = parser.parse_args()
     out = Path(os.environ.get("OUT") or ".")
     out.mkdir(parents=True, exist_ok=True)
@@ -81,7 +86,13 @@ def main() -> int:
     trees = {"": ROOT}
     if args.vs:
         trees["@B"] = Path(args.vs).resolve()
-    runs_of = [(name + label, name, tree) for name in names for label, tree in trees.items()]
+    vs_names = set(args.vs_configs.split(","))
+    runs_of = [
+        (name + label, name, tree)
+        for name in names
+        for label, tree in trees.items()
+        if not label or name in vs_names
+    ]
     results: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="papara_two_gpus.") as tmp:
         folder = Path(tmp)

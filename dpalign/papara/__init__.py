@@ -329,12 +329,20 @@ def papara(
     early = RunStats()
     early.mark("papara() called")
     warm = _WarmUp(backend, scoring, protein, early)
+    # The reads file is read on a thread of its own while the tree, the reference and the
+    # edge profiles (Numba, without the GIL) are built on this one.
+    reader = _Reader(reads, early)
     try:
-        with _phase(early, "read"):
-            data = dataset.load(tree, msa, reads, protein=protein, keep_ambiguous=accurate)
-        with _phase(early, "tree_profiles"):
-            states, flags = profiles.dataset_profiles(data, gap_model, threads=threads)
+        with dataset.no_collection():
+            with early.phase("read"), early.span("read: the tree and the reference"):
+                reference = dataset.load_reference(tree, msa, protein)
+            with _phase(early, "tree_profiles"):
+                states, flags = profiles.dataset_profiles(reference.data, gap_model, threads)
+            with _phase(early, "read"):  # the reads: what the profiles did not hide
+                records, reads_path = reader.result()
+                data = dataset.add_reads(reference, records, reads_path, accurate)
     except BaseException:
+        reader.result(quiet=True)
         warm.join(quiet=True)  # the inputs' error comes first
         raise
     with early.phase("scoring"), early.span("waiting for the backend's warm-up"):
@@ -503,6 +511,35 @@ def _read_blocks(data, ops, printer, widths, start: int, stop: int):
         letters = np.frombuffer(printer.letters(flat).encode("ascii"), np.uint8)
         block = msa_output.render_reads(leads, cores, letters, data.n_columns, widths)
         yield data.read_names[lo:hi], block
+
+
+class _Reader:
+    """``dataset.reads_records(reads)`` on a thread of its own (``result`` waits for it)."""
+
+    def __init__(self, reads, timeline: RunStats) -> None:
+        import threading
+
+        self.records = self.path = self.error = None
+        self.timeline = timeline
+        self.thread = threading.Thread(
+            target=self._run, args=(reads,), name="dpalign-reads", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self, reads) -> None:
+        try:
+            with self.timeline.span("reads file read (beside the reference and profiles)"):
+                self.records, self.path = dataset.reads_records(reads)
+        except BaseException as exc:  # raised on the caller's thread by result()
+            self.error = exc
+
+    def result(self, quiet: bool = False):
+        """(records, path) of the reads; raises what reading them raised (unless ``quiet``,
+        on the way out of another error)."""
+        self.thread.join()
+        if self.error is not None and not quiet:
+            raise self.error
+        return self.records, self.path
 
 
 class _ReadPrinter:
