@@ -82,6 +82,9 @@ PAPARA_OVERLAP_MIN_READS: int = int(os.environ.get("DPALIGN_PAPARA_OVERLAP_MIN_R
 PAPARA_TAPER: bool = os.environ.get("DPALIGN_PAPARA_TAPER", "1") != "0"
 #: Reads rendered into output rows at a time (a reads x columns byte matrix each).
 PAPARA_WRITE_READS = 4_096
+#: Threads that render and encode those blocks while the writing thread writes them in
+#: order (at most two blocks in flight per thread). Override: DPALIGN_PAPARA_WRITE_THREADS.
+PAPARA_WRITE_THREADS: int = int(os.environ.get("DPALIGN_PAPARA_WRITE_THREADS") or 4)
 
 #: ``align(backend="auto")`` runs small pairs in the NumPy oracle (about 2 us a cell here)
 #: until this many cells have gone that way, and only then loads the Numba kernels (about a

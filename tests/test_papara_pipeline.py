@@ -41,6 +41,22 @@ def test_small_batches_give_the_original_bytes(monkeypatch, name, expected, kwar
     assert (format_phylip if fmt == "phylip" else format_fasta)(result.rows) == text
 
 
+@pytest.mark.parametrize("fmt", ["phylip", "fasta"])
+def test_blocks_rendered_on_threads_give_the_bytes_of_one_thread(monkeypatch, fmt):
+    import io
+
+    case = _CASES["small_11_messy_ref"]
+    monkeypatch.setattr(config, "PAPARA_WRITE_READS", 1)  # a block per read: many in flight
+    result = papara(case / "tree.nwk", case / "ref.phy", case / "queries.fa", backend="numba")
+    texts = []
+    for threads in (1, 3):
+        buffer = io.BytesIO()
+        result.write(buffer, fmt, threads=threads)
+        texts.append(buffer.getvalue().decode("ascii"))
+    assert texts[0] == texts[1] == (result.to_phylip() if fmt == "phylip" else result.to_fasta())
+    assert fmt == "fasta" or texts[0] == (case / "default.phy").read_text()
+
+
 def _argv(case, tmp_path, *extra):
     return [
         "papara",
@@ -78,16 +94,16 @@ def test_phases_in_the_summary_and_the_report(tmp_path, capsys):
 
 def test_a_failure_while_streaming_leaves_no_file(tmp_path, monkeypatch):
     case = _CASES["tiny_01"]
-    real = RowWriter.write
+    real = RowWriter.write_encoded  # every block goes out through it
     calls = []
 
-    def failing(self, names, rows):
-        calls.append(len(names))
+    def failing(self, encoded):
+        calls.append(len(encoded))
         if len(calls) == 2:  # after the reference rows went out
             raise OSError(28, "No space left on device")
-        real(self, names, rows)
+        real(self, encoded)
 
-    monkeypatch.setattr(RowWriter, "write", failing)
+    monkeypatch.setattr(RowWriter, "write_encoded", failing)
     out = tmp_path / "out.phy"
     out.write_text("old content\n")
     with pytest.raises(OSError):

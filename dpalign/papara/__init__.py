@@ -177,16 +177,45 @@ class PaparaResult:
         yield data.ref_names, np.frombuffer(b"".join(refs), dtype=np.uint8).reshape(-1, width)
         yield from _read_blocks(data, self._ops, self._printer, self._widths, 0, len(data.reads))
 
-    def write(self, handle, fmt: str = "phylip") -> None:
-        """Stream the alignment to a binary ``handle`` (``phylip`` or ``fasta``)."""
-        names = self._data.ref_names + self._data.read_names
-        blocks = self._blocks()
-        first = next(blocks)
-        n_cols = first[1].shape[1]
-        writer = RowWriter(handle, fmt, names, n_cols)
-        writer.write(*first)
-        for names_block, block in blocks:
-            writer.write(names_block, block)
+    def write(self, handle, fmt: str = "phylip", threads: int | None = None) -> None:
+        """Stream the alignment to a binary ``handle`` (``phylip`` or ``fasta``).
+
+        The reads' rows are rendered and encoded a block of ``PAPARA_WRITE_READS`` at a time
+        on ``threads`` threads (default: up to ``PAPARA_WRITE_THREADS``) while this thread
+        writes the blocks in order; at most two blocks per thread are held at once.
+        """
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+
+        data = self._data
+        names = data.ref_names + data.read_names
+        refs = self._reference_rows()
+        width = len(refs[0]) if refs else 0
+        writer = RowWriter(handle, fmt, names, width)
+        writer.write(data.ref_names, np.frombuffer(b"".join(refs), np.uint8).reshape(-1, width))
+        step = config.PAPARA_WRITE_READS
+        ranges = [(lo, min(lo + step, len(data.reads))) for lo in range(0, len(data.reads), step)]
+        if not ranges:
+            return
+        self._ops.batch(0, 0)  # the leads joined once, before the threads read them
+        printer, widths = self._printer, self._widths
+
+        def encoded(lo: int, hi: int):
+            return writer.encode(*_read_block(data, self._ops, printer, widths, lo, hi))
+
+        n = threads or min(config.PAPARA_WRITE_THREADS, config.cpu_threads(None))
+        if n <= 1 or len(ranges) == 1:
+            for lo, hi in ranges:
+                writer.write_encoded(encoded(lo, hi))
+            return
+        with ThreadPoolExecutor(n, thread_name_prefix="dpalign-write") as pool:
+            pending: deque = deque()
+            for lo, hi in ranges:
+                pending.append(pool.submit(encoded, lo, hi))
+                if len(pending) >= 2 * n:
+                    writer.write_encoded(pending.popleft().result())
+            while pending:
+                writer.write_encoded(pending.popleft().result())
 
     def to_phylip(self) -> str:
         """PHYLIP text, byte-identical to PaPaRa 2.5's ``papara_alignment.*``."""
@@ -504,13 +533,17 @@ def _read_blocks(data, ops, printer, widths, start: int, stop: int):
     """(names, uint8 rows matrix) of reads ``start:stop``, ``PAPARA_WRITE_READS`` at a time."""
     step = config.PAPARA_WRITE_READS
     for lo in range(start, stop, step):
-        hi = min(lo + step, stop)
-        leads, cores = ops.batch(lo, hi)
-        states = data.reads[lo:hi]
-        flat = np.concatenate(states) if states else np.zeros(0, data.alphabet.dtype)
-        letters = np.frombuffer(printer.letters(flat).encode("ascii"), np.uint8)
-        block = msa_output.render_reads(leads, cores, letters, data.n_columns, widths)
-        yield data.read_names[lo:hi], block
+        yield _read_block(data, ops, printer, widths, lo, min(lo + step, stop))
+
+
+def _read_block(data, ops, printer, widths, lo: int, hi: int):
+    """(names, uint8 rows matrix) of reads ``lo:hi``."""
+    leads, cores = ops.batch(lo, hi)
+    states = data.reads[lo:hi]
+    flat = np.concatenate(states) if states else np.zeros(0, data.alphabet.dtype)
+    letters = np.frombuffer(printer.letters(flat).encode("ascii"), np.uint8)
+    block = msa_output.render_reads(leads, cores, letters, data.n_columns, widths)
+    return data.read_names[lo:hi], block
 
 
 class _Reader:
