@@ -40,6 +40,8 @@ EXTRA_CONFIGS = {
     # the batches of before: two equal halves, no taper (config.PAPARA_TAPER)
     "auto-notaper": ("auto", ("-v",), {"DPALIGN_PAPARA_TAPER": "0"}),
     "opencl-notaper": ("opencl", ("-v",), {"DPALIGN_PAPARA_TAPER": "0"}),
+    # takes sized by a share of what remains, as before (config.HYBRID_WHOLE_SHARE)
+    "auto-halving": ("auto", ("-v",), {"DPALIGN_HYBRID_WHOLE_SHARE": "0"}),
 }
 
 

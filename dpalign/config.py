@@ -127,6 +127,12 @@ HYBRID_DEVICE_MIN_READS = 2_500
 #: H100 host (16 workers, warm runs, three machine starts): 1.0 gave 0.934-0.962 of the sum
 #: of CPU-only and GPU-only GCUPS, 0.95 gave 0.865-0.945.
 HYBRID_DEVICE_SHARE = 1.0
+#: Where the devices work alone (no CPU workers) and their rates are known, each device's
+#: first take is its share of the whole queue: two GPUs split a batch in one launch each.
+#: (With a share of what remains, the second GPU's first take was a quarter, and each GPU
+#: went on with ever smaller takes, each a launch's fill and drain.) Override:
+#: DPALIGN_HYBRID_WHOLE_SHARE=0.
+HYBRID_WHOLE_SHARE: bool = os.environ.get("DPALIGN_HYBRID_WHOLE_SHARE", "1") != "0"
 
 #: Run each hybrid device worker's OpenCL work in a process of its own: in the same process its
 #: host work queues on the GIL behind the CPU workers (measured: 0.64-0.79 of the sum of

@@ -106,6 +106,8 @@ class DeviceWorker(Worker):
         self.n_blocks = n_blocks
         self.chunk_reads = chunk_reads  # reads per unit
         self.peers: list[str] = []  # the other device workers of the run
+        self.devices_only = False  # no CPU worker in the run (set by run_workers)
+        self.takes = 0  # takes so far in this run
 
     def take(self, queue, rates):
         # Weighted by measured throughput: once this device's rate is known (from its first
@@ -126,10 +128,18 @@ class DeviceWorker(Worker):
             unmeasured = sum(1 for peer in self.peers if peer not in rates)
             total = sum(rates.values()) + unmeasured * mine
         if mine is not None and total > 0:
-            k = max(k, math.ceil(queue.remaining * (mine / total) * config.HYBRID_DEVICE_SHARE))
+            if self.devices_only and self.takes == 0 and config.HYBRID_WHOLE_SHARE:
+                # Devices alone, rates known: the first take is this device's share of the
+                # whole queue (the other devices take theirs), one launch each, instead of
+                # halving takes (a share of what remains after the others' first takes).
+                k = max(k, math.ceil(queue.total * (mine / total)))
+            else:
+                share = config.HYBRID_DEVICE_SHARE
+                k = max(k, math.ceil(queue.remaining * (mine / total) * share))
         # Whole read chunks: a chunk split between two takes is two launches, each scoring
         # the chunk against every block (see devproc), the second ~40 ms on the H100.
         k = math.ceil(k / self.n_blocks) * self.n_blocks
+        self.takes += 1
         return queue.take_front(k)
 
     def prepare(self, task, queries, blocks):
@@ -367,6 +377,7 @@ def run_workers(
     devices = [w for w in workers if isinstance(w, DeviceWorker)]
     for w in devices:
         w.peers = [d.name for d in devices if d is not w]
+        w.devices_only = len(devices) == len(workers)
     threads = [threading.Thread(target=loop, args=(w,), name=w.name, daemon=True) for w in workers]
     for t in threads:
         t.start()
