@@ -423,12 +423,13 @@ def papara(
             reads = data.reads[start:stop]
             return placement.score(states, flags, reads, scoring, engine, tick, blocks)
 
-    def trace_batch(start: int, stop: int, scored) -> None:
-        # The best edges are picked here, beside the device's next batch, not on the
-        # scoring thread: the device would wait for it (~20-100 ms a batch).
+    def fold_batch(start: int, stop: int, scored):
+        # The best edges are picked on this thread, beside the device's next batch, not on
+        # the scoring thread: the device would wait for it (~20-100 ms a batch).
         with stats.phase("scoring"), stats.span(f"best edges of reads {start}:{stop}"):
-            placed = placement.fold(scored, scoring, engine)
-        del scored  # the score matrices go (a batch's: up to PAPARA_BATCH_BYTES)
+            return placement.fold(scored, scoring, engine)
+
+    def trace_batch(start: int, stop: int, placed) -> None:
         with stats.phase("traceback"), stats.span(f"traceback reads {start}:{stop}"):
             leads, cores = traceback.align_reads(
                 states,
@@ -469,13 +470,18 @@ def papara(
         with ThreadPoolExecutor(1, thread_name_prefix="dpalign-scoring") as pool:
             pending = pool.submit(score_batch, *batches[0])
             for k, (start, stop) in enumerate(batches):
-                placed = pending.result()
-                if k + 1 < len(batches):
-                    pending = pool.submit(score_batch, *batches[k + 1])
+                scored = pending.result()
+                pending = (
+                    pool.submit(score_batch, *batches[k + 1]) if k + 1 < len(batches) else None
+                )
+                placed = fold_batch(start, stop, scored)
+                # No name keeps batch k's score matrices (up to PAPARA_BATCH_BYTES) while
+                # it is traced back and batch k + 1's are filled.
+                del scored
                 trace_batch(start, stop, placed)
     else:
         for start, stop in batches:
-            trace_batch(start, stop, score_batch(start, stop))
+            trace_batch(start, stop, fold_batch(start, stop, score_batch(start, stop)))
     _log_phase(stats, "scoring")
     _log_phase(stats, "traceback")
     if refiner is not None:
