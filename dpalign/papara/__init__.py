@@ -482,6 +482,7 @@ def papara(
     else:
         for start, stop in batches:
             trace_batch(start, stop, fold_batch(start, stop, score_batch(start, stop)))
+    warm.finish(stats)
     _log_phase(stats, "scoring")
     _log_phase(stats, "traceback")
     if refiner is not None:
@@ -597,13 +598,19 @@ class _WarmUp:
     by :meth:`join`). The warm-up goes through the same backend calls as the run, so it loads
     exactly what the run needs; its accounting goes to a throw-away ``RunStats``, and any
     error of the warm-up itself is left for the real run to raise.
+
+    Where a device scores (``kind`` device or pool: the traceback runs on the CPU backend),
+    :meth:`join` returns once the read is scored: the traceback's Numba kernels go on
+    loading on this thread while the device scores the first batch (nothing needs them
+    before its scores are back). :meth:`finish` waits for that too.
     """
 
     def __init__(self, backend, scoring: PaparaScoring, protein: bool, timeline: RunStats) -> None:
         import threading
 
         self.timeline = timeline  # where the warm-up's own spans go
-
+        self.late: list[tuple[str, float, float | None]] = []  # spans after join()
+        self.scored = threading.Event()
         self.engine: Backend | None = None
         self.stats: RunStats | None = None
         self.error: BaseException | None = None
@@ -622,26 +629,41 @@ class _WarmUp:
                 engine = backend if isinstance(backend, Backend) else backend()
         except BaseException as exc:  # raised on the caller's thread by join()
             self.error = exc
+            self.scored.set()
             return
         self.engine, self.stats = engine, engine.stats
         engine.stats = self.scratch = RunStats()
+        early = engine.kind in ("device", "pool")
+        states = np.full((1, 4), alphabet.gap, dtype=alphabet.dtype)
+        flags = np.zeros((1, 4), dtype=np.uint8)
+        read = [np.ones(2, dtype=alphabet.dtype)]
+        placed = None
         try:
             start = time.perf_counter()
-            states = np.full((1, 4), alphabet.gap, dtype=alphabet.dtype)
-            flags = np.zeros((1, 4), dtype=np.uint8)
-            read = [np.ones(2, dtype=alphabet.dtype)]
             placed = placement.place(states, flags, read, scoring, self.engine)
-            traceback.align_reads(
-                states, flags, read, placed.edge, placed.score, scoring, self.engine
-            )
-            self.timeline.mark("warm-up: one read scored and traced", start, time.perf_counter())
+            self.timeline.mark("warm-up: one read scored", start, time.perf_counter())
         except Exception as exc:  # the run itself will meet and report it
             log.debug("warm-up: %s", exc)
+        finally:
+            if early:
+                self.scored.set()
+        try:
+            if placed is not None:
+                start = time.perf_counter()
+                traceback.align_reads(
+                    states, flags, read, placed.edge, placed.score, scoring, self.engine
+                )
+                span = ("warm-up: one read traced", start, time.perf_counter())
+                (self.late if early else self.timeline.timeline).append(span)
+        except Exception as exc:
+            log.debug("warm-up: %s", exc)
+        finally:
+            self.scored.set()
 
     def join(self, quiet: bool = False) -> Backend:
         """The backend, its own accounting back in place; raises what building it raised
         (unless ``quiet``, on the way out of another error)."""
-        self.thread.join()
+        self.scored.wait()
         if self.engine is not None:
             self.engine.stats = self.stats
             # the backend's own events of the warm-up (device processes started, ...)
@@ -651,6 +673,12 @@ class _WarmUp:
         if self.error is not None and not quiet:
             raise self.error
         return self.engine
+
+    def finish(self, stats: RunStats) -> None:
+        """Wait for the rest of the warm-up (the traceback's kernels); its spans go to
+        ``stats``."""
+        self.thread.join()
+        stats.timeline.extend(self.late)
 
 
 #: What the phases are called where a user reads them.
