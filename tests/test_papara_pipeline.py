@@ -92,6 +92,34 @@ def test_phases_in_the_summary_and_the_report(tmp_path, capsys):
     assert (tmp_path / "out.phy").read_text() == (case / "default.phy").read_text()
 
 
+def test_the_report_has_the_run_timeline(tmp_path):
+    """--report's timeline: every phase, batch and warm-up step with its start and end,
+    seconds since the process started, in time order."""
+    case = _CASES["tiny_01"]
+    report = tmp_path / "run.json"
+    assert main(_argv(case, tmp_path, "--report", str(report))) == 0
+    timeline = json.loads(report.read_text())["timeline"]
+    names = [e["event"] for e in timeline]
+    for expected in (
+        "papara() called",
+        "backend found",
+        "reads file read (beside the reference and profiles)",
+        "read: the tree and the reference",
+        "tree and profiles",
+        "scoring reads 0:3",
+        "best edges of reads 0:3",
+        "traceback reads 0:3",
+        "write",
+    ):
+        assert expected in names
+    starts = [e["start_s"] for e in timeline]
+    assert starts == sorted(starts) and starts[0] >= 0
+    assert all(e["end_s"] >= e["start_s"] for e in timeline if "end_s" in e)
+    at = {e["event"]: e for e in timeline}
+    assert at["tree and profiles"]["start_s"] >= at["read: the tree and the reference"]["end_s"]
+    assert at["traceback reads 0:3"]["start_s"] >= at["scoring reads 0:3"]["end_s"]
+
+
 def test_a_failure_while_streaming_leaves_no_file(tmp_path, monkeypatch):
     case = _CASES["tiny_01"]
     real = RowWriter.write_encoded  # every block goes out through it
