@@ -274,11 +274,24 @@ def test_devices_alone_with_known_rates_split_the_queue_in_one_take_each(monkeyp
     gpus = [DeviceWorker(f"gpu-{k}", ReferenceBackend(), 4, chunk_reads=10_000) for k in (0, 1)]
     for gpu, peer in zip(gpus, ("gpu-1", "gpu-0"), strict=True):
         gpu.peers, gpu.devices_only = [peer], True
+    rates["cpu-0"] = 100.0  # a CPU worker's kept rate: not in a devices-alone split
     assert len(gpus[0].take(queue, rates)) == 120  # three quarters of all 160
     assert len(gpus[1].take(queue, rates)) == 40  # its quarter: the rest
     assert queue.remaining == 0
+    # no minimum take (HYBRID_DEVICE_MIN_READS is a chunk here), the nearest whole chunk
+    monkeypatch.setattr(config, "HYBRID_DEVICE_MIN_READS", 10 * 10_000)
+    queue = WorkQueue(make_units(50_000, 4, 10_000))  # 5 chunks
+    gpus = [DeviceWorker(f"gpu-{k}", ReferenceBackend(), 4, chunk_reads=10_000) for k in (0, 1)]
+    for gpu, peer in zip(gpus, ("gpu-1", "gpu-0"), strict=True):
+        gpu.peers, gpu.devices_only = [peer], True
+    even = {"gpu-0": 1.01, "gpu-1": 1.0}
+    assert len(gpus[0].take(queue, even)) == 4 * 3  # 2.51 chunks: the nearest, 3
+    assert len(gpus[1].take(queue, even)) == 4 * 2
+    assert queue.remaining == 0
     # with CPU workers in the run (or the rule off), a share of what remains, as before
+    monkeypatch.setattr(config, "HYBRID_DEVICE_MIN_READS", 10_000)
     monkeypatch.setattr(config, "HYBRID_WHOLE_SHARE", False)
+    rates.pop("cpu-0")
     queue = WorkQueue(make_units(400_000, 4, 10_000))
     gpus = [DeviceWorker(f"gpu-{k}", ReferenceBackend(), 4, chunk_reads=10_000) for k in (0, 1)]
     for gpu in gpus:

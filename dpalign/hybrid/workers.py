@@ -118,9 +118,20 @@ class DeviceWorker(Worker):
         # that minimum.
         from .. import config
 
+        mine = rates.get(self.name)
+        if self.devices_only and self.takes == 0 and config.HYBRID_WHOLE_SHARE and mine:
+            # Devices alone, rates known: the first take is this device's share of the whole
+            # queue by the devices' rates (the other devices take theirs), one launch each,
+            # rounded to the nearest whole chunk and with no minimum: on two H200s the
+            # minimum (13 chunks) took 13 of a small batch's 20 chunks, and rounding up gave
+            # the first taker a chunk more (the other GPU idled 0.07-0.18 s a batch).
+            together = mine + sum(rates.get(peer, mine) for peer in self.peers)
+            n_chunks = queue.total // self.n_blocks
+            chunks = max(1, math.floor(n_chunks * mine / together + 0.5))
+            self.takes += 1
+            return queue.take_front(chunks * self.n_blocks)
         chunks = max(1, math.ceil(config.HYBRID_DEVICE_MIN_READS / max(1, self.chunk_reads)))
         k = self.n_blocks * chunks
-        mine = rates.get(self.name)
         if mine is not None:
             # A device not measured yet counts as fast as this one: otherwise the first of two
             # GPUs to finish its first take saw itself as the only device and took 95% of the
@@ -128,14 +139,8 @@ class DeviceWorker(Worker):
             unmeasured = sum(1 for peer in self.peers if peer not in rates)
             total = sum(rates.values()) + unmeasured * mine
         if mine is not None and total > 0:
-            if self.devices_only and self.takes == 0 and config.HYBRID_WHOLE_SHARE:
-                # Devices alone, rates known: the first take is this device's share of the
-                # whole queue (the other devices take theirs), one launch each, instead of
-                # halving takes (a share of what remains after the others' first takes).
-                k = max(k, math.ceil(queue.total * (mine / total)))
-            else:
-                share = config.HYBRID_DEVICE_SHARE
-                k = max(k, math.ceil(queue.remaining * (mine / total) * share))
+            share = config.HYBRID_DEVICE_SHARE
+            k = max(k, math.ceil(queue.remaining * (mine / total) * share))
         # Whole read chunks: a chunk split between two takes is two launches, each scoring
         # the chunk against every block (see devproc), the second ~40 ms on the H100.
         k = math.ceil(k / self.n_blocks) * self.n_blocks
