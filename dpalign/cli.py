@@ -399,7 +399,12 @@ def _run_papara(args) -> int:
         if bar:
             bar.update(cells)
 
+    from .papara.dataset import no_collection
+
     with ExitStack() as alignment:
+        # No cyclic garbage collection until the files are written: a full pass over the
+        # run's objects stalled it for tens of milliseconds now and then.
+        alignment.enter_context(no_collection())
         # Without reference gaps the rows are final as each batch is traced back: they go to
         # the file (whole or not at all, as ever) while the device scores the next batch.
         stream = None

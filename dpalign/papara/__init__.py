@@ -268,6 +268,22 @@ class PaparaResult:
         return buffer.getvalue()
 
 
+def _without_collection(func):
+    """Run ``func`` with the garbage collector off (as :func:`dataset.no_collection`): a
+    PaPaRa run holds ~10 objects a read and makes no cycles; a full collection over them
+    stalled the pipeline 36-52 ms now and then (two H200s, PRANK x 2: between two batches
+    and right after the load)."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with dataset.no_collection():
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+@_without_collection
 def papara(
     tree,
     msa=None,
@@ -362,14 +378,13 @@ def papara(
     # edge profiles (Numba, without the GIL) are built on this one.
     reader = _Reader(reads, early)
     try:
-        with dataset.no_collection():
-            with early.phase("read"), early.span("read: the tree and the reference"):
-                reference = dataset.load_reference(tree, msa, protein)
-            with _phase(early, "tree_profiles"):
-                states, flags = profiles.dataset_profiles(reference.data, gap_model, threads)
-            with _phase(early, "read"):  # the reads: what the profiles did not hide
-                records, reads_path = reader.result()
-                data = dataset.add_reads(reference, records, reads_path, accurate)
+        with early.phase("read"), early.span("read: the tree and the reference"):
+            reference = dataset.load_reference(tree, msa, protein)
+        with _phase(early, "tree_profiles"):
+            states, flags = profiles.dataset_profiles(reference.data, gap_model, threads)
+        with _phase(early, "read"):  # the reads: what the profiles did not hide
+            records, reads_path = reader.result()
+            data = dataset.add_reads(reference, records, reads_path, accurate)
     except BaseException:
         reader.result(quiet=True)
         warm.join(quiet=True)  # the inputs' error comes first
