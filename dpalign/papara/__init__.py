@@ -652,10 +652,10 @@ class _WarmUp:
         states = np.full((1, 4), alphabet.gap, dtype=alphabet.dtype)
         flags = np.zeros((1, 4), dtype=np.uint8)
         read = [np.ones(2, dtype=alphabet.dtype)]
-        placed = None
+        scored = None
         try:
             start = time.perf_counter()
-            placed = placement.place(states, flags, read, scoring, self.engine)
+            scored = placement.score(states, flags, read, scoring, self.engine)
             self.timeline.mark("warm-up: one read scored", start, time.perf_counter())
         except Exception as exc:  # the run itself will meet and report it
             log.debug("warm-up: %s", exc)
@@ -663,12 +663,15 @@ class _WarmUp:
             if early:
                 self.scored.set()
         try:
-            if placed is not None:
+            if scored is not None:
+                # the best-edge fold's kernel (Numba) loads here too, after the join where a
+                # device scores: it is first needed when the first batch's scores are back
                 start = time.perf_counter()
+                placed = placement.fold(scored, scoring, self.engine)
                 traceback.align_reads(
                     states, flags, read, placed.edge, placed.score, scoring, self.engine
                 )
-                span = ("warm-up: one read traced", start, time.perf_counter())
+                span = ("warm-up: one read folded and traced", start, time.perf_counter())
                 (self.late if early else self.timeline.timeline).append(span)
         except Exception as exc:
             log.debug("warm-up: %s", exc)
