@@ -15,8 +15,9 @@ write the same bytes::
 
     OUT=/tmp/out python bench/papara_e2e.py --scales 1 --vs /tmp/main --repeat 4
 
-Results: ``$OUT/papara_e2e_<scales>_<backends>.json`` (one entry per run) and a line per run on
-standard output.
+Results: ``$OUT/papara_e2e_<scales>_<backends>.json`` (one entry per run, with the run's
+``--report`` timeline) and a line per run on standard output, then the last run's timeline of
+each backend and tree (seconds since the process started: phases, batches, warm-up steps).
 """
 
 from __future__ import annotations

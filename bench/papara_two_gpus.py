@@ -10,8 +10,12 @@ with the others (fresh processes, wall time measured outside)::
 Configurations: ``opencl`` (the first GPU alone), ``auto-1gpu`` (``auto --device gpu``: the
 work queue with the first GPU and the cores), ``auto`` (the work queue with every GPU and the
 cores), and on request ``auto-threads`` (``auto`` with its device workers on threads).
-Results: ``$OUT/papara_two_gpus.json`` (every run) and, on standard output, the median wall
-and scoring seconds of each and the speed-ups of ``auto`` over the one-GPU runs.
+Results: ``$OUT/papara_two_gpus.json`` (every run, with its timeline) and, on standard
+output, the last run's timeline of each configuration (device takes with the child's set-up,
+score and kernel seconds), the median wall and scoring seconds of each and the speed-ups of
+``auto`` over the one-GPU runs. ``--vs FOLDER`` runs ``--vs-configs`` of a second source tree
+(main's) in turn with this one's; the ``-notaper`` and ``auto-halving`` configurations turn this
+tree's tapering batches and whole-share device takes off.
 """
 
 from __future__ import annotations
