@@ -177,6 +177,51 @@ def test_batches_cover_the_reads_once():
     assert len(_batches(16_040, 1601, overlap=False)) == 1
 
 
+def test_pipelined_batches_come_in_order_with_at_most_two_batches_of_scores():
+    """The scoring thread runs ahead of a slow caller, but starts a batch only once the
+    fold of the batch two before it is done; an error in the scoring reaches the caller
+    after the batches before it."""
+    import threading
+    import time
+    import weakref
+
+    from dpalign.papara import _pipelined
+
+    alive, peak, lock = [0], [0], threading.Lock()
+
+    class Scores:
+        pass
+
+    def let_go():
+        with lock:
+            alive[0] -= 1
+
+    def score(start, stop):
+        if start == 4:
+            raise RuntimeError("device lost")
+        scores = Scores()
+        with lock:
+            alive[0] += 1
+            peak[0] = max(peak[0], alive[0])
+        weakref.finalize(scores, let_go)
+        return scores
+
+    def fold(start, stop, scores):
+        time.sleep(0.01)
+        return (start, stop)
+
+    batches = [(k, k + 1) for k in range(6)]
+    got = []
+    with pytest.raises(RuntimeError, match="device lost"):
+        for start, stop, placed in _pipelined(batches, score, fold):
+            time.sleep(0.03)  # a slow caller (its traceback)
+            assert placed == (start, stop)
+            got.append(placed)
+    assert got == batches[:4] and peak[0] <= 2
+    got = [placed for *_, placed in _pipelined(batches[:3], lambda a, b: (a, b), fold)]
+    assert got == batches[:3]
+
+
 def test_overlapped_batches_taper(monkeypatch):
     """Where the traceback hides behind the device, each batch is half the reads left, so the
     last batch (whose traceback nothing hides) is between the least batch and twice that."""

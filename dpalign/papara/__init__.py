@@ -439,8 +439,6 @@ def papara(
             return placement.score(states, flags, reads, scoring, engine, tick, blocks)
 
     def fold_batch(start: int, stop: int, scored):
-        # The best edges are picked on this thread, beside the device's next batch, not on
-        # the scoring thread: the device would wait for it (~20-100 ms a batch).
         with stats.phase("scoring"), stats.span(f"best edges of reads {start}:{stop}"):
             return placement.fold(scored, scoring, engine)
 
@@ -455,6 +453,8 @@ def papara(
                 scoring,
                 engine,
             )
+            if refiner is None:
+                ops.extend_trimmed(leads, cores)
         if refiner is not None:
             with stats.phase("refine"):
                 first = [
@@ -462,8 +462,6 @@ def papara(
                     for lead, core in zip(leads, cores, strict=True)
                 ]
                 ops.extend(refiner.refine(data.reads[start:stop], placed.edge, first, states))
-        else:
-            ops.extend_trimmed(leads, cores)
         if writer is not None:
             with stats.phase("write"), stats.span(f"write reads {start}:{stop}"):
                 for names, block in _read_blocks(
@@ -477,22 +475,13 @@ def papara(
         ties[start:stop] = placed.ties
 
     if overlap and len(batches) > 1:
-        # The device scores batch k + 1 while the cores trace batch k back (a work queue's
-        # CPU workers take fewer units meanwhile); only the last batch's traceback is left
-        # in the open.
-        from concurrent.futures import ThreadPoolExecutor
+        # The device scores the batches back to back while the cores trace the scored ones
+        # back (a work queue's CPU workers take fewer units meanwhile); only the last
+        # batch's traceback is left in the open.
+        from contextlib import closing
 
-        with ThreadPoolExecutor(1, thread_name_prefix="dpalign-scoring") as pool:
-            pending = pool.submit(score_batch, *batches[0])
-            for k, (start, stop) in enumerate(batches):
-                scored = pending.result()
-                pending = (
-                    pool.submit(score_batch, *batches[k + 1]) if k + 1 < len(batches) else None
-                )
-                placed = fold_batch(start, stop, scored)
-                # No name keeps batch k's score matrices (up to PAPARA_BATCH_BYTES) while
-                # it is traced back and batch k + 1's are filled.
-                del scored
+        with closing(_pipelined(batches, score_batch, fold_batch)) as placed_batches:
+            for start, stop, placed in placed_batches:
                 trace_batch(start, stop, placed)
     else:
         for start, stop in batches:
@@ -520,6 +509,56 @@ def papara(
     }
     support, fit = placed.support(scoring), placed.fit(scoring, lengths)
     return PaparaResult(data, ops, placed, support, fit, clades, ref_gaps, stats, settings, printer)
+
+
+def _pipelined(batches, score_batch, fold_batch):
+    """``(start, stop, placements)`` of each batch in order, from a scoring thread that scores
+    the batches back to back and a fold thread that picks each one's best edges.
+
+    The scoring thread never waits for the caller (two H200s, 05:40 UTC: the device idled
+    0.07-0.12 s between batches while the main thread, which used to hand out the next
+    batch, finished the traceback before) nor for a fold (16k reads x 1,601 edges: 0.16 s
+    there). It starts batch k once batch k - 2's fold is done, so at most two batches' score
+    matrices are alive (one being folded, one being filled). Closing the generator (an
+    error on the caller's side) stops the scoring after the batch in hand.
+    """
+    import queue
+    import threading
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    ready: queue.Queue = queue.Queue()
+    stop = threading.Event()
+    folds = ThreadPoolExecutor(1, thread_name_prefix="dpalign-fold")
+
+    def drive() -> None:
+        recent: deque = deque()
+        try:
+            for start, end in batches:
+                if stop.is_set():
+                    return
+                if len(recent) == 2:
+                    recent.popleft().result()  # its scores are gone (an error: raised here)
+                scored = score_batch(start, end)
+                future = folds.submit(fold_batch, start, end, scored)
+                del scored  # the fold holds them, and lets them go when it is done
+                recent.append(future)
+                ready.put(future)
+        except BaseException as exc:  # the caller raises it in turn
+            ready.put(exc)
+
+    driver = threading.Thread(target=drive, name="dpalign-scoring", daemon=True)
+    driver.start()
+    try:
+        for start, end in batches:
+            item = ready.get()
+            if isinstance(item, BaseException):
+                raise item
+            yield start, end, item.result()
+    finally:
+        stop.set()
+        driver.join()
+        folds.shutdown(wait=True)
 
 
 def _batches(n_reads: int, n_edges: int, overlap: bool) -> list[tuple[int, int]]:
