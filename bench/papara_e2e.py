@@ -15,8 +15,9 @@ write the same bytes::
 
     OUT=/tmp/out python bench/papara_e2e.py --scales 1 --vs /tmp/main --repeat 4
 
-Results: ``$OUT/papara_e2e_<scales>_<backends>.json`` (one entry per run) and a line per run on
-standard output.
+Results: ``$OUT/papara_e2e_<scales>_<backends>.json`` (one entry per run, with the run's
+``--report`` timeline) and a line per run on standard output, then the last run's timeline of
+each backend and tree (seconds since the process started: phases, batches, warm-up steps).
 """
 
 from __future__ import annotations
@@ -83,9 +84,21 @@ def _run(
         "scoring_gcups": round(data["phases"].get("scoring", {}).get("gcups", 0.0), 1),
         "settings": data["settings"],
         "workers": data.get("workers", []),
+        "timeline": data.get("timeline", []),
         "log_tail": done.stderr.strip()[-4000:],
         "summary": done.stderr.strip().splitlines()[-1],
     }
+
+
+def timeline_text(run: dict, width: int = 100) -> str:
+    """A run's timeline (``--report``'s, seconds since the process started), a line each,
+    with the wall time measured outside the process last."""
+    lines = []
+    for e in run.get("timeline", []):
+        end = f"-{e['end_s']:6.3f}" if "end_s" in e else " " * 7
+        lines.append(f"    {e['start_s']:6.3f}{end}  {e['event']}"[:width])
+    lines.append(f"    {run.get('wall_s', 0):6.3f}         process ended (wall, outside)")
+    return "\n".join(lines)
 
 
 def _summary(results: list[dict], scale: float, backend: str) -> None:
@@ -174,6 +187,8 @@ def main() -> int:
                             f"{run.get('scoring_gcups', 0):.0f} GCUPS; {phases})",
                             flush=True,
                         )
+                        if k == repeat - 1 and run.get("timeline"):
+                            print(timeline_text(run), flush=True)
                         target.write_text(json.dumps(results, indent=2) + "\n")
                 _summary(results, scale, backend)
     target.write_text(json.dumps(results, indent=2) + "\n")

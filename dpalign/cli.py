@@ -399,7 +399,12 @@ def _run_papara(args) -> int:
         if bar:
             bar.update(cells)
 
+    from .papara.dataset import no_collection
+
     with ExitStack() as alignment:
+        # No cyclic garbage collection until the files are written: a full pass over the
+        # run's objects stalled it for tens of milliseconds now and then.
+        alignment.enter_context(no_collection())
         # Without reference gaps the rows are final as each batch is traced back: they go to
         # the file (whole or not at all, as ever) while the device scores the next batch.
         stream = None
@@ -481,7 +486,7 @@ def _write_papara(
 
     stats = result.stats
     with ExitStack() as stack:
-        with stats.phase("write"):
+        with stats.phase("write"), stats.span("write"):
             if args.out == "-":
                 sys.stdout.flush()
                 result.write(sys.stdout.buffer, fmt)

@@ -74,9 +74,17 @@ PAPARA_BATCH_READS: int = int(os.environ.get("DPALIGN_PAPARA_BATCH_READS") or 65
 #: it (batches of at least PAPARA_OVERLAP_MIN_READS reads). Override:
 #: DPALIGN_PAPARA_OVERLAP_BATCHES (1: no cut).
 PAPARA_OVERLAP_BATCHES: int = int(os.environ.get("DPALIGN_PAPARA_OVERLAP_BATCHES") or 2)
-PAPARA_OVERLAP_MIN_READS = 4_096
+PAPARA_OVERLAP_MIN_READS: int = int(os.environ.get("DPALIGN_PAPARA_OVERLAP_MIN_READS") or 2_048)
+#: ... and the batches taper: each takes half the reads left (down to
+#: PAPARA_OVERLAP_MIN_READS), so the last batch, whose traceback nothing hides, is small
+#: (the PRANK shape x 2 on two H200s: 0.44 s of traceback after the scoring with two equal
+#: halves). Override: DPALIGN_PAPARA_TAPER=0 (equal batches).
+PAPARA_TAPER: bool = os.environ.get("DPALIGN_PAPARA_TAPER", "1") != "0"
 #: Reads rendered into output rows at a time (a reads x columns byte matrix each).
 PAPARA_WRITE_READS = 4_096
+#: Threads that render and encode those blocks while the writing thread writes them in
+#: order (at most two blocks in flight per thread). Override: DPALIGN_PAPARA_WRITE_THREADS.
+PAPARA_WRITE_THREADS: int = int(os.environ.get("DPALIGN_PAPARA_WRITE_THREADS") or 4)
 
 #: ``align(backend="auto")`` runs small pairs in the NumPy oracle (about 2 us a cell here)
 #: until this many cells have gone that way, and only then loads the Numba kernels (about a
@@ -119,6 +127,12 @@ HYBRID_DEVICE_MIN_READS = 2_500
 #: H100 host (16 workers, warm runs, three machine starts): 1.0 gave 0.934-0.962 of the sum
 #: of CPU-only and GPU-only GCUPS, 0.95 gave 0.865-0.945.
 HYBRID_DEVICE_SHARE = 1.0
+#: Where the devices work alone (no CPU workers) and their rates are known, each device's
+#: first take is its share of the whole queue: two GPUs split a batch in one launch each.
+#: (With a share of what remains, the second GPU's first take was a quarter, and each GPU
+#: went on with ever smaller takes, each a launch's fill and drain.) Override:
+#: DPALIGN_HYBRID_WHOLE_SHARE=0.
+HYBRID_WHOLE_SHARE: bool = os.environ.get("DPALIGN_HYBRID_WHOLE_SHARE", "1") != "0"
 
 #: Run each hybrid device worker's OpenCL work in a process of its own: in the same process its
 #: host work queues on the GIL behind the CPU workers (measured: 0.64-0.79 of the sum of

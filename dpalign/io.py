@@ -684,25 +684,33 @@ class RowWriter:
 
     def write(self, names: list[str], rows) -> None:
         """Write rows given as a (len(names), n_cols) uint8 matrix of ASCII codes."""
+        self.write_encoded(self.encode(names, rows))
+
+    def encode(self, names: list[str], rows):
+        """The bytes :meth:`write` writes for these rows (a bytes-like object), without
+        writing them: blocks can be encoded on several threads and written in order
+        (:meth:`write_encoded`)."""
         np = self._np
         if not names:
-            return
+            return b""
         rows = np.asarray(rows, dtype=np.uint8).reshape(len(names), self.n_cols)
         if self.fmt == "fasta":
-            self.handle.write(
-                b"".join(
-                    b">%s\n%s\n" % (name.encode("ascii"), row.tobytes())
-                    for name, row in zip(names, rows, strict=True)
-                )
+            return b"".join(
+                b">%s\n%s\n" % (name.encode("ascii"), row.tobytes())
+                for name, row in zip(names, rows, strict=True)
             )
-            return
         w = self.name_width
         lines = np.empty((len(names), w + self.n_cols + 1), dtype=np.uint8)
         padded = "".join(name.ljust(w) for name in names).encode("ascii")
         lines[:, :w] = np.frombuffer(padded, dtype=np.uint8).reshape(len(names), w)
         lines[:, w:-1] = rows
         lines[:, -1] = ord("\n")
-        self.handle.write(lines.tobytes())
+        return memoryview(lines.reshape(-1))  # written as it is: no copy into bytes
+
+    def write_encoded(self, encoded) -> None:
+        """Write what :meth:`encode` returned."""
+        if len(encoded):
+            self.handle.write(encoded)
 
 
 def _read_umask() -> int:

@@ -263,6 +263,43 @@ def test_a_device_counts_unmeasured_peers_as_fast_as_itself():
     assert len(gpu.take(queue, {"gpu-0": 3.0, "gpu-1": 1.0, "cpu-0": 1.0})) == want
 
 
+def test_devices_alone_with_known_rates_split_the_queue_in_one_take_each(monkeypatch):
+    """Devices without CPU workers, rates known: each first take is the device's share of
+    the whole queue (not of what the others left), so two GPUs take one launch each."""
+    from dpalign import config
+    from dpalign.hybrid.workers import DeviceWorker
+
+    queue = WorkQueue(make_units(400_000, 4, 10_000))  # 40 chunks, 160 units
+    rates = {"gpu-0": 3.0, "gpu-1": 1.0}
+    gpus = [DeviceWorker(f"gpu-{k}", ReferenceBackend(), 4, chunk_reads=10_000) for k in (0, 1)]
+    for gpu, peer in zip(gpus, ("gpu-1", "gpu-0"), strict=True):
+        gpu.peers, gpu.devices_only = [peer], True
+    rates["cpu-0"] = 100.0  # a CPU worker's kept rate: not in a devices-alone split
+    assert len(gpus[0].take(queue, rates)) == 120  # three quarters of all 160
+    assert len(gpus[1].take(queue, rates)) == 40  # its quarter: the rest
+    assert queue.remaining == 0
+    # no minimum take (HYBRID_DEVICE_MIN_READS is a chunk here), the nearest whole chunk
+    monkeypatch.setattr(config, "HYBRID_DEVICE_MIN_READS", 10 * 10_000)
+    queue = WorkQueue(make_units(50_000, 4, 10_000))  # 5 chunks
+    gpus = [DeviceWorker(f"gpu-{k}", ReferenceBackend(), 4, chunk_reads=10_000) for k in (0, 1)]
+    for gpu, peer in zip(gpus, ("gpu-1", "gpu-0"), strict=True):
+        gpu.peers, gpu.devices_only = [peer], True
+    even = {"gpu-0": 1.01, "gpu-1": 1.0}
+    assert len(gpus[0].take(queue, even)) == 4 * 3  # 2.51 chunks: the nearest, 3
+    assert len(gpus[1].take(queue, even)) == 4 * 2
+    assert queue.remaining == 0
+    # with CPU workers in the run (or the rule off), a share of what remains, as before
+    monkeypatch.setattr(config, "HYBRID_DEVICE_MIN_READS", 10_000)
+    monkeypatch.setattr(config, "HYBRID_WHOLE_SHARE", False)
+    rates.pop("cpu-0")
+    queue = WorkQueue(make_units(400_000, 4, 10_000))
+    gpus = [DeviceWorker(f"gpu-{k}", ReferenceBackend(), 4, chunk_reads=10_000) for k in (0, 1)]
+    for gpu in gpus:
+        gpu.devices_only = True
+    assert len(gpus[0].take(queue, rates)) == 120
+    assert len(gpus[1].take(queue, rates)) == 4 * math.ceil(math.ceil(40 * 0.25) / 4)
+
+
 def test_device_process_keeps_its_blocks_between_runs(problem, monkeypatch):
     """A second run against the same blocks sends the child only the reads (the profiles
     stay laid out on its device); other blocks are sent again. Scores stay exact."""

@@ -41,6 +41,22 @@ def test_small_batches_give_the_original_bytes(monkeypatch, name, expected, kwar
     assert (format_phylip if fmt == "phylip" else format_fasta)(result.rows) == text
 
 
+@pytest.mark.parametrize("fmt", ["phylip", "fasta"])
+def test_blocks_rendered_on_threads_give_the_bytes_of_one_thread(monkeypatch, fmt):
+    import io
+
+    case = _CASES["small_11_messy_ref"]
+    monkeypatch.setattr(config, "PAPARA_WRITE_READS", 1)  # a block per read: many in flight
+    result = papara(case / "tree.nwk", case / "ref.phy", case / "queries.fa", backend="numba")
+    texts = []
+    for threads in (1, 3):
+        buffer = io.BytesIO()
+        result.write(buffer, fmt, threads=threads)
+        texts.append(buffer.getvalue().decode("ascii"))
+    assert texts[0] == texts[1] == (result.to_phylip() if fmt == "phylip" else result.to_fasta())
+    assert fmt == "fasta" or texts[0] == (case / "default.phy").read_text()
+
+
 def _argv(case, tmp_path, *extra):
     return [
         "papara",
@@ -76,18 +92,46 @@ def test_phases_in_the_summary_and_the_report(tmp_path, capsys):
     assert (tmp_path / "out.phy").read_text() == (case / "default.phy").read_text()
 
 
+def test_the_report_has_the_run_timeline(tmp_path):
+    """--report's timeline: every phase, batch and warm-up step with its start and end,
+    seconds since the process started, in time order."""
+    case = _CASES["tiny_01"]
+    report = tmp_path / "run.json"
+    assert main(_argv(case, tmp_path, "--report", str(report))) == 0
+    timeline = json.loads(report.read_text())["timeline"]
+    names = [e["event"] for e in timeline]
+    for expected in (
+        "papara() called",
+        "backend found",
+        "reads file read (beside the reference and profiles)",
+        "read: the tree and the reference",
+        "tree and profiles",
+        "scoring reads 0:3",
+        "best edges of reads 0:3",
+        "traceback reads 0:3",
+        "write",
+    ):
+        assert expected in names
+    starts = [e["start_s"] for e in timeline]
+    assert starts == sorted(starts) and starts[0] >= 0
+    assert all(e["end_s"] >= e["start_s"] for e in timeline if "end_s" in e)
+    at = {e["event"]: e for e in timeline}
+    assert at["tree and profiles"]["start_s"] >= at["read: the tree and the reference"]["end_s"]
+    assert at["traceback reads 0:3"]["start_s"] >= at["scoring reads 0:3"]["end_s"]
+
+
 def test_a_failure_while_streaming_leaves_no_file(tmp_path, monkeypatch):
     case = _CASES["tiny_01"]
-    real = RowWriter.write
+    real = RowWriter.write_encoded  # every block goes out through it
     calls = []
 
-    def failing(self, names, rows):
-        calls.append(len(names))
+    def failing(self, encoded):
+        calls.append(len(encoded))
         if len(calls) == 2:  # after the reference rows went out
             raise OSError(28, "No space left on device")
-        real(self, names, rows)
+        real(self, encoded)
 
-    monkeypatch.setattr(RowWriter, "write", failing)
+    monkeypatch.setattr(RowWriter, "write_encoded", failing)
     out = tmp_path / "out.phy"
     out.write_text("old content\n")
     with pytest.raises(OSError):
@@ -113,7 +157,7 @@ def test_traceback_beside_device_scoring_gives_the_original_bytes(monkeypatch, c
     monkeypatch.setattr(config, "PAPARA_OVERLAP_MIN_READS", 1)
     monkeypatch.setattr(config, "PAPARA_OVERLAP_BATCHES", 3)
     n_reads = sum(1 for line in open(case / "queries.fa") if line.startswith(">"))
-    assert len(_batches(n_reads, 10, overlap=True)) == min(3, n_reads) > 1
+    assert len(_batches(n_reads, 10, overlap=True)) >= min(3, n_reads) > 1
     backend = get_backend("opencl", device=cl_device)
     result = papara(case / "tree.nwk", case / "ref.phy", case / "queries.fa", backend=backend)
     assert result.to_phylip() == (case / "default.phy").read_text()
@@ -130,8 +174,69 @@ def test_batches_cover_the_reads_once():
                 assert got[0][0] == 0 and got[-1][1] == n_reads
                 assert all(a[1] == b[0] for a, b in zip(got, got[1:], strict=False))
                 assert all(stop - start <= config.PAPARA_BATCH_READS for start, stop in got)
-    assert len(_batches(16_040, 1601, overlap=True)) == 2
     assert len(_batches(16_040, 1601, overlap=False)) == 1
+
+
+def test_pipelined_batches_come_in_order_with_at_most_two_batches_of_scores():
+    """The scoring thread runs ahead of a slow caller, but starts a batch only once the
+    fold of the batch two before it is done; an error in the scoring reaches the caller
+    after the batches before it."""
+    import threading
+    import time
+    import weakref
+
+    from dpalign.papara import _pipelined
+
+    alive, peak, lock = [0], [0], threading.Lock()
+
+    class Scores:
+        pass
+
+    def let_go():
+        with lock:
+            alive[0] -= 1
+
+    def score(start, stop):
+        if start == 4:
+            raise RuntimeError("device lost")
+        scores = Scores()
+        with lock:
+            alive[0] += 1
+            peak[0] = max(peak[0], alive[0])
+        weakref.finalize(scores, let_go)
+        return scores
+
+    def fold(start, stop, scores):
+        time.sleep(0.01)
+        return (start, stop)
+
+    batches = [(k, k + 1) for k in range(6)]
+    got = []
+    with pytest.raises(RuntimeError, match="device lost"):
+        for start, stop, placed in _pipelined(batches, score, fold):
+            time.sleep(0.03)  # a slow caller (its traceback)
+            assert placed == (start, stop)
+            got.append(placed)
+    assert got == batches[:4] and peak[0] <= 2
+    got = [placed for *_, placed in _pipelined(batches[:3], lambda a, b: (a, b), fold)]
+    assert got == batches[:3]
+
+
+def test_overlapped_batches_taper(monkeypatch):
+    """Where the traceback hides behind the device, each batch is half the reads left, so the
+    last batch (whose traceback nothing hides) is between the least batch and twice that."""
+    from dpalign.papara import _batches
+
+    least = config.PAPARA_OVERLAP_MIN_READS
+    assert [b - a for a, b in _batches(16_040, 1601, overlap=True)] == [8020, 4010, 4010]
+    for n_reads in (2 * least, 2 * least + 1, 16_040, 32_080, 100_003, 1_000_000):
+        got = [b - a for a, b in _batches(n_reads, 1601, overlap=True)]
+        assert sum(got) == n_reads and len(got) >= 2
+        assert all(least <= size for size in got)
+        assert got[-1] < 2 * least
+        assert all(a >= b for a, b in zip(got, got[1:], strict=False))  # never growing
+    monkeypatch.setattr(config, "PAPARA_TAPER", False)  # the equal halves of before
+    assert [b - a for a, b in _batches(16_040, 1601, overlap=True)] == [8020, 8020]
 
 
 @given(
@@ -172,7 +277,7 @@ def test_a_failing_warm_up_leaves_the_run_to_report(monkeypatch):
 
     module = importlib.import_module("dpalign.papara")
     calls = []
-    real = module.placement.place
+    real = module.placement.score  # the warm-up's place() and the run both score through it
 
     def flaky(*args, **kwargs):
         calls.append(1)
@@ -180,7 +285,7 @@ def test_a_failing_warm_up_leaves_the_run_to_report(monkeypatch):
             raise RuntimeError("warm-up only")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(module.placement, "place", flaky)
+    monkeypatch.setattr(module.placement, "score", flaky)
     case = _CASES["tiny_01"]
     result = papara(case / "tree.nwk", case / "ref.phy", case / "queries.fa", backend="numba")
     assert len(calls) == 2 and result.to_phylip() == (case / "default.phy").read_text()

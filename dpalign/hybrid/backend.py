@@ -224,6 +224,7 @@ class HybridBackend(Backend):
                 if processes:
                     key = (sel, stream)
                     if key not in self._children:
+                        self.stats.mark(f"{name}: device process started")
                         self._children[key] = DeviceProcess(device_cls.name, sel, stream)
                     worker = ProcessDeviceWorker(
                         name, self._children[key], n_blocks, failures.get(name), chunk_reads

@@ -106,6 +106,8 @@ class DeviceWorker(Worker):
         self.n_blocks = n_blocks
         self.chunk_reads = chunk_reads  # reads per unit
         self.peers: list[str] = []  # the other device workers of the run
+        self.devices_only = False  # no CPU worker in the run (set by run_workers)
+        self.takes = 0  # takes so far in this run
 
     def take(self, queue, rates):
         # Weighted by measured throughput: once this device's rate is known (from its first
@@ -116,9 +118,20 @@ class DeviceWorker(Worker):
         # that minimum.
         from .. import config
 
+        mine = rates.get(self.name)
+        if self.devices_only and self.takes == 0 and config.HYBRID_WHOLE_SHARE and mine:
+            # Devices alone, rates known: the first take is this device's share of the whole
+            # queue by the devices' rates (the other devices take theirs), one launch each,
+            # rounded to the nearest whole chunk and with no minimum: on two H200s the
+            # minimum (13 chunks) took 13 of a small batch's 20 chunks, and rounding up gave
+            # the first taker a chunk more (the other GPU idled 0.07-0.18 s a batch).
+            together = mine + sum(rates.get(peer, mine) for peer in self.peers)
+            n_chunks = queue.total // self.n_blocks
+            chunks = max(1, math.floor(n_chunks * mine / together + 0.5))
+            self.takes += 1
+            return queue.take_front(chunks * self.n_blocks)
         chunks = max(1, math.ceil(config.HYBRID_DEVICE_MIN_READS / max(1, self.chunk_reads)))
         k = self.n_blocks * chunks
-        mine = rates.get(self.name)
         if mine is not None:
             # A device not measured yet counts as fast as this one: otherwise the first of two
             # GPUs to finish its first take saw itself as the only device and took 95% of the
@@ -126,14 +139,20 @@ class DeviceWorker(Worker):
             unmeasured = sum(1 for peer in self.peers if peer not in rates)
             total = sum(rates.values()) + unmeasured * mine
         if mine is not None and total > 0:
-            k = max(k, math.ceil(queue.remaining * (mine / total) * config.HYBRID_DEVICE_SHARE))
+            share = config.HYBRID_DEVICE_SHARE
+            k = max(k, math.ceil(queue.remaining * (mine / total) * share))
         # Whole read chunks: a chunk split between two takes is two launches, each scoring
         # the chunk against every block (see devproc), the second ~40 ms on the H100.
         k = math.ceil(k / self.n_blocks) * self.n_blocks
+        self.takes += 1
         return queue.take_front(k)
 
     def prepare(self, task, queries, blocks):
         self.backend.prepare(task, queries, blocks)
+
+    def take_note(self) -> str:
+        """What the run's timeline adds to this worker's last take (its child's own times)."""
+        return ""
 
     def thread_wait(self):
         return self.backend.device_wait()
@@ -192,6 +211,7 @@ class ProcessDeviceWorker(DeviceWorker):
             else:
                 runs.append([group])
         out = []
+        self._timed = len(self.process.timings)
         for run in runs:
             _, wait = self.process.score([(start, stop, ids) for start, stop, ids, _ in run])
             self._wait[0] += wait[0]
@@ -203,6 +223,11 @@ class ProcessDeviceWorker(DeviceWorker):
     def device_wait(self) -> tuple[float, float]:
         wait, self._wait = tuple(self._wait), [0.0, 0.0]
         return wait
+
+    def take_note(self) -> str:
+        timed = self.process.timings[getattr(self, "_timed", 0) :]
+        items = [" ".join(f"{k} {v:.3f}" for k, v in t.items()) for t in timed]
+        return f" (child: {'; '.join(items)})" if items else ""
 
     def thread_wait(self):
         return 0.0, 0.0  # this thread waits on a pipe; the child's waits come by device_wait
@@ -306,7 +331,8 @@ def run_workers(
 
     def loop(worker: Worker) -> None:
         try:
-            worker.prepare(task, queries, blocks)
+            with stats.span(f"{worker.name}: prepare"):
+                worker.prepare(task, queries, blocks)
         except Exception as exc:  # a device that cannot even start: the others go on
             fail(worker, exc, [])
             return
@@ -323,6 +349,9 @@ def run_workers(
                 return
             seconds = time.perf_counter() - start
             cpu_seconds = time.thread_time() - cpu_start  # a spinning wait would show here
+            if isinstance(worker, DeviceWorker):  # (a CPU worker's many units would flood it)
+                note = worker.take_note()
+                stats.mark(f"{worker.name}: {len(units)} units{note}", start, start + seconds)
             cells = 0
             for unit, scores in done:
                 if scores is not None:  # None: the worker wrote into the results itself
@@ -353,6 +382,7 @@ def run_workers(
     devices = [w for w in workers if isinstance(w, DeviceWorker)]
     for w in devices:
         w.peers = [d.name for d in devices if d is not w]
+        w.devices_only = len(devices) == len(workers)
     threads = [threading.Thread(target=loop, args=(w,), name=w.name, daemon=True) for w in workers]
     for t in threads:
         t.start()

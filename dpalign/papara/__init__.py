@@ -9,6 +9,7 @@ the alignment (``msa``).
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -176,16 +177,45 @@ class PaparaResult:
         yield data.ref_names, np.frombuffer(b"".join(refs), dtype=np.uint8).reshape(-1, width)
         yield from _read_blocks(data, self._ops, self._printer, self._widths, 0, len(data.reads))
 
-    def write(self, handle, fmt: str = "phylip") -> None:
-        """Stream the alignment to a binary ``handle`` (``phylip`` or ``fasta``)."""
-        names = self._data.ref_names + self._data.read_names
-        blocks = self._blocks()
-        first = next(blocks)
-        n_cols = first[1].shape[1]
-        writer = RowWriter(handle, fmt, names, n_cols)
-        writer.write(*first)
-        for names_block, block in blocks:
-            writer.write(names_block, block)
+    def write(self, handle, fmt: str = "phylip", threads: int | None = None) -> None:
+        """Stream the alignment to a binary ``handle`` (``phylip`` or ``fasta``).
+
+        The reads' rows are rendered and encoded a block of ``PAPARA_WRITE_READS`` at a time
+        on ``threads`` threads (default: up to ``PAPARA_WRITE_THREADS``) while this thread
+        writes the blocks in order; at most two blocks per thread are held at once.
+        """
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+
+        data = self._data
+        names = data.ref_names + data.read_names
+        refs = self._reference_rows()
+        width = len(refs[0]) if refs else 0
+        writer = RowWriter(handle, fmt, names, width)
+        writer.write(data.ref_names, np.frombuffer(b"".join(refs), np.uint8).reshape(-1, width))
+        step = config.PAPARA_WRITE_READS
+        ranges = [(lo, min(lo + step, len(data.reads))) for lo in range(0, len(data.reads), step)]
+        if not ranges:
+            return
+        self._ops.batch(0, 0)  # the leads joined once, before the threads read them
+        printer, widths = self._printer, self._widths
+
+        def encoded(lo: int, hi: int):
+            return writer.encode(*_read_block(data, self._ops, printer, widths, lo, hi))
+
+        n = threads or min(config.PAPARA_WRITE_THREADS, config.cpu_threads(None))
+        if n <= 1 or len(ranges) == 1:
+            for lo, hi in ranges:
+                writer.write_encoded(encoded(lo, hi))
+            return
+        with ThreadPoolExecutor(n, thread_name_prefix="dpalign-write") as pool:
+            pending: deque = deque()
+            for lo, hi in ranges:
+                pending.append(pool.submit(encoded, lo, hi))
+                if len(pending) >= 2 * n:
+                    writer.write_encoded(pending.popleft().result())
+            while pending:
+                writer.write_encoded(pending.popleft().result())
 
     def to_phylip(self) -> str:
         """PHYLIP text, byte-identical to PaPaRa 2.5's ``papara_alignment.*``."""
@@ -238,6 +268,22 @@ class PaparaResult:
         return buffer.getvalue()
 
 
+def _without_collection(func):
+    """Run ``func`` with the garbage collector off (as :func:`dataset.no_collection`): a
+    PaPaRa run holds ~10 objects a read and makes no cycles; a full collection over them
+    stalled the pipeline 36-52 ms now and then (two H200s, PRANK x 2: between two batches
+    and right after the load)."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with dataset.no_collection():
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+@_without_collection
 def papara(
     tree,
     msa=None,
@@ -325,17 +371,26 @@ def papara(
         backend = lambda: get_backend(name, threads=threads)  # noqa: E731 - built on a thread
     # The backend is found (OpenCL's platforms: ~0.3 s on the H100 host) and its kernels
     # loaded on a thread of its own while the inputs are read.
-    warm = _WarmUp(backend, scoring, protein)
     early = RunStats()
+    early.mark("papara() called")
+    warm = _WarmUp(backend, scoring, protein, early)
+    # The reads file is read on a thread of its own while the tree, the reference and the
+    # edge profiles (Numba, without the GIL) are built on this one.
+    reader = _Reader(reads, early)
     try:
-        with _phase(early, "read"):
-            data = dataset.load(tree, msa, reads, protein=protein, keep_ambiguous=accurate)
+        with early.phase("read"), early.span("read: the tree and the reference"):
+            reference = dataset.load_reference(tree, msa, protein)
         with _phase(early, "tree_profiles"):
-            states, flags = profiles.dataset_profiles(data, gap_model, threads=threads)
+            states, flags = profiles.dataset_profiles(reference.data, gap_model, threads)
+        with _phase(early, "read"):  # the reads: what the profiles did not hide
+            records, reads_path = reader.result()
+            data = dataset.add_reads(reference, records, reads_path, accurate)
     except BaseException:
+        reader.result(quiet=True)
         warm.join(quiet=True)  # the inputs' error comes first
         raise
-    with early.phase("scoring"):  # what finding the backend and its kernels did not hide
+    with early.phase("scoring"), early.span("waiting for the backend's warm-up"):
+        # what finding the backend and its kernels did not hide
         engine = warm.join()
     stats = engine.stats
     stats.add_phases(early)
@@ -373,16 +428,22 @@ def papara(
     overlap = engine.kind in ("device", "pool")  # the scoring leaves (some) cores free
     batches = _batches(len(data.reads), n_edges, overlap)
 
-    with stats.phase("scoring"):  # laid out once: a device keeps them across batches
+    with stats.phase("scoring"), stats.span("profiles laid out for the backend"):
+        # laid out once: a device keeps them across batches
         blocks = placement.pack_profiles(states, flags, engine) if n_edges else None
 
     def score_batch(start: int, stop: int):
-        with stats.phase("scoring", n_edges * n_cols * int(lengths[start:stop].sum())):
+        cells = n_edges * n_cols * int(lengths[start:stop].sum())
+        with stats.phase("scoring", cells), stats.span(f"scoring reads {start}:{stop}"):
             reads = data.reads[start:stop]
-            return placement.place(states, flags, reads, scoring, engine, tick, blocks)
+            return placement.score(states, flags, reads, scoring, engine, tick, blocks)
+
+    def fold_batch(start: int, stop: int, scored):
+        with stats.phase("scoring"), stats.span(f"best edges of reads {start}:{stop}"):
+            return placement.fold(scored, scoring, engine)
 
     def trace_batch(start: int, stop: int, placed) -> None:
-        with stats.phase("traceback"):
+        with stats.phase("traceback"), stats.span(f"traceback reads {start}:{stop}"):
             leads, cores = traceback.align_reads(
                 states,
                 flags,
@@ -392,6 +453,8 @@ def papara(
                 scoring,
                 engine,
             )
+            if refiner is None:
+                ops.extend_trimmed(leads, cores)
         if refiner is not None:
             with stats.phase("refine"):
                 first = [
@@ -399,10 +462,8 @@ def papara(
                     for lead, core in zip(leads, cores, strict=True)
                 ]
                 ops.extend(refiner.refine(data.reads[start:stop], placed.edge, first, states))
-        else:
-            ops.extend_trimmed(leads, cores)
         if writer is not None:
-            with stats.phase("write"):
+            with stats.phase("write"), stats.span(f"write reads {start}:{stop}"):
                 for names, block in _read_blocks(
                     data, ops, printer or data.alphabet, None, start, stop
                 ):
@@ -414,21 +475,18 @@ def papara(
         ties[start:stop] = placed.ties
 
     if overlap and len(batches) > 1:
-        # The device scores batch k + 1 while the cores trace batch k back (a work queue's
-        # CPU workers take fewer units meanwhile); only the last batch's traceback is left
-        # in the open.
-        from concurrent.futures import ThreadPoolExecutor
+        # The device scores the batches back to back while the cores trace the scored ones
+        # back (a work queue's CPU workers take fewer units meanwhile); only the last
+        # batch's traceback is left in the open.
+        from contextlib import closing
 
-        with ThreadPoolExecutor(1, thread_name_prefix="dpalign-scoring") as pool:
-            pending = pool.submit(score_batch, *batches[0])
-            for k, (start, stop) in enumerate(batches):
-                placed = pending.result()
-                if k + 1 < len(batches):
-                    pending = pool.submit(score_batch, *batches[k + 1])
+        with closing(_pipelined(batches, score_batch, fold_batch)) as placed_batches:
+            for start, stop, placed in placed_batches:
                 trace_batch(start, stop, placed)
     else:
         for start, stop in batches:
-            trace_batch(start, stop, score_batch(start, stop))
+            trace_batch(start, stop, fold_batch(start, stop, score_batch(start, stop)))
+    warm.finish(stats)
     _log_phase(stats, "scoring")
     _log_phase(stats, "traceback")
     if refiner is not None:
@@ -453,32 +511,129 @@ def papara(
     return PaparaResult(data, ops, placed, support, fit, clades, ref_gaps, stats, settings, printer)
 
 
+def _pipelined(batches, score_batch, fold_batch):
+    """``(start, stop, placements)`` of each batch in order, from a scoring thread that scores
+    the batches back to back and a fold thread that picks each one's best edges.
+
+    The scoring thread never waits for the caller (two H200s, 05:40 UTC: the device idled
+    0.07-0.12 s between batches while the main thread, which used to hand out the next
+    batch, finished the traceback before) nor for a fold (16k reads x 1,601 edges: 0.16 s
+    there). It starts batch k once batch k - 2's fold is done, so at most two batches' score
+    matrices are alive (one being folded, one being filled). Closing the generator (an
+    error on the caller's side) stops the scoring after the batch in hand.
+    """
+    import queue
+    import threading
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    ready: queue.Queue = queue.Queue()
+    stop = threading.Event()
+    folds = ThreadPoolExecutor(1, thread_name_prefix="dpalign-fold")
+
+    def drive() -> None:
+        recent: deque = deque()
+        try:
+            for start, end in batches:
+                if stop.is_set():
+                    return
+                if len(recent) == 2:
+                    recent.popleft().result()  # its scores are gone (an error: raised here)
+                scored = score_batch(start, end)
+                future = folds.submit(fold_batch, start, end, scored)
+                del scored  # the fold holds them, and lets them go when it is done
+                recent.append(future)
+                ready.put(future)
+        except BaseException as exc:  # the caller raises it in turn
+            ready.put(exc)
+
+    driver = threading.Thread(target=drive, name="dpalign-scoring", daemon=True)
+    driver.start()
+    try:
+        for start, end in batches:
+            item = ready.get()
+            if isinstance(item, BaseException):
+                raise item
+            yield start, end, item.result()
+    finally:
+        stop.set()
+        driver.join()
+        folds.shutdown(wait=True)
+
+
 def _batches(n_reads: int, n_edges: int, overlap: bool) -> list[tuple[int, int]]:
     """(start, stop) of the read batches: score matrices under ``PAPARA_BATCH_BYTES`` and at
     most ``PAPARA_BATCH_READS`` reads; where the traceback overlaps the scoring, at least
     ``PAPARA_OVERLAP_BATCHES`` batches (of at least ``PAPARA_OVERLAP_MIN_READS`` reads), so
-    that all but the last batch's traceback hide behind the device's scoring."""
+    that all but the last batch's traceback hide behind the device's scoring, and (with
+    ``PAPARA_TAPER``) each batch half the reads left, so that the last one is small: between
+    ``PAPARA_OVERLAP_MIN_READS`` and twice that."""
     step = max(
         1, min(config.PAPARA_BATCH_BYTES // (9 * max(n_edges, 1)), config.PAPARA_BATCH_READS)
     )
+    least = max(1, config.PAPARA_OVERLAP_MIN_READS)
     if overlap:
-        parts = min(config.PAPARA_OVERLAP_BATCHES, n_reads // config.PAPARA_OVERLAP_MIN_READS)
+        parts = min(config.PAPARA_OVERLAP_BATCHES, n_reads // least)
         if parts > 1:
             step = min(step, -(-n_reads // parts))
-    return [(a, min(a + step, n_reads)) for a in range(0, max(n_reads, 1), step)]
+    if not (overlap and config.PAPARA_TAPER) or n_reads < 2 * least:
+        return [(a, min(a + step, n_reads)) for a in range(0, max(n_reads, 1), step)]
+    out: list[tuple[int, int]] = []
+    start = 0
+    while start < n_reads:
+        left = n_reads - start
+        size = min(step, max(least, -(-left // 2)))
+        if left - size < least and left <= step:
+            size = left  # no batch smaller than the least: the last takes what remains
+        out.append((start, start + size))
+        start += size
+    return out
 
 
 def _read_blocks(data, ops, printer, widths, start: int, stop: int):
     """(names, uint8 rows matrix) of reads ``start:stop``, ``PAPARA_WRITE_READS`` at a time."""
     step = config.PAPARA_WRITE_READS
     for lo in range(start, stop, step):
-        hi = min(lo + step, stop)
-        leads, cores = ops.batch(lo, hi)
-        states = data.reads[lo:hi]
-        flat = np.concatenate(states) if states else np.zeros(0, data.alphabet.dtype)
-        letters = np.frombuffer(printer.letters(flat).encode("ascii"), np.uint8)
-        block = msa_output.render_reads(leads, cores, letters, data.n_columns, widths)
-        yield data.read_names[lo:hi], block
+        yield _read_block(data, ops, printer, widths, lo, min(lo + step, stop))
+
+
+def _read_block(data, ops, printer, widths, lo: int, hi: int):
+    """(names, uint8 rows matrix) of reads ``lo:hi``."""
+    leads, cores = ops.batch(lo, hi)
+    states = data.reads[lo:hi]
+    flat = np.concatenate(states) if states else np.zeros(0, data.alphabet.dtype)
+    letters = np.frombuffer(printer.letters(flat).encode("ascii"), np.uint8)
+    block = msa_output.render_reads(leads, cores, letters, data.n_columns, widths)
+    return data.read_names[lo:hi], block
+
+
+class _Reader:
+    """``dataset.reads_records(reads)`` on a thread of its own (``result`` waits for it)."""
+
+    def __init__(self, reads, timeline: RunStats) -> None:
+        import threading
+
+        self.records = self.path = self.error = None
+        self.timeline = timeline
+        self.thread = threading.Thread(
+            target=self._run, args=(reads,), name="dpalign-reads", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self, reads) -> None:
+        try:
+            with self.timeline.span("reads file read (beside the reference and profiles)"):
+                self.records, self.path = dataset.reads_records(reads)
+        except BaseException as exc:  # raised on the caller's thread by result()
+            self.error = exc
+
+    def result(self, quiet: bool = False):
+        """(records, path) of the reads; raises what reading them raised (unless ``quiet``,
+        on the way out of another error)."""
+        self.thread.join()
+        if self.error is not None and not quiet:
+            raise self.error
+        return self.records, self.path
 
 
 class _ReadPrinter:
@@ -497,11 +652,19 @@ class _WarmUp:
     by :meth:`join`). The warm-up goes through the same backend calls as the run, so it loads
     exactly what the run needs; its accounting goes to a throw-away ``RunStats``, and any
     error of the warm-up itself is left for the real run to raise.
+
+    Where a device scores (``kind`` device or pool: the traceback runs on the CPU backend),
+    :meth:`join` returns once the read is scored: the traceback's Numba kernels go on
+    loading on this thread while the device scores the first batch (nothing needs them
+    before its scores are back). :meth:`finish` waits for that too.
     """
 
-    def __init__(self, backend, scoring: PaparaScoring, protein: bool) -> None:
+    def __init__(self, backend, scoring: PaparaScoring, protein: bool, timeline: RunStats) -> None:
         import threading
 
+        self.timeline = timeline  # where the warm-up's own spans go
+        self.late: list[tuple[str, float, float | None]] = []  # spans after join()
+        self.scored = threading.Event()
         self.engine: Backend | None = None
         self.stats: RunStats | None = None
         self.error: BaseException | None = None
@@ -516,32 +679,63 @@ class _WarmUp:
 
     def _run(self, backend, scoring: PaparaScoring, alphabet) -> None:
         try:
-            engine = backend if isinstance(backend, Backend) else backend()
+            with self.timeline.span("backend found"):
+                engine = backend if isinstance(backend, Backend) else backend()
         except BaseException as exc:  # raised on the caller's thread by join()
             self.error = exc
+            self.scored.set()
             return
         self.engine, self.stats = engine, engine.stats
-        engine.stats = RunStats()
+        engine.stats = self.scratch = RunStats()
+        early = engine.kind in ("device", "pool")
+        states = np.full((1, 4), alphabet.gap, dtype=alphabet.dtype)
+        flags = np.zeros((1, 4), dtype=np.uint8)
+        read = [np.ones(2, dtype=alphabet.dtype)]
+        scored = None
         try:
-            states = np.full((1, 4), alphabet.gap, dtype=alphabet.dtype)
-            flags = np.zeros((1, 4), dtype=np.uint8)
-            read = [np.ones(2, dtype=alphabet.dtype)]
-            placed = placement.place(states, flags, read, scoring, self.engine)
-            traceback.align_reads(
-                states, flags, read, placed.edge, placed.score, scoring, self.engine
-            )
+            start = time.perf_counter()
+            scored = placement.score(states, flags, read, scoring, self.engine)
+            self.timeline.mark("warm-up: one read scored", start, time.perf_counter())
         except Exception as exc:  # the run itself will meet and report it
             log.debug("warm-up: %s", exc)
+        finally:
+            if early:
+                self.scored.set()
+        try:
+            if scored is not None:
+                # the best-edge fold's kernel (Numba) loads here too, after the join where a
+                # device scores: it is first needed when the first batch's scores are back
+                start = time.perf_counter()
+                placed = placement.fold(scored, scoring, self.engine)
+                traceback.align_reads(
+                    states, flags, read, placed.edge, placed.score, scoring, self.engine
+                )
+                span = ("warm-up: one read folded and traced", start, time.perf_counter())
+                (self.late if early else self.timeline.timeline).append(span)
+        except Exception as exc:
+            log.debug("warm-up: %s", exc)
+        finally:
+            self.scored.set()
 
     def join(self, quiet: bool = False) -> Backend:
         """The backend, its own accounting back in place; raises what building it raised
         (unless ``quiet``, on the way out of another error)."""
-        self.thread.join()
+        self.scored.wait()
         if self.engine is not None:
             self.engine.stats = self.stats
+            # the backend's own events of the warm-up (device processes started, ...)
+            self.timeline.timeline.extend(
+                (f"warm-up: {name}", start, end) for name, start, end in self.scratch.timeline
+            )
         if self.error is not None and not quiet:
             raise self.error
         return self.engine
+
+    def finish(self, stats: RunStats) -> None:
+        """Wait for the rest of the warm-up (the traceback's kernels); its spans go to
+        ``stats``."""
+        self.thread.join()
+        stats.timeline.extend(self.late)
 
 
 #: What the phases are called where a user reads them.
@@ -558,7 +752,7 @@ PHASES = {
 @contextmanager
 def _phase(stats: RunStats, name: str):
     """``stats.phase`` that logs the phase's time (``-v``) when it ends."""
-    with stats.phase(name):
+    with stats.phase(name), stats.span(PHASES.get(name, name)):
         yield
     _log_phase(stats, name)
 

@@ -8,6 +8,7 @@ dropped (spec §3).
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -93,25 +94,47 @@ def load(
     keep_ambiguous : bool
         Keep ``N`` (``X``...) in reads as state sets instead of dropping them (accurate mode).
     """
+    with no_collection():
+        reference = load_reference(tree, msa, protein, tree_path, msa_path)
+        read_records, reads_path = reads_records(reads, reads_path)
+        return add_reads(reference, read_records, reads_path, keep_ambiguous)
+
+
+@contextmanager
+def no_collection():
+    """The garbage collector off (as it was before, after): millions of small objects
+    (records, names, read arrays) and no cycles among them; the collector's passes over them
+    took seconds of a million-read load."""
     import gc
 
-    # Millions of small objects (records, names, read arrays) and no cycles among them: the
-    # collector's passes over them took seconds of a million-read load.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _load(tree, msa, reads, protein, tree_path, msa_path, reads_path, keep_ambiguous)
+        yield
     finally:
         if collecting:
             gc.enable()
 
 
-def _load(tree, msa, reads, protein, tree_path, msa_path, reads_path, keep_ambiguous):
+@dataclass
+class Reference:
+    """The tree and the reference alignment, loaded and checked, before the reads: enough
+    for the edge profiles (``data`` is a :class:`PaparaData` without reads yet), while the
+    reads file is read beside it (:func:`reads_records`, then :func:`add_reads`)."""
+
+    data: PaparaData
+    msa_records: list
+    msa_path: object
+    ref_records: list
+    extra_records: list
+
+
+def load_reference(tree, msa, protein: bool = False, tree_path=None, msa_path=None) -> Reference:
+    """The first half of :func:`load`: the tree and the reference rows, checked and encoded."""
     alphabet = PROTEIN if protein else DNA
     root, tree_path = _tree(tree, tree_path)
     papara_tree = build_tree(root, tree_path)
     msa_records, msa_path = _msa(msa, msa_path)
-    read_records, reads_path = _reads(reads, reads_path)
 
     rows_by_name = {rec.name: k for k, rec in enumerate(msa_records)}
     for name in papara_tree.tip_names:
@@ -124,12 +147,12 @@ def _load(tree, msa, reads, protein, tree_path, msa_path, reads_path, keep_ambig
     ref_records = [rec for rec in msa_records if rec.name in tip_names]
     extra_records = [rec for rec in msa_records if rec.name not in tip_names]
     check_unique(
-        [r.name for r in msa_records] + [r.name for r in read_records],
-        lines=[r.line for r in msa_records] + [r.line for r in read_records],
-        paths=[msa_path] * len(msa_records) + [reads_path] * len(read_records),
+        [r.name for r in msa_records],
+        lines=[r.line for r in msa_records],
+        paths=[msa_path] * len(msa_records),
     )
-
-    _check_alphabet(alphabet, ref_records, read_records + extra_records)
+    if alphabet is DNA:  # (protein settings look at the reference and the reads together)
+        _check_alphabet(alphabet, ref_records, [])
     states = np.stack([_encode_row(alphabet, rec, msa_path) for rec in ref_records])
     kept = np.flatnonzero((states != alphabet.gap).any(axis=0))
     if kept.size == 0:
@@ -144,6 +167,40 @@ def _load(tree, msa, reads, protein, tree_path, msa_path, reads_path, keep_ambig
     ]
     n_dash = sum(row.count("-") for row in ref_rows)
     gap_fraction = n_dash / (len(ref_rows) * kept.size)
+    name_to_row = {name: k for k, name in enumerate(r.name for r in ref_records)}
+    tip_rows = {node: name_to_row[papara_tree.names[node]] for node in papara_tree.tips}
+    data = PaparaData(
+        papara_tree,
+        alphabet,
+        [r.name for r in ref_records],
+        ref_rows,
+        states,
+        tip_rows,
+        gap_fraction,
+        [],
+        [],
+        0,
+    )
+    return Reference(data, msa_records, msa_path, ref_records, extra_records)
+
+
+def add_reads(
+    reference: Reference, read_records: list, reads_path=None, keep_ambiguous: bool = False
+) -> PaparaData:
+    """The second half of :func:`load`: the reads (the FASTA's records, then the reference
+    alignment's rows that are not tips), checked and encoded, added to ``reference``'s data
+    (which is returned)."""
+    ref = reference
+    alphabet = ref.data.alphabet
+    msa_records, msa_path, extra_records = ref.msa_records, ref.msa_path, ref.extra_records
+    check_unique(
+        [r.name for r in msa_records] + [r.name for r in read_records],
+        lines=[r.line for r in msa_records] + [r.line for r in read_records],
+        paths=[msa_path] * len(msa_records) + [reads_path] * len(read_records),
+    )
+    _check_alphabet(
+        alphabet, [] if alphabet is DNA else ref.ref_records, read_records + extra_records
+    )
 
     data_warnings: list[str] = []
     records = [(r, reads_path) for r in read_records] + [(r, msa_path) for r in extra_records]
@@ -179,21 +236,10 @@ def _load(tree, msa, reads, protein, tree_path, msa_path, reads_path, keep_ambig
         )
         for message in data_warnings[_WARN_EACH:]:
             log.info(message)
-    name_to_row = {name: k for k, name in enumerate(r.name for r in ref_records)}
-    tip_rows = {node: name_to_row[papara_tree.names[node]] for node in papara_tree.tips}
-    return PaparaData(
-        papara_tree,
-        alphabet,
-        [r.name for r in ref_records],
-        ref_rows,
-        states,
-        tip_rows,
-        gap_fraction,
-        read_names,
-        read_states,
-        len(read_records),
-        data_warnings,
-    )
+    data = ref.data
+    data.read_names, data.reads, data.n_fasta_reads = read_names, read_states, len(read_records)
+    data.warnings = data_warnings
+    return data
 
 
 _LETTER = np.zeros(256, dtype=bool)
@@ -288,7 +334,9 @@ def _msa(msa, path):
     return read_alignment(msa), msa
 
 
-def _reads(reads, path):
+def reads_records(reads, path=None) -> tuple[list[Record], object]:
+    """The reads as records, and the file they came from (None when given as records):
+    the part of :func:`load` that reads the reads file (safe on a thread of its own)."""
     if reads is None:
         return [], path
     if isinstance(reads, (list, tuple)) or hasattr(reads, "__next__"):

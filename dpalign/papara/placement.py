@@ -63,6 +63,20 @@ def pack_profiles(states: np.ndarray, flags: np.ndarray, backend: Backend) -> li
     return engine.pack(backend, "papara", list(states), flags=list(flags), dtype=states.dtype)
 
 
+@dataclass
+class Scored:
+    """One batch's scores of every read against every edge, before the best edges are
+    picked (:func:`fold`): the device can go on to the next batch meanwhile."""
+
+    n_reads: int
+    n_edges: int
+    n_cols: int
+    nonempty: np.ndarray  # indices of the reads that were scored (non-empty)
+    residues: int
+    blocks: list | None = None
+    results: list | None = None  # per block, BlockScores of the non-empty reads
+
+
 def place(
     states: np.ndarray,
     flags: np.ndarray,
@@ -79,23 +93,52 @@ def place(
     profiles as :func:`pack_profiles` laid them out for ``backend``, shared by the batches of
     one run (a device keeps the set it last uploaded; new blocks are laid out and sent again).
     Each block's scores are folded into the per-read best in the engine's CPU kernel where
-    there is one (``fold_kernel=False``: the NumPy form it is tested against).
+    there is one (``fold_kernel=False``: the NumPy form it is tested against). The two steps
+    are :func:`score` and :func:`fold`.
     """
+    scored = score(states, flags, reads, scoring, backend, progress, blocks)
+    return fold(scored, scoring, backend, fold_kernel)
+
+
+def score(
+    states: np.ndarray,
+    flags: np.ndarray,
+    reads: list[np.ndarray],
+    scoring: PaparaScoring,
+    backend: Backend,
+    progress=None,
+    blocks=None,
+) -> Scored:
+    """The scoring step of :func:`place`: every non-empty read against every edge."""
     n_edges, n_cols = states.shape
     nonempty = np.flatnonzero([len(r) > 0 for r in reads])
-    edge = np.full(len(reads), -1, dtype=np.int64)
-    best = np.zeros(len(reads), dtype=np.int64)
-    width = np.zeros(len(reads), dtype=np.uint8)
-    second_edge = np.full(len(reads), -1, dtype=np.int64)
-    second = np.zeros(len(reads), dtype=np.int64)
-    ties = np.zeros(len(reads), dtype=np.int64)
+    scored = Scored(len(reads), n_edges, n_cols, nonempty, 0)
     if nonempty.size == 0 or n_edges == 0:
-        return Placements(edge, best, width, 0, second_edge, second, ties)
+        return scored
     batch = query_batch([reads[k] for k in nonempty], dtype=states.dtype)
     if blocks is None:
         blocks = pack_profiles(states, flags, backend)
     task = Task("papara", scoring)
-    results = backend.score(task, batch, blocks, progress=progress)
+    scored.results = backend.score(task, batch, blocks, progress=progress)
+    scored.blocks, scored.residues = blocks, int(batch.residues)
+    return scored
+
+
+def fold(
+    scored: Scored, scoring: PaparaScoring, backend: Backend, fold_kernel: bool = True
+) -> Placements:
+    """The best edge (and the runner-up, the ties) of every read of a :func:`score` result."""
+    n_edges, n_cols, nonempty = scored.n_edges, scored.n_cols, scored.nonempty
+    n_reads = scored.n_reads
+    edge = np.full(n_reads, -1, dtype=np.int64)
+    best = np.zeros(n_reads, dtype=np.int64)
+    width = np.zeros(n_reads, dtype=np.uint8)
+    second_edge = np.full(n_reads, -1, dtype=np.int64)
+    second = np.zeros(n_reads, dtype=np.int64)
+    ties = np.zeros(n_reads, dtype=np.int64)
+    if scored.results is None:
+        return Placements(edge, best, width, 0, second_edge, second, ties)
+    blocks, results = scored.blocks, scored.results
     sign = -1 if scoring.minimize else 1
     run_best = np.full(len(nonempty), np.iinfo(np.int64).min, dtype=np.int64)
     run_edge = np.full(len(nonempty), -1, dtype=np.int64)
@@ -147,5 +190,5 @@ def place(
     second[nonempty] = np.where(run_second_edge >= 0, sign * run_second, 0)
     ties[nonempty] = run_ties
     return Placements(
-        edge, best, width, batch.residues * n_cols * n_edges, second_edge, second, ties
+        edge, best, width, scored.residues * n_cols * n_edges, second_edge, second, ties
     )
