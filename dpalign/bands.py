@@ -75,6 +75,14 @@ class Bands:
         With ``cluster``: each worker holds the pair on a device of its own, built as
         ``engine.get_backend(name, **options)`` there (``("opencl", {"device": "gpu"})``),
         instead of filling on its CPU cores.
+    skewed : bool
+        Devices fill each large region in skewed row bands, every device's launches
+        enqueued by one host thread (:mod:`dpalign.kernels_cl.skewed`; devices sharing one
+        OpenCL context wait on each other's copies on the device) instead of column bands
+        of row chunks. Regions of other tile shapes (the traceback's) stay on one device.
+    skew_options : dict, optional
+        ``SkewedFill``'s options (``band_tiles``, ``lag``, ``batch``, ``window``,
+        ``device_waits``).
     processes : bool
         Drive every device after the first from a process of its own (default: threads of
         this process; on two H200s processes were no faster, 12.5 s against 11.3 s for a
@@ -89,6 +97,8 @@ class Bands:
     min_cells: int = 1 << 24
     processes: bool = False
     cluster_device: tuple | None = None
+    skewed: bool = False
+    skew_options: dict | None = None
 
     def __post_init__(self) -> None:
         if self.cpu < 0:
@@ -358,6 +368,14 @@ class Plan:
         common = dict(
             chunk_rows=bands.chunk_rows, min_chunk_tiles=chunk_tiles, progress=self.progress
         )
+        if on_device and len(self.device_fillers) > 1 and bands.skewed:
+            first, *others = self.device_fillers
+            together = getattr(first, "together", None)
+            skewed = together(others, **(bands.skew_options or {})) if together else None
+            if skewed is not None:
+                if self.progress is None:
+                    return skewed
+                return CountingFiller(skewed, self.progress)
         if on_device and len(self.device_fillers) > 1:
             fills = [f.fill_region for f in self.device_fillers]
             return PieceFiller(fills, members=self.device_fillers, **common)
