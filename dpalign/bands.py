@@ -358,6 +358,7 @@ class Plan:
         self.progress = progress
         self.device_fillers = list(device_fillers)
         self.remote = list(remote)
+        self._skewed = None  # the skewed filler of the device fillers (False: none)
 
     def __call__(self, filler: RegionFiller, on_device: bool, cells: int) -> RegionFiller:
         """The filler for a region of ``cells`` cells that ``filler`` would fill alone."""
@@ -370,12 +371,15 @@ class Plan:
         )
         if on_device and len(self.device_fillers) > 1 and bands.skewed:
             first, *others = self.device_fillers
-            together = getattr(first, "together", None)
-            skewed = together(others, **(bands.skew_options or {})) if together else None
-            if skewed is not None:
-                if self.progress is None:
-                    return skewed
-                return CountingFiller(skewed, self.progress)
+            if self._skewed is None:
+                together = getattr(first, "together", None)
+                options = bands.skew_options or {}
+                self._skewed = (together(others, **options) if together else None) or False
+            # the forward pass's tiles on every device; the traceback's own tiles (a
+            # reshaped pair on the first device) stay there
+            chosen = self._skewed if filler is first else filler
+            if chosen is not False:
+                return chosen if self.progress is None else CountingFiller(chosen, self.progress)
         if on_device and len(self.device_fillers) > 1:
             fills = [f.fill_region for f in self.device_fillers]
             return PieceFiller(fills, members=self.device_fillers, **common)

@@ -139,19 +139,17 @@ class _Device:
         self.n_slots = slots
         left = np.empty((2, self.h + 1), np.int32)
         left[:, 0] = job.left[:, 0]
-        top = np.zeros((len(bands), 2, w + 1), np.int32)
+        # each band's top row: the region's for band 0, else uploaded as the band above
+        # finishes it; column 0 is the left boundary's
+        firsts = []
         at = 0
         for b, k in enumerate(bands):
             g0 = k * H * tr
-            left[:, at + 1 : at + 1 + self.heights[b]] = job.left[
-                :, g0 + 1 : g0 + 1 + self.heights[b]
-            ]
-            at += self.heights[b]
-            top[b, 0, 0] = job.left[0, g0]
-            top[b, 1, 0] = job.neg_store
-            if k == 0:
-                top[b] = job.top
-        self.top_host = top
+            rows = self.heights[b]
+            left[:, at + 1 : at + 1 + rows] = job.left[:, g0 + 1 : g0 + 1 + rows]
+            at += rows
+            first = job.top if k == 0 else np.array([[job.left[0, g0]], [job.neg_store]])
+            firsts.append((b, np.ascontiguousarray(first, np.int32)))
         packed = job.packed
         stride = pair.packed[3] if packed else pair.stride
         letters = pair.packed[2] if packed else 0
@@ -168,7 +166,18 @@ class _Device:
         n_cols = max(int(np.max(job.col_slot, initial=-1)) + 1, 0)
         self.n_cols = n_cols
         with driver_errors(self.dctx.caps, "allocating skewed band buffers"):
-            self.top = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=top)
+            self.top = cl.Buffer(ctx, mf.READ_WRITE, len(bands) * 2 * (w + 1) * 4)
+            for b, first in firsts:
+                cl.enqueue_copy(
+                    self.dctx.queue,
+                    self.top,
+                    first,
+                    buffer_origin=(0, 2 * b, 0),
+                    host_origin=(0, 0, 0),
+                    region=(first.shape[1] * 4, 2, 1),
+                    buffer_pitches=((w + 1) * 4, 0),
+                    host_pitches=(first.shape[1] * 4, 0),
+                )
             self.rstore = cl.Buffer(ctx, mf.READ_WRITE, max(slots * 2 * (w + 1) * 4, 4))
             self.cstore = cl.Buffer(ctx, mf.READ_WRITE, max(n_cols * 2 * (self.h + 1) * 4, 4))
             self.best = cl.Buffer(
@@ -229,12 +238,11 @@ class _Device:
     def needed(self, s: int):
         """``(band, tile column)``: the top rows step ``s`` reads first (bands below another)."""
         u = s - self.first
-        out = []
-        for b, k in enumerate(self.bands):
-            tj = u - b * self.skew
-            if k > 0 and 0 <= tj < self.job.n_tc:
-                out.append((b, tj))
-        return out
+        if u < 0:
+            return []
+        lo = max(0, -(-(u - self.job.n_tc + 1) // self.skew))
+        hi = min(len(self.bands) - 1, u // self.skew)
+        return [(b, u - b * self.skew) for b in range(lo, hi + 1) if self.bands[b] > 0]
 
 
 class SkewedFill:
@@ -366,12 +374,13 @@ class _Job:
         tiles = []
         for dev in (d for d in devices if d.bands):
             q = dev.dctx.queue
-            rstore = np.empty((dev.n_slots, 2, w + 1), np.int32)
-            cl.enqueue_copy(q, rstore, dev.rstore)
+            size = 2 * (w + 1) * 4  # bytes of one kept row
             for local, caller in dev.kept:
-                row_store[caller] = rstore[local]
+                cl.enqueue_copy(q, row_store[caller], dev.rstore, src_offset=local * size)
             if dev.bands[-1] == self.n_bands - 1:
-                last_row = rstore[dev.slot_of_band[len(dev.bands) - 1]].copy()
+                last_row = np.empty((2, w + 1), np.int32)
+                slot = dev.slot_of_band[len(dev.bands) - 1]
+                cl.enqueue_copy(q, last_row, dev.rstore, src_offset=slot * size)
             if n_cols:
                 cstore = np.empty((n_cols, 2, dev.h + 1), np.int32)
                 cl.enqueue_copy(q, cstore, dev.cstore)
@@ -488,6 +497,8 @@ class _Run:
                     # nothing could go: hand on every finished bottom row now (a consumer
                     # may be waiting for a batch not yet full), then give the devices time
                     for dev in devices:
+                        dev.dctx.queue.flush()
+                        dev.since_flush = 0
                         if self._copy(dev):
                             moved = True
                     if not moved:
