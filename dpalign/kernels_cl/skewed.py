@@ -518,7 +518,7 @@ class _Run:
 
         moved = False
         plan = self.job.plan
-        for _ in range(64):
+        for _ in range(16):  # then the hand-offs again: a consumer may be waiting
             if dev.done:
                 break
             s = dev.step
