@@ -2,7 +2,8 @@
 
 Aligns a related ``L x L`` pair (score and end cell by default; ``--traceback`` adds whole
 alignments) with :func:`dpalign.longpair.align_long`: on the first GPU alone, on every GPU
-in main's column bands of row chunks (``Bands(devices=...)``), and in skewed row bands
+in main's column bands of row chunks (``Bands(devices=...)``), as two independent halves
+joined on the middle row (``Bands(halves=True)``: global scores), and in skewed row bands
 (``Bands(skewed=True)``, :mod:`dpalign.kernels_cl.skewed`) with the GPUs in one OpenCL
 context (their copies and uploads wait on each other's events on the devices) or in one
 context each (the host polls each copy, then uploads). Checks that every case gives the
@@ -35,7 +36,7 @@ def main() -> None:
     parser.add_argument("--length", type=float, default=3e6)
     parser.add_argument("--mode", default="global", choices=["global", "local", "semiglobal"])
     parser.add_argument("--cases", default="one,chunks,shared,separate,one,shared",
-                        help="comma list of one, chunks, shared, separate, shared-host, "
+                        help="comma list of one, chunks, halves, shared, separate, shared-host, "
                         "shared-H (band_tiles H), one-tb, shared-tb")  # fmt: skip
     parser.add_argument("--budget", type=float, default=200, help="seconds; later cases skipped")
     parser.add_argument("--any-device", action="store_true", help="PoCL: two queues of it")
@@ -102,6 +103,9 @@ def main() -> None:
         kind = name.removesuffix("-tb")
         if kind == "one":
             case(f"1 GPU{' traceback' if tb else ''}", tb, backend=single[0])
+        elif kind == "halves":
+            case(f"{len(gpus)} GPUs, halves (top forward, bottom reversed, joined)", tb,
+                 bands=Bands(devices=single, halves=True))  # fmt: skip
         elif kind == "chunks":
             case(f"{len(gpus)} GPUs, column bands of row chunks (main)", tb,
                  bands=Bands(devices=single))  # fmt: skip

@@ -80,6 +80,11 @@ class Bands:
         enqueued by one host thread (:mod:`dpalign.kernels_cl.skewed`; devices sharing one
         OpenCL context wait on each other's copies on the device) instead of column bands
         of row chunks. Regions of other tile shapes (the traceback's) stay on one device.
+    halves : bool
+        Score-only global alignments ending in the last cell (:func:`halves_apply`): the
+        top half of the matrix forward on the first filler and the bottom half backward on
+        the second (the pair reversed), joined on the middle row (:func:`halves_score`);
+        no border passes between them. Traceback and other modes take the bands.
     skew_options : dict, optional
         ``SkewedFill``'s options (``band_tiles``, ``lag``, ``batch``, ``window``,
         ``device_waits``).
@@ -99,6 +104,7 @@ class Bands:
     cluster_device: tuple | None = None
     skewed: bool = False
     skew_options: dict | None = None
+    halves: bool = False
 
     def __post_init__(self) -> None:
         if self.cpu < 0:
@@ -594,3 +600,100 @@ def _stop(conn, process) -> None:
         if process.is_alive():
             process.terminate()
     conn.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Global scores: the top half forward and the bottom half backward, on two fillers at once
+# --------------------------------------------------------------------------------------------
+
+
+def halves_apply(mode: str, ends, m: int, n: int) -> bool:
+    """Whether :func:`halves_score` gives this alignment's score and end cell: global mode
+    whose end is cell ``(m, n)`` and whose left column is penalised (free leading gaps of
+    ``a``, along the top row, are fine)."""
+    _, a_trail, b_lead, b_trail = ends
+    return mode == "global" and not (a_trail or b_lead or b_trail) and m >= 2 and n >= 1
+
+
+def halves_score(job, top_filler, bottom_filler, threads: int, progress=None) -> int:
+    """The global score of ``job``'s pair (:func:`halves_apply`) from two independent fills.
+
+    ``top_filler`` fills rows ``0 .. r`` (``r = m // 2``) of the matrix forward, from the
+    mode's boundaries; ``bottom_filler``, holding both sequences reversed, fills rows
+    ``0 .. m - r`` of the reversed problem (the suffixes ``a[r:]``, ``b[j:]`` aligned from
+    their ends). Every path crosses row ``r`` and leaves it at some cell ``(r, j)``: the best
+    alignment through it scores ``F_H(r, j) + R_H(r, j)``, or, when a vertical gap runs across
+    the cut, ``F_D(r, j) + R_D(r, j) + o`` (each half paid the gap's opening); the score is the
+    largest of these. The two fills share no border (on two devices: no hand-on at all), each
+    half a wavefront as long as the whole matrix's but with half its rows.
+    """
+    m, n = len(job.a), len(job.b)
+    r = m // 2
+    o, e = job.o, job.e
+    store, neg = job.lanes.store, job.lanes.neg_store
+    whole = job.global_region()
+    gap = lambda k: -(o + e * np.arange(k + 1, dtype=np.int64))  # noqa: E731
+    rev_top = np.empty((2, n + 1), store)
+    rev_left = np.empty((2, m - r + 1), store)
+    rev_top[0], rev_left[0] = gap(n), gap(m - r)
+    rev_top[0, 0] = rev_left[0, 0] = 0
+    rev_top[1] = rev_left[1] = neg
+    pieces = [
+        (top_filler, whole.top, np.ascontiguousarray(whole.left[:, : r + 1])),
+        (bottom_filler, rev_top, rev_left),
+    ]
+    rows: list = [None, None]
+    failed: list[BaseException] = []
+
+    def fill(k: int) -> None:
+        filler, top, left = pieces[k]
+        h = left.shape[1] - 1
+        th = getattr(filler, "tile_rows", None) or min(job.tiling.tile_rows, h)
+        tw = getattr(filler, "tile_cols", None) or min(job.tiling.tile_cols, n)
+        n_rows, n_cols = -(-h // th), -(-n // tw)
+        try:
+            done = filler.fill_region(
+                0, 0, top, left, np.full(n_rows, -1), np.full(n_cols, -1), th, tw, threads
+            )
+            rows[k] = np.asarray(done.last_row, np.int64)
+            if progress is not None:
+                progress(h * n)
+        except BaseException as exc:  # raised in the caller's thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=fill, args=(1,), name="dpalign-bottom-half")
+    worker.start()
+    fill(0)
+    worker.join()
+    if failed:
+        raise failed[0]
+    f_h, f_d = rows[0][0], rows[0][1].copy()
+    r_h, r_d = rows[1][0][::-1], rows[1][1][::-1].copy()
+    # column 0 (and n, for the reversed half) is a boundary: the only path along it is a
+    # vertical gap, whose D the fills do not keep
+    f_d[0], r_d[n] = f_h[0], r_h[n]
+    return int(max((f_h + r_h).max(), (f_d + r_d).max() + o))
+
+
+def halves_fillers(job, bands: Bands, runners, held, scoring, device_tile):
+    """``(top, bottom)`` fillers for :func:`halves_score`: the pair held on the first device
+    and the reversed pair on the second (``held``: the pair on every device of
+    ``bands.devices``, ``runners`` their backends), or two CPU fillers (``bands.cpu > 1``);
+    None when there are not two."""
+    from . import engine
+
+    a_rev, b_rev = np.ascontiguousarray(job.a[::-1]), np.ascontiguousarray(job.b[::-1])
+    if len(held) >= 2 and len(runners) >= 2:
+        neg_store = job.lanes.neg_store
+        bottom = engine.device_regions(
+            runners[1], a_rev, b_rev, scoring, False, neg_store, device_tile
+        )
+        return (held[0], bottom) if bottom is not None else None
+    if not held and bands.cpu > 1:
+        lanes = job.lanes
+        bottom = engine.cpu_regions(
+            a_rev, b_rev, job.matrix, job.o, job.e, False, lanes.neg, lanes.neg_store,
+            lanes.relative,
+        )  # fmt: skip
+        return job.cpu, bottom
+    return None

@@ -574,6 +574,16 @@ def align_long(
     job = _Aligner(a, b, scoring, mode, ends, tiling, threads, lanes, pair)
     if bands is not None or progress is not None:
         job.plan = _plan(job, bands, progress, others)
+    if not traceback and bands is not None and bands.halves:
+        from .bands import halves_apply, halves_fillers, halves_score
+
+        pair_up = halves_fillers(job, bands, runners, others, scoring, tiling.device_tile)
+        if halves_apply(mode, ends, m, n) and pair_up is not None:
+            halves = threads if others else max(1, threads // 2)
+            score = halves_score(job, *pair_up, halves, progress)
+            for k, held in enumerate(pair_up if stats is not None and others else ()):
+                stats.record(f"{held.label} #{k}", held.cells, held.kernel_seconds)
+            return PairwiseResult(score, m, m, n, n)
     region = job.global_region()
     points = job.fill(region, keep=traceback, final_col=not job.local, prune=prune)
     score, a_end, b_end = job.end_cell(points)

@@ -211,3 +211,77 @@ def test_band_plan_balances_the_devices():
     plan = band_plan(11134, 5860, 2)
     assert 5860 % (2 * plan.period) == 0 and 300 < plan.band_tiles < 800
     assert band_plan(5, 3, 2).band_tiles == 3  # short regions: a band per device at most
+
+
+# --------------------------------------------------------------------------------------------
+# Global scores from two halves (the bottom one reversed), joined on the middle row
+# --------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    scoring=st.sampled_from(SCORINGS),
+    m=st.integers(1, 70),
+    n=st.integers(1, 70),
+    a_lead=st.booleans(),
+)
+def test_halves_give_the_global_score(seed, scoring, m, n, a_lead):
+    """Two CPU fillers (any tiles), plain global or free leading gaps of a: the oracle's
+    score and end cell."""
+    sub, gap = scoring
+    s = Scoring(sub, gap)
+    a, b = random_pair(np.random.default_rng(seed), m, n, 20 if sub == "BLOSUM62" else 4, True)
+    free = (a_lead, False, False, False)
+    tiling = Tiling(tile_rows=4, tile_cols=3, parallel_cells=1)
+    got = align_long(a, b, s, "global", free, traceback=False, tiling=tiling,
+                     bands=Bands(cpu=2, halves=True))  # fmt: skip
+    want = reference.pairwise_score(a, b, s.matrix, s.gap_open, s.gap_extend, "global", free)
+    assert (got.score, got.a_end, got.b_end) == (want.score, want.a_end, want.b_end)
+
+
+def test_halves_take_their_path_only_where_they_apply(monkeypatch):
+    import dpalign.bands as bands_module
+
+    calls = []
+    real = bands_module.halves_score
+    monkeypatch.setattr(
+        bands_module, "halves_score", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    s = Scoring((2, -3), (5, 2))
+    a, b = random_pair(np.random.default_rng(2), 50, 40, 4, True)
+    for mode, free, traceback, used in (
+        ("global", None, False, True),
+        ("global", (True, False, False, False), False, True),
+        ("global", (False, True, False, False), False, False),  # ends anywhere on row m
+        ("global", (False, False, True, False), False, False),  # free left column
+        ("semiglobal", None, False, False),
+        ("local", None, False, False),
+        ("global", None, True, False),  # traceback: the bands
+    ):
+        calls.clear()
+        got = align_long(a, b, s, mode, free, traceback=traceback,
+                         bands=Bands(cpu=2, halves=True))  # fmt: skip
+        ends = free_ends_tuple(mode, free)
+        want = reference.pairwise_align(a, b, s.matrix, 5, 2, mode, ends)
+        assert (got.score, got.a_end, got.b_end) == (want.score, want.a_end, want.b_end)
+        assert bool(calls) == used, (mode, free, traceback)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_halves_on_two_device_queues(cl_device, seed):
+    from dpalign.gcups import RunStats
+    from dpalign.kernels_cl.backend import OpenCLBackend
+
+    rng = np.random.default_rng(seed)
+    s = Scoring(*SCORINGS[seed % len(SCORINGS)])
+    a, b = random_pair(rng, int(rng.integers(2, 90)), int(rng.integers(1, 90)), 4, True)
+    devices = [OpenCLBackend(device=cl_device, stream=k) for k in range(2)]
+    tiling = Tiling(device_cells=1, device_tile=(3, 2, 2, True) if seed % 2 else (4, 2, 2))
+    stats = RunStats()
+    got = align_long(a, b, s, "global", traceback=False, tiling=tiling, stats=stats,
+                     bands=Bands(devices=devices, halves=True))  # fmt: skip
+    want = reference.pairwise_score(a, b, s.matrix, s.gap_open, s.gap_extend, "global",
+                                    free_ends_tuple("global"))  # fmt: skip
+    assert (got.score, got.a_end, got.b_end) == (want.score, want.a_end, want.b_end)
+    assert sum(1 for w in stats.workers.values() if w.cells) >= 2  # both halves on devices
