@@ -291,7 +291,10 @@ class OpenCLBackend(Backend):
         if not self.share:
             return device_context(self.device, self.stream)
         specs = [spec.strip() for spec in self.share.split(",") if spec.strip()]
-        contexts = shared_contexts(specs)
+        try:
+            contexts = shared_contexts(specs)
+        except BackendUnavailable:  # devices of several platforms: a context each
+            return device_context(self.device, self.stream)
         ident = choose_device(self.device)[0]
         mine = [dctx for dctx in contexts if dctx.ident == ident]
         if len(mine) <= self.stream:
