@@ -615,8 +615,10 @@ def halves_apply(mode: str, ends, m: int, n: int) -> bool:
     return mode == "global" and not (a_trail or b_lead or b_trail) and m >= 2 and n >= 1
 
 
-def halves_score(job, top_filler, bottom_filler, threads: int, progress=None) -> int:
-    """The global score of ``job``'s pair (:func:`halves_apply`) from two independent fills.
+def halves_score(job, top_filler, bottom_filler, threads: int, progress=None):
+    """The global score of ``job``'s pair (:func:`halves_apply`) from two independent fills,
+    and the two fillers used (``bottom_filler`` may be a callable that makes it: then it is
+    made in the thread that fills the bottom half, beside the top half's fill).
 
     ``top_filler`` fills rows ``0 .. r`` (``r = m // 2``) of the matrix forward, from the
     mode's boundaries; ``bottom_filler``, holding both sequences reversed, fills rows
@@ -643,11 +645,18 @@ def halves_score(job, top_filler, bottom_filler, threads: int, progress=None) ->
         (bottom_filler, rev_top, rev_left),
     ]
     rows: list = [None, None]
+    made = [top_filler, bottom_filler]
     failed: list[BaseException] = []
 
     def fill(k: int) -> None:
         filler, top, left = pieces[k]
         h = left.shape[1] - 1
+        if not isinstance(filler, RegionFiller) and callable(filler):
+            try:
+                filler = made[k] = filler()
+            except BaseException as exc:
+                failed.append(exc)
+                return
         th = getattr(filler, "tile_rows", None) or min(job.tiling.tile_rows, h)
         tw = getattr(filler, "tile_cols", None) or min(job.tiling.tile_cols, n)
         n_rows, n_cols = -(-h // th), -(-n // tw)
@@ -672,28 +681,30 @@ def halves_score(job, top_filler, bottom_filler, threads: int, progress=None) ->
     # column 0 (and n, for the reversed half) is a boundary: the only path along it is a
     # vertical gap, whose D the fills do not keep
     f_d[0], r_d[n] = f_h[0], r_h[n]
-    return int(max((f_h + r_h).max(), (f_d + r_d).max() + o))
+    return int(max((f_h + r_h).max(), (f_d + r_d).max() + o)), made
 
 
 def halves_fillers(job, bands: Bands, runners, held, scoring, device_tile):
-    """``(top, bottom)`` fillers for :func:`halves_score`: the pair held on the first device
-    and the reversed pair on the second (``held``: the pair on every device of
-    ``bands.devices``, ``runners`` their backends), or two CPU fillers (``bands.cpu > 1``);
-    None when there are not two."""
+    """``(top, bottom)`` for :func:`halves_score`: the pair held on the first device
+    (``held[0]``) and a callable that holds the reversed pair on the second device backend
+    of ``runners``; with no devices, two CPU fillers (``bands.cpu > 1``)."""
     from . import engine
 
     a_rev, b_rev = np.ascontiguousarray(job.a[::-1]), np.ascontiguousarray(job.b[::-1])
-    if len(held) >= 2 and len(runners) >= 2:
+    if held:
         neg_store = job.lanes.neg_store
-        bottom = engine.device_regions(
-            runners[1], a_rev, b_rev, scoring, False, neg_store, device_tile
-        )
-        return (held[0], bottom) if bottom is not None else None
-    if not held and bands.cpu > 1:
-        lanes = job.lanes
-        bottom = engine.cpu_regions(
-            a_rev, b_rev, job.matrix, job.o, job.e, False, lanes.neg, lanes.neg_store,
-            lanes.relative,
-        )  # fmt: skip
-        return job.cpu, bottom
-    return None
+
+        def bottom():
+            made = engine.device_regions(
+                runners[1], a_rev, b_rev, scoring, False, neg_store, device_tile
+            )
+            if made is None:
+                raise OptionError(f"{runners[1].name} holds no long pair for the bottom half")
+            return made
+
+        return held[0], bottom
+    lanes = job.lanes
+    bottom = engine.cpu_regions(
+        a_rev, b_rev, job.matrix, job.o, job.e, False, lanes.neg, lanes.neg_store, lanes.relative
+    )
+    return job.cpu, bottom

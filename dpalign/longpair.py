@@ -547,6 +547,11 @@ def align_long(
     lanes = plan_lanes(scoring, m, n, mode, tiling)
     pair, others = None, []
     runners = list(bands.devices) if bands is not None and bands.devices else [backend]
+    halves = False
+    if not traceback and bands is not None and bands.halves:
+        from .bands import halves_apply
+
+        halves = halves_apply(mode, ends, m, n) and (len(runners) > 1 or bands.cpu > 1)
     if bands is not None and bands.cluster_device is not None and lanes.store is np.int32:
         from .bands import dask_fillers  # every worker's device, one band each
 
@@ -560,7 +565,9 @@ def align_long(
         runners = [engine.get_backend(r, threads=threads, device=device) for r in runners]
         local = mode == "local"
         args = (a, b, scoring, local, lanes.neg_store, tiling.device_tile)
-        others = hold_devices(runners, *args, processes=bands is not None and bands.processes)
+        # halves: the second device holds the pair reversed instead (bands.halves_score)
+        held = runners[:1] if halves else runners
+        others = hold_devices(held, *args, processes=bands is not None and bands.processes)
         pair = others[0] if others else None
     if prune and getattr(pair, "prunes", False) and m * n >= tiling.device_cells:
         # Pruned tiles leave lower bounds (H = 0), and so does every value computed from
@@ -574,16 +581,15 @@ def align_long(
     job = _Aligner(a, b, scoring, mode, ends, tiling, threads, lanes, pair)
     if bands is not None or progress is not None:
         job.plan = _plan(job, bands, progress, others)
-    if not traceback and bands is not None and bands.halves:
-        from .bands import halves_apply, halves_fillers, halves_score
+    if halves:
+        from .bands import halves_fillers, halves_score
 
-        pair_up = halves_fillers(job, bands, runners, others, scoring, tiling.device_tile)
-        if halves_apply(mode, ends, m, n) and pair_up is not None:
-            halves = threads if others else max(1, threads // 2)
-            score = halves_score(job, *pair_up, halves, progress)
-            for k, held in enumerate(pair_up if stats is not None and others else ()):
-                stats.record(f"{held.label} #{k}", held.cells, held.kernel_seconds)
-            return PairwiseResult(score, m, m, n, n)
+        top, bottom = halves_fillers(job, bands, runners, others, scoring, tiling.device_tile)
+        score, used = halves_score(job, top, bottom, threads if others else max(1, threads // 2),
+                                   progress)  # fmt: skip
+        for k, held in enumerate(used if stats is not None and others else ()):
+            stats.record(f"{held.label} #{k}", held.cells, held.kernel_seconds)
+        return PairwiseResult(score, m, m, n, n)
     region = job.global_region()
     points = job.fill(region, keep=traceback, final_col=not job.local, prune=prune)
     score, a_end, b_end = job.end_cell(points)
