@@ -37,7 +37,8 @@ def main() -> None:
     parser.add_argument("--mode", default="global", choices=["global", "local", "semiglobal"])
     parser.add_argument("--cases", default="one,chunks,shared,separate,one,shared",
                         help="comma list of one, chunks, halves, shared, separate, shared-host, "
-                        "shared-H (band_tiles H), one-tb, shared-tb")  # fmt: skip
+                        "shared-H[-L[-B[-W]]] (band_tiles, lag, batch, window; 0: default), "
+                        "one-tb, shared-tb")  # fmt: skip
     parser.add_argument("--budget", type=float, default=200, help="seconds; later cases skipped")
     parser.add_argument("--any-device", action="store_true", help="PoCL: two queues of it")
     parser.add_argument("--out", default="skewed.json")
@@ -113,13 +114,16 @@ def main() -> None:
             group = single if kind.startswith("separate") else shared
             waits = kind.startswith("shared") and "host" not in kind
             extra = {"device_waits": waits}
-            if kind.split("-")[-1].isdigit():
-                extra["band_tiles"] = int(kind.split("-")[-1])
+            # shared-H[-L[-B[-W]]]: band tile rows, lag, batch, window (0: the default)
+            numbers = [int(x) for x in kind.split("-") if x.isdigit()]
+            for key, value in zip(("band_tiles", "lag", "batch", "window"), numbers, strict=False):
+                if value:
+                    extra[key] = value
             how = "one context, devices wait" if waits else "host waits"
             if kind.startswith("separate"):
                 how = "a context each, host waits"
-            if "band_tiles" in extra:
-                how += f", bands of {extra['band_tiles']} tile rows"
+            if len(extra) > 1:
+                how += ", " + ", ".join(f"{k} {v}" for k, v in extra.items() if k != "device_waits")
             label = f"{len(gpus)} GPUs, skewed bands ({how}){' traceback' if tb else ''}"
             case(label, tb, bands=Bands(devices=group, skewed=True, skew_options=extra))
         else:
