@@ -95,9 +95,16 @@ def main() -> None:
             "cigar_chars": len(r.cigar) if traceback else 0,
             "devices": {k: [w.cells, round(w.seconds, 3)] for k, w in stats.workers.items()},
         }
+        from dpalign.kernels_cl import skewed
+
+        if "skewed" in name and skewed.last_stats:
+            row["skewed"] = {k: v for k, v in skewed.last_stats.items()}
+            skewed.last_stats.clear()
         rows.append(row)
         print(f"{name}: {seconds:.2f} s, {row['gcups']:.0f} GCUPS, score {r.score}, "
               f"kernel s per device {row['devices']}", flush=True)  # fmt: skip
+        if "skewed" in row:
+            print(f"    {json.dumps(row['skewed'], default=str)}", flush=True)
 
     for name in args.cases.split(","):
         tb = name.endswith("-tb")

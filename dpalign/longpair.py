@@ -565,10 +565,11 @@ def align_long(
         runners = [engine.get_backend(r, threads=threads, device=device) for r in runners]
         local = mode == "local"
         args = (a, b, scoring, local, lanes.neg_store, tiling.device_tile)
-        # halves: the second device holds the pair reversed instead (bands.halves_score)
-        held = runners[:1] if halves else runners
-        others = hold_devices(held, *args, processes=bands is not None and bands.processes)
-        pair = others[0] if others else None
+        if halves:  # each half's device holds its pair in the half's own thread
+            others = list(runners)
+        else:
+            others = hold_devices(runners, *args, processes=bands.processes if bands else False)
+        pair = others[0] if others and not halves else None
     if prune and getattr(pair, "prunes", False) and m * n >= tiling.device_cells:
         # Pruned tiles leave lower bounds (H = 0), and so does every value computed from
         # them, on every level of the traceback: exact on the optimal paths only. 16-bit
@@ -584,7 +585,8 @@ def align_long(
     if halves:
         from .bands import halves_fillers, halves_score
 
-        top, bottom = halves_fillers(job, bands, runners, others, scoring, tiling.device_tile)
+        devices = others  # the device backends (not yet holding the pair), or none
+        top, bottom = halves_fillers(job, bands, devices, scoring, tiling.device_tile)
         score, used = halves_score(job, top, bottom, threads if others else max(1, threads // 2),
                                    progress)  # fmt: skip
         for k, held in enumerate(used if stats is not None and others else ()):

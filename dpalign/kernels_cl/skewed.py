@@ -245,6 +245,10 @@ class _Device:
         return [(b, u - b * self.skew) for b in range(lo, hi + 1) if self.bands[b] > 0]
 
 
+#: The last fill's account (:attr:`SkewedFill.stats`), for benchmarks.
+last_stats: dict = {}
+
+
 class SkewedFill:
     """Fill one region on several devices (one :class:`PairOnDevice` each, the same pair)
     in skewed row bands; see the module docstring.
@@ -292,13 +296,16 @@ class SkewedFill:
         packed = bool(pair.packed) and not wide and tr <= pair.packed_defines["MAXTR"]
         plan = band_plan(n_tr, n_tc, len(self.pairs), *self.options)
         job = _Job(r0, c0, top, left, row_slot, col_slot, tr, tc, neg_store, plan, packed)
+        start = time.perf_counter()
         devices = [
             _Device(job, d, p, list(range(d, job.n_bands, plan.devices)))
             for d, p in enumerate(self.pairs)
         ]
-        start = time.perf_counter()
         with driver_errors(pair.dctx.caps, "running the skewed bands"):
-            _Run(job, devices, self.device_waits, self.window).run()
+            run = _Run(job, devices, self.device_waits, self.window)
+            began = time.perf_counter()
+            run.run()
+            ran = time.perf_counter() - began
             if packed:
                 widened = False
                 for dev in (d for d in devices if d.bands):
@@ -319,14 +326,31 @@ class SkewedFill:
             dev.pair.kernel_seconds += sec
             dev.pair.launches += len(dev.events)
             dev.pair.cells += sum(dev.heights) * w
+        spans, idle = [], []
+        for dev in devices:
+            if not dev.events:
+                spans.append(0.0)
+                idle.append(0.0)
+                continue
+            starts = np.array([ev.profile.start for ev in dev.events], np.int64)
+            ends = np.array([ev.profile.end for ev in dev.events], np.int64)
+            spans.append(float(ends[-1] - starts[0]) * 1e-9)
+            idle.append(float(np.maximum(starts[1:] - ends[:-1], 0).sum()) * 1e-9)
         self.stats = {
             "wall": time.perf_counter() - start,
+            "set_up": began - start,
+            "run": ran,
             "kernel": seconds,
+            "device_span": spans,  # first launch's start to last one's end
+            "device_idle": idle,  # gaps between launches within that span
+            "host": dict(run.counts),
             "launches": [len(d.events) for d in devices],
             "bands": job.n_bands,
             "band_tiles": plan.band_tiles,
             "lag": plan.lag,
         }
+        last_stats.clear()
+        last_stats.update(self.stats)
         return DeviceFill(
             fill.last_row, fill.row_store, fill.col_store, fill.best, max(seconds), 0, 0
         )
@@ -483,6 +507,8 @@ class _Run:
         self.pinned = _Pinned(devices[0].dctx, (job.plan.batch + 2) * job.tc + 1)
         # copies in flight: (producer, band b there, first col, last col, event, slot)
         self.handoffs: list = []
+        # the host loop's account: steps blocked on a border or on the window, sleeps
+        self.counts = {"border": 0, "window": 0, "sleeps": 0, "sleep_s": 0.0, "loops": 0}
 
     def run(self) -> None:
         devices = [d for d in self.devices if d.bands]
@@ -502,7 +528,11 @@ class _Run:
                         if self._copy(dev):
                             moved = True
                     if not moved:
+                        t0 = time.perf_counter()
                         time.sleep(1e-4)
+                        self.counts["sleeps"] += 1
+                        self.counts["sleep_s"] += time.perf_counter() - t0
+                self.counts["loops"] += 1
             for dev in devices:
                 dev.dctx.queue.flush()
             for dev in devices:
@@ -525,6 +555,7 @@ class _Run:
             back = dev.event_of.get(s - self.window)
             if back is not None:
                 if not _complete(back):
+                    self.counts["window"] += 1
                     break
                 del dev.event_of[s - self.window]
             waits = []
@@ -537,6 +568,7 @@ class _Run:
                 while pending and pending[0][0] <= tj:
                     waits.append(pending.pop(0)[1])
             if blocked:
+                self.counts["border"] += 1
                 break
             start, count = dev.tiles(s)
             if count:
