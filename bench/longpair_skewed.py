@@ -38,6 +38,7 @@ def main() -> None:
     parser.add_argument("--cases", default="one,chunks,shared,separate,one,shared",
                         help="comma list of one, chunks, halves, shared, separate, shared-host, "
                         "shared-H[-L[-B[-W]]] (band_tiles, lag, batch, window; 0: default), "
+                        "shared-inorder, separate-inorder (no copy queues), "
                         "one-tb, shared-tb")  # fmt: skip
     parser.add_argument("--budget", type=float, default=200, help="seconds; later cases skipped")
     parser.add_argument("--any-device", action="store_true", help="PoCL: two queues of it")
@@ -121,6 +122,8 @@ def main() -> None:
             group = single if kind.startswith("separate") else shared
             waits = kind.startswith("shared") and "host" not in kind
             extra = {"device_waits": waits}
+            if "inorder" in kind:  # copies and uploads on the devices' in-order queues
+                extra["copy_queues"] = False
             # shared-H[-L[-B[-W]]]: band tile rows, lag, batch, window (0: the default)
             numbers = [int(x) for x in kind.split("-") if x.isdigit()]
             for key, value in zip(("band_tiles", "lag", "batch", "window"), numbers, strict=False):

@@ -50,6 +50,7 @@ def test_skewed_bands_leave_one_devices_fill(cl_device, data):
         batch=data.draw(st.integers(1, 5), label="batch"),
         window=data.draw(st.integers(1, 40), label="window"),
         device_waits=data.draw(st.booleans(), label="device_waits"),
+        copy_queues=data.draw(st.booleans(), label="copy_queues"),
     )
     rng = np.random.default_rng(seed)
     a, b = random_pair(rng, m, n, 20 if sub == "BLOSUM62" else 4, True)
@@ -134,9 +135,10 @@ def test_skewed_region_inside_the_matrix(cl_device):
     traceback=st.booleans(),
     band_tiles=st.integers(1, 4),
     device_waits=st.booleans(),
+    copy_queues=st.booleans(),
 )
 def test_skewed_bands_align_as_the_oracle(cl_device, seed, mode, traceback, band_tiles,
-                                          device_waits):  # fmt: skip
+                                          device_waits, copy_queues):  # fmt: skip
     """Whole alignments: the forward pass in skewed bands on two queues of one context
     (``OpenCLBackend(share=...)``), the traceback's recomputations too."""
     from dpalign.kernels_cl.backend import OpenCLBackend
@@ -148,7 +150,8 @@ def test_skewed_bands_align_as_the_oracle(cl_device, seed, mode, traceback, band
     devices = [OpenCLBackend(device=cl_device, share=share, stream=k) for k in range(2)]
     tiling = Tiling(tile_rows=6, tile_cols=5, blocks=3, leaf_rows=4, leaf_cols=4,
                     device_cells=1, device_tile=(3, 2, 2))  # fmt: skip
-    options = dict(band_tiles=band_tiles, lag=1, batch=1, device_waits=device_waits)
+    options = dict(band_tiles=band_tiles, lag=1, batch=1, device_waits=device_waits,
+                   copy_queues=copy_queues)  # fmt: skip
     got = align_long(
         a, b, scoring, mode, traceback=traceback, tiling=tiling,
         bands=Bands(devices=devices, min_cells=1, skewed=True, skew_options=options),

@@ -263,10 +263,14 @@ class SkewedFill:
         one context); False: the host polls each copy's event, then uploads.
     band_tiles, lag, batch, window : int, optional
         See :func:`band_plan`, :data:`WINDOW`.
+    copy_queues : bool
+        Border copies and uploads on each device's copy queue, the launches waiting on the
+        uploads' events (default); False: on the devices' in-order queues, no event lists
+        within a device (see ``_Run``).
     """
 
     def __init__(self, pairs, device_waits=None, band_tiles=None, lag=None, batch=None,
-                 window=None):  # fmt: skip
+                 window=None, copy_queues=True):  # fmt: skip
         if len(pairs) < 1:
             raise OptionError("skewed bands need at least one device")
         shapes = {(p.shape.rows, p.shape.cols, p.shape.packed) for p in pairs}
@@ -279,6 +283,7 @@ class SkewedFill:
         self.device_waits = shared if device_waits is None else bool(device_waits)
         self.options = (band_tiles, lag, batch)
         self.window = WINDOW if window is None else int(window)
+        self.copy_queues = bool(copy_queues)
         self.stats: dict = {}
 
     def fill_region(self, r0, c0, top, left, row_slot, col_slot, tile_rows, neg_store,
@@ -302,7 +307,7 @@ class SkewedFill:
             for d, p in enumerate(self.pairs)
         ]
         with driver_errors(pair.dctx.caps, "running the skewed bands"):
-            run = _Run(job, devices, self.device_waits, self.window)
+            run = _Run(job, devices, self.device_waits, self.window, self.copy_queues)
             began = time.perf_counter()
             run.run()
             ran = time.perf_counter() - began
@@ -499,25 +504,38 @@ def _complete(event) -> bool:
 
 class _Run:
     """The host loop: enqueue every device's steps as far as their borders and windows
-    allow, hand bottom rows on, flush, until every device has enqueued its last step."""
+    allow, hand bottom rows on, flush, until every device has enqueued its last step.
 
-    def __init__(self, job, devices, device_waits, window):
+    ``copy_queues``: the border copies go on each device's copy queue (waiting on the
+    launch's event), uploads too, and the launch that first reads a border waits on its
+    upload's event; else everything goes on each device's one in-order queue with no event
+    lists within a device (the copy after the launches before it; the upload, enqueued only
+    when a launch needs it, right before that launch), the only waits being the upload's
+    on the other device's copy (``device_waits``) or the host's poll of it.
+    """
+
+    def __init__(self, job, devices, device_waits, window, copy_queues=True):
         self.job, self.devices = job, devices
         self.device_waits, self.window = device_waits, window
+        self.copy_queues = copy_queues
         self.pinned = _Pinned(devices[0].dctx, (job.plan.batch + 2) * job.tc + 1)
-        # copies in flight: (producer, band b there, first col, last col, event, slot)
-        self.handoffs: list = []
+        # copies in flight per (consumer device, its band): (first col, last col, DP
+        # column, columns, copy event, host slot), in column order
+        self.handoffs: dict[tuple[int, int], list] = {}
         # the host loop's account: steps blocked on a border or on the window, sleeps
         self.counts = {"border": 0, "window": 0, "sleeps": 0, "sleep_s": 0.0, "loops": 0}
+
+    def _queue(self, dev):
+        return dev.dctx.copy_queue if self.copy_queues else dev.dctx.queue
 
     def run(self) -> None:
         devices = [d for d in self.devices if d.bands]
         try:
             while True:
-                moved = self._handoffs()
+                moved = self._handoffs() if self.copy_queues else False
                 for dev in devices:
                     moved |= self._advance(dev)
-                if all(d.done for d in devices) and not self.handoffs:
+                if all(d.done for d in devices):
                     break
                 if not moved:
                     # nothing could go: hand on every finished bottom row now (a consumer
@@ -540,6 +558,7 @@ class _Run:
                     wait(dev.last_event)
         finally:
             for dev in devices:
+                dev.dctx.queue.finish()
                 dev.dctx.copy_queue.finish()
             self.pinned.release()
 
@@ -561,7 +580,7 @@ class _Run:
             waits = []
             blocked = False
             for b, tj in dev.needed(s):
-                if dev.ready[b] <= tj:
+                if dev.ready[b] <= tj and not (not self.copy_queues and self._deliver(dev, b, tj)):
                     blocked = True
                     break
                 pending = dev.needs[b]
@@ -602,6 +621,7 @@ class _Run:
             return False
         u = dev.step - 1 - dev.first
         H, tc, w = plan.band_tiles, job.tc, job.w
+        queue = self._queue(dev)
         queued = False
         for b, k in enumerate(dev.bands):
             if k + 1 >= job.n_bands:
@@ -617,7 +637,7 @@ class _Run:
                 slot = self.pinned.take()
                 n = c_hi - c_lo + 1
                 event = cl.enqueue_copy(
-                    dev.dctx.copy_queue,
+                    queue,
                     slot,
                     dev.rstore,
                     buffer_origin=(c_lo * 4, dev.slot_of_band[b] * 2, 0),
@@ -625,53 +645,58 @@ class _Run:
                     region=(n * 4, 2, 1),
                     buffer_pitches=((w + 1) * 4, 0),
                     host_pitches=(slot.shape[1] * 4, 0),
-                    wait_for=[dev.last_event],
+                    wait_for=[dev.last_event] if self.copy_queues else None,
                     is_blocking=False,
                 )
-                self.handoffs.append([dev, b, lo, hi, c_lo, n, event, slot])
+                consumer = (k + 1) % plan.devices, (k + 1) // plan.devices
+                self.handoffs.setdefault(consumer, []).append([lo, hi, c_lo, n, event, slot])
                 dev.copied[b] = hi
                 queued = True
         if queued:
-            dev.dctx.copy_queue.flush()
+            queue.flush()
         return queued
 
-    def _handoffs(self) -> bool:
-        """Upload the copies that may go to their consumers (in order per band)."""
+    def _upload(self, consumer, cb: int, item) -> None:
         import pyopencl as cl
 
-        job, plan = self.job, self.job.plan
-        moved = False
-        still: list = []
-        blocked: set = set()
-        touched = set()
-        for item in self.handoffs:
-            producer, b, lo, hi, c_lo, n, event, slot = item
-            key = (producer.index, b)
-            if key in blocked or not (self.device_waits or _complete(event)):
-                blocked.add(key)
-                still.append(item)
-                continue
-            k = producer.bands[b] + 1
-            consumer = self.devices[k % plan.devices]
-            cb = k // plan.devices
-            upload = cl.enqueue_copy(
-                consumer.dctx.copy_queue,
-                consumer.top,
-                slot,
-                buffer_origin=(c_lo * 4, cb * 2, 0),
-                host_origin=(0, 0, 0),
-                region=(n * 4, 2, 1),
-                buffer_pitches=((job.w + 1) * 4, 0),
-                host_pitches=(slot.shape[1] * 4, 0),
-                wait_for=[event] if self.device_waits else None,
-                is_blocking=False,
-            )
-            self.pinned.give(upload, slot)
+        lo, hi, c_lo, n, event, slot = item
+        upload = cl.enqueue_copy(
+            self._queue(consumer),
+            consumer.top,
+            slot,
+            buffer_origin=(c_lo * 4, cb * 2, 0),
+            host_origin=(0, 0, 0),
+            region=(n * 4, 2, 1),
+            buffer_pitches=((self.job.w + 1) * 4, 0),
+            host_pitches=(slot.shape[1] * 4, 0),
+            wait_for=[event] if self.device_waits else None,
+            is_blocking=False,
+        )
+        self.pinned.give(upload, slot)
+        if self.copy_queues:
             consumer.needs[cb].append((lo, upload))
-            consumer.ready[cb] = hi
-            touched.add(consumer.index)
-            moved = True
-        self.handoffs = still
+        consumer.ready[cb] = hi
+
+    def _deliver(self, consumer, cb: int, tj: int) -> bool:
+        """In-order queues: upload the copies band ``cb`` of ``consumer`` needs through tile
+        column ``tj`` (those that may go: enqueued, or with the host waiting, finished)."""
+        pending = self.handoffs.get((consumer.index, cb))
+        while pending and consumer.ready[cb] <= tj:
+            if not (self.device_waits or _complete(pending[0][4])):
+                break
+            self._upload(consumer, cb, pending.pop(0))
+        return consumer.ready[cb] > tj
+
+    def _handoffs(self) -> bool:
+        """Copy queues: upload every copy that may go to its consumer (in order per band)."""
+        moved = False
+        touched = set()
+        for (index, cb), pending in self.handoffs.items():
+            consumer = self.devices[index]
+            while pending and (self.device_waits or _complete(pending[0][4])):
+                self._upload(consumer, cb, pending.pop(0))
+                touched.add(index)
+                moved = True
         for index in touched:
             self.devices[index].dctx.copy_queue.flush()
         return moved
