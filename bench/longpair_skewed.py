@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from make_long_pair import related  # noqa: E402
 
+from dpalign import bands as bands_module  # noqa: E402
 from dpalign.bands import Bands  # noqa: E402
 from dpalign.gcups import RunStats  # noqa: E402
 from dpalign.longpair import Tiling, align_long  # noqa: E402
@@ -101,6 +102,9 @@ def main() -> None:
         if "skewed" in name and skewed.last_stats:
             row["skewed"] = {k: v for k, v in skewed.last_stats.items()}
             skewed.last_stats.clear()
+        if "halves" in name and bands_module.last_halves:
+            row["skewed"] = {k: round(v, 3) for k, v in bands_module.last_halves.items()}
+            bands_module.last_halves.clear()
         rows.append(row)
         print(f"{name}: {seconds:.2f} s, {row['gcups']:.0f} GCUPS, score {r.score}, "
               f"kernel s per device {row['devices']}", flush=True)  # fmt: skip

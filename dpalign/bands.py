@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -673,12 +674,14 @@ def halves_score(job, top_filler, bottom_filler, threads: int, progress=None):
     def fill(k: int) -> None:
         filler, top, left = pieces[k]
         h = left.shape[1] - 1
+        t0 = time.perf_counter()
         if not isinstance(filler, RegionFiller) and callable(filler):
             try:
                 filler = made[k] = filler()
             except BaseException as exc:
                 failed.append(exc)
                 return
+        last_halves[f"set_up_{k}"] = time.perf_counter() - t0
         th = getattr(filler, "tile_rows", None) or min(job.tiling.tile_rows, h)
         tw = getattr(filler, "tile_cols", None) or min(job.tiling.tile_cols, n)
         n_rows, n_cols = -(-h // th), -(-n // tw)
@@ -687,11 +690,14 @@ def halves_score(job, top_filler, bottom_filler, threads: int, progress=None):
                 0, 0, top, left, np.full(n_rows, -1), np.full(n_cols, -1), th, tw, threads
             )
             rows[k] = np.asarray(done.last_row, np.int64)
+            last_halves[f"fill_{k}"] = time.perf_counter() - t0 - last_halves[f"set_up_{k}"]
             if progress is not None:
                 progress(h * n)
         except BaseException as exc:  # raised in the caller's thread
             failed.append(exc)
 
+    last_halves.clear()
+    began = time.perf_counter()
     worker = threading.Thread(target=fill, args=(1,), name="dpalign-bottom-half")
     worker.start()
     fill(0)
@@ -703,7 +709,14 @@ def halves_score(job, top_filler, bottom_filler, threads: int, progress=None):
     # column 0 (and n, for the reversed half) is a boundary: the only path along it is a
     # vertical gap, whose D the fills do not keep
     f_d[0], r_d[n] = f_h[0], r_h[n]
-    return int(max((f_h + r_h).max(), (f_d + r_d).max() + o)), made
+    score = int(max((f_h + r_h).max(), (f_d + r_d).max() + o))
+    last_halves["wall"] = time.perf_counter() - began
+    return score, made
+
+
+#: The last :func:`halves_score`'s account (each half's set-up and fill, seconds), for
+#: benchmarks.
+last_halves: dict = {}
 
 
 def halves_fillers(job, bands: Bands, devices, scoring, device_tile):

@@ -43,8 +43,10 @@ from .programs import build
 BAND_TILES = 512
 #: Steps between a device's copies of its bands' bottom rows.
 BATCH = 16
-#: Steps of slack between a band's bottom row and the band below reading it.
-LAG = 32
+#: Steps of slack between a band's bottom row and the band below reading it (two H200s, 3 Mb:
+#: 32 steps 4.40 s, 64 steps 3.84 s: with 32 the launches that read a border still waited on
+#: its upload, and their kernel time grew by 0.5 s a device).
+LAG = 64
 #: Steps a device's launches may be enqueued ahead of its last finished one.
 WINDOW = 512
 #: Steps between flushes of a device's queue.
@@ -324,23 +326,26 @@ class SkewedFill:
                         r0, c0, top, left, row_slot, col_slot, tile_rows, neg_store, wide=True
                     )
             fill = job.collect(devices)
-        seconds = [
-            sum((ev.profile.end - ev.profile.start) * 1e-9 for ev in dev.events) for dev in devices
-        ]
+        # one pass over the launches' profiles, 35 k of them for a 3 Mb pair (on PoCL the
+        # event.profile proxy took 1.4 us a launch, get_profiling_info 0.2 us a value)
+        import pyopencl as cl
+
+        info = cl.profiling_info
+        seconds, spans, idle = [], [], []
+        for dev in devices:
+            starts = np.fromiter(
+                (ev.get_profiling_info(info.START) for ev in dev.events), np.int64, len(dev.events)
+            )
+            ends = np.fromiter(
+                (ev.get_profiling_info(info.END) for ev in dev.events), np.int64, len(dev.events)
+            )
+            seconds.append(float((ends - starts).sum()) * 1e-9)
+            spans.append(float(ends[-1] - starts[0]) * 1e-9 if len(ends) else 0.0)
+            idle.append(float(np.maximum(starts[1:] - ends[:-1], 0).sum()) * 1e-9)
         for dev, sec in zip(devices, seconds, strict=True):
             dev.pair.kernel_seconds += sec
             dev.pair.launches += len(dev.events)
             dev.pair.cells += sum(dev.heights) * w
-        spans, idle = [], []
-        for dev in devices:
-            if not dev.events:
-                spans.append(0.0)
-                idle.append(0.0)
-                continue
-            starts = np.array([ev.profile.start for ev in dev.events], np.int64)
-            ends = np.array([ev.profile.end for ev in dev.events], np.int64)
-            spans.append(float(ends[-1] - starts[0]) * 1e-9)
-            idle.append(float(np.maximum(starts[1:] - ends[:-1], 0).sum()) * 1e-9)
         self.stats = {
             "wall": time.perf_counter() - start,
             "set_up": began - start,
