@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -75,6 +76,19 @@ class Bands:
         With ``cluster``: each worker holds the pair on a device of its own, built as
         ``engine.get_backend(name, **options)`` there (``("opencl", {"device": "gpu"})``),
         instead of filling on its CPU cores.
+    skewed : bool
+        Devices fill each large region in skewed row bands, every device's launches
+        enqueued by one host thread (:mod:`dpalign.kernels_cl.skewed`; devices sharing one
+        OpenCL context wait on each other's copies on the device) instead of column bands
+        of row chunks. Regions of other tile shapes (the traceback's) stay on one device.
+    halves : bool
+        Score-only global alignments ending in the last cell (:func:`halves_apply`): the
+        top half of the matrix forward on the first filler and the bottom half backward on
+        the second (the pair reversed), joined on the middle row (:func:`halves_score`);
+        no border passes between them. Traceback and other modes take the bands.
+    skew_options : dict, optional
+        ``SkewedFill``'s options (``band_tiles``, ``lag``, ``batch``, ``window``,
+        ``device_waits``).
     processes : bool
         Drive every device after the first from a process of its own (default: threads of
         this process; on two H200s processes were no faster, 12.5 s against 11.3 s for a
@@ -89,6 +103,9 @@ class Bands:
     min_cells: int = 1 << 24
     processes: bool = False
     cluster_device: tuple | None = None
+    skewed: bool = False
+    skew_options: dict | None = None
+    halves: bool = False
 
     def __post_init__(self) -> None:
         if self.cpu < 0:
@@ -348,6 +365,7 @@ class Plan:
         self.progress = progress
         self.device_fillers = list(device_fillers)
         self.remote = list(remote)
+        self._skewed = None  # the skewed filler of the device fillers (False: none)
 
     def __call__(self, filler: RegionFiller, on_device: bool, cells: int) -> RegionFiller:
         """The filler for a region of ``cells`` cells that ``filler`` would fill alone."""
@@ -358,6 +376,17 @@ class Plan:
         common = dict(
             chunk_rows=bands.chunk_rows, min_chunk_tiles=chunk_tiles, progress=self.progress
         )
+        if on_device and len(self.device_fillers) > 1 and bands.skewed:
+            first, *others = self.device_fillers
+            if self._skewed is None:
+                together = getattr(first, "together", None)
+                options = bands.skew_options or {}
+                self._skewed = (together(others, **options) if together else None) or False
+            # the forward pass's tiles on every device; the traceback's own tiles (a
+            # reshaped pair on the first device) stay there
+            chosen = self._skewed if filler is first else filler
+            if chosen is not False:
+                return chosen if self.progress is None else CountingFiller(chosen, self.progress)
         if on_device and len(self.device_fillers) > 1:
             fills = [f.fill_region for f in self.device_fillers]
             return PieceFiller(fills, members=self.device_fillers, **common)
@@ -462,12 +491,34 @@ def hold_devices(runners, a, b, scoring, local, neg_store, tile, processes: bool
     """
     from . import engine
 
+    if processes or len(runners) < 2:
+        made = []
+        for k, runner in enumerate(runners):
+            if k and processes:
+                made.append(ProcessFiller(runner, (a, b, scoring, local, neg_store, tile)))
+            else:
+                made.append(engine.device_regions(runner, a, b, scoring, local, neg_store, tile))
+    else:
+        # every device's set-up at once (profiles built and uploaded: ~0.3 s per device for
+        # a 3 Mb pair, a tenth of its two-GPU fill)
+        made = [None] * len(runners)
+        failed: list[BaseException] = []
+
+        def hold(k: int) -> None:
+            try:
+                made[k] = engine.device_regions(runners[k], a, b, scoring, local, neg_store, tile)
+            except BaseException as exc:  # raised in the caller's thread
+                failed.append(exc)
+
+        workers = [threading.Thread(target=hold, args=(k,)) for k in range(len(runners))]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        if failed:
+            raise failed[0]
     held = []
-    for k, runner in enumerate(runners):
-        if k and processes:
-            held.append(ProcessFiller(runner, (a, b, scoring, local, neg_store, tile)))
-            continue
-        filler = engine.device_regions(runner, a, b, scoring, local, neg_store, tile)
+    for filler in made:
         if filler is None:
             break
         held.append(filler)
@@ -572,3 +623,124 @@ def _stop(conn, process) -> None:
         if process.is_alive():
             process.terminate()
     conn.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Global scores: the top half forward and the bottom half backward, on two fillers at once
+# --------------------------------------------------------------------------------------------
+
+
+def halves_apply(mode: str, ends, m: int, n: int) -> bool:
+    """Whether :func:`halves_score` gives this alignment's score and end cell: global mode
+    whose end is cell ``(m, n)`` and whose left column is penalised (free leading gaps of
+    ``a``, along the top row, are fine)."""
+    _, a_trail, b_lead, b_trail = ends
+    return mode == "global" and not (a_trail or b_lead or b_trail) and m >= 2 and n >= 1
+
+
+def halves_score(job, top_filler, bottom_filler, threads: int, progress=None):
+    """The global score of ``job``'s pair (:func:`halves_apply`) from two independent fills,
+    and the two fillers used (either may be a callable that makes it: then it is made in the
+    thread that fills its half, beside the other half's set-up and fill).
+
+    ``top_filler`` fills rows ``0 .. r`` (``r = m // 2``) of the matrix forward, from the
+    mode's boundaries; ``bottom_filler``, holding both sequences reversed, fills rows
+    ``0 .. m - r`` of the reversed problem (the suffixes ``a[r:]``, ``b[j:]`` aligned from
+    their ends). Every path crosses row ``r`` and leaves it at some cell ``(r, j)``: the best
+    alignment through it scores ``F_H(r, j) + R_H(r, j)``, or, when a vertical gap runs across
+    the cut, ``F_D(r, j) + R_D(r, j) + o`` (each half paid the gap's opening); the score is the
+    largest of these. The two fills share no border (on two devices: no hand-on at all), each
+    half a wavefront as long as the whole matrix's but with half its rows.
+    """
+    m, n = len(job.a), len(job.b)
+    r = m // 2
+    o, e = job.o, job.e
+    store, neg = job.lanes.store, job.lanes.neg_store
+    whole = job.global_region()
+    gap = lambda k: -(o + e * np.arange(k + 1, dtype=np.int64))  # noqa: E731
+    rev_top = np.empty((2, n + 1), store)
+    rev_left = np.empty((2, m - r + 1), store)
+    rev_top[0], rev_left[0] = gap(n), gap(m - r)
+    rev_top[0, 0] = rev_left[0, 0] = 0
+    rev_top[1] = rev_left[1] = neg
+    pieces = [
+        (top_filler, whole.top, np.ascontiguousarray(whole.left[:, : r + 1])),
+        (bottom_filler, rev_top, rev_left),
+    ]
+    rows: list = [None, None]
+    made = [top_filler, bottom_filler]
+    failed: list[BaseException] = []
+
+    def fill(k: int) -> None:
+        filler, top, left = pieces[k]
+        h = left.shape[1] - 1
+        t0 = time.perf_counter()
+        if not isinstance(filler, RegionFiller) and callable(filler):
+            try:
+                filler = made[k] = filler()
+            except BaseException as exc:
+                failed.append(exc)
+                return
+        last_halves[f"set_up_{k}"] = time.perf_counter() - t0
+        th = getattr(filler, "tile_rows", None) or min(job.tiling.tile_rows, h)
+        tw = getattr(filler, "tile_cols", None) or min(job.tiling.tile_cols, n)
+        n_rows, n_cols = -(-h // th), -(-n // tw)
+        try:
+            done = filler.fill_region(
+                0, 0, top, left, np.full(n_rows, -1), np.full(n_cols, -1), th, tw, threads
+            )
+            rows[k] = np.asarray(done.last_row, np.int64)
+            last_halves[f"fill_{k}"] = time.perf_counter() - t0 - last_halves[f"set_up_{k}"]
+            if progress is not None:
+                progress(h * n)
+        except BaseException as exc:  # raised in the caller's thread
+            failed.append(exc)
+
+    last_halves.clear()
+    began = time.perf_counter()
+    worker = threading.Thread(target=fill, args=(1,), name="dpalign-bottom-half")
+    worker.start()
+    fill(0)
+    worker.join()
+    if failed:
+        raise failed[0]
+    f_h, f_d = rows[0][0], rows[0][1].copy()
+    r_h, r_d = rows[1][0][::-1], rows[1][1][::-1].copy()
+    # column 0 (and n, for the reversed half) is a boundary: the only path along it is a
+    # vertical gap, whose D the fills do not keep
+    f_d[0], r_d[n] = f_h[0], r_h[n]
+    score = int(max((f_h + r_h).max(), (f_d + r_d).max() + o))
+    last_halves["wall"] = time.perf_counter() - began
+    return score, made
+
+
+#: The last :func:`halves_score`'s account (each half's set-up and fill, seconds), for
+#: benchmarks.
+last_halves: dict = {}
+
+
+def halves_fillers(job, bands: Bands, devices, scoring, device_tile):
+    """``(top, bottom)`` for :func:`halves_score`: callables that hold the pair on the first
+    device backend of ``devices`` and the reversed pair on the second (each made in its
+    half's thread, so the two set-ups overlap); with no devices, two CPU fillers."""
+    from . import engine
+
+    a_rev, b_rev = np.ascontiguousarray(job.a[::-1]), np.ascontiguousarray(job.b[::-1])
+    if devices:
+        neg_store = job.lanes.neg_store
+
+        def holder(backend, a, b):
+            def hold():
+                made = engine.device_regions(backend, a, b, scoring, False, neg_store, device_tile)
+                if made is None:
+                    raise OptionError(f"{backend.name} holds no long pair for a half")
+                return made
+
+            return hold
+
+        return holder(devices[0], job.a, job.b), holder(devices[1], a_rev, b_rev)
+    lanes = job.lanes
+    bottom = engine.cpu_regions(
+        a_rev, b_rev, job.matrix, job.o, job.e, False, lanes.neg, lanes.neg_store, lanes.relative
+    )
+    return job.cpu, bottom

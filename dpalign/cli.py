@@ -1038,12 +1038,15 @@ def _align_bands(args):
         if not specs:
             raise DpalignError(f"--device all: {why or 'no OpenCL device was found'}")
     if len(specs) > 1:
-        # a device named twice gets queues of its own per band
+        # a device named twice gets queues of its own per band; all of them in one OpenCL
+        # context where they share a platform, so that their border copies wait on each
+        # other on the devices (skewed bands); global scores as two independent halves
+        share = ",".join(specs)
         devices = [
-            get_backend("opencl", device=spec, stream=specs[:k].count(spec))
+            get_backend("opencl", device=spec, stream=specs[:k].count(spec), share=share)
             for k, spec in enumerate(specs)
         ]
-        return devices[0], None, Bands(devices=devices), None
+        return devices[0], None, Bands(devices=devices, skewed=True, halves=True), None
     device = specs[0] if specs else None
     if args.bands is not None:
         return args.backend, device, Bands(cpu=args.bands), None

@@ -547,6 +547,11 @@ def align_long(
     lanes = plan_lanes(scoring, m, n, mode, tiling)
     pair, others = None, []
     runners = list(bands.devices) if bands is not None and bands.devices else [backend]
+    halves = False
+    if not traceback and bands is not None and bands.halves:
+        from .bands import halves_apply
+
+        halves = halves_apply(mode, ends, m, n) and (len(runners) > 1 or bands.cpu > 1)
     if bands is not None and bands.cluster_device is not None and lanes.store is np.int32:
         from .bands import dask_fillers  # every worker's device, one band each
 
@@ -560,8 +565,11 @@ def align_long(
         runners = [engine.get_backend(r, threads=threads, device=device) for r in runners]
         local = mode == "local"
         args = (a, b, scoring, local, lanes.neg_store, tiling.device_tile)
-        others = hold_devices(runners, *args, processes=bands is not None and bands.processes)
-        pair = others[0] if others else None
+        if halves:  # each half's device holds its pair in the half's own thread
+            others = list(runners)
+        else:
+            others = hold_devices(runners, *args, processes=bands.processes if bands else False)
+        pair = others[0] if others and not halves else None
     if prune and getattr(pair, "prunes", False) and m * n >= tiling.device_cells:
         # Pruned tiles leave lower bounds (H = 0), and so does every value computed from
         # them, on every level of the traceback: exact on the optimal paths only. 16-bit
@@ -574,6 +582,16 @@ def align_long(
     job = _Aligner(a, b, scoring, mode, ends, tiling, threads, lanes, pair)
     if bands is not None or progress is not None:
         job.plan = _plan(job, bands, progress, others)
+    if halves:
+        from .bands import halves_fillers, halves_score
+
+        devices = others  # the device backends (not yet holding the pair), or none
+        top, bottom = halves_fillers(job, bands, devices, scoring, tiling.device_tile)
+        score, used = halves_score(job, top, bottom, threads if others else max(1, threads // 2),
+                                   progress)  # fmt: skip
+        for k, held in enumerate(used if stats is not None and others else ()):
+            stats.record(f"{held.label} #{k}", held.cells, held.kernel_seconds)
+        return PairwiseResult(score, m, m, n, n)
     region = job.global_region()
     points = job.fill(region, keep=traceback, final_col=not job.local, prune=prune)
     score, a_end, b_end = job.end_cell(points)

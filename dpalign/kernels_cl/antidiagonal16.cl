@@ -39,6 +39,16 @@
 #define P_COL0 7
 #define P_PSTRIDE 8
 #define P_SMAX 9
+/* BANDS: see antidiagonal.cl */
+#define P_BH 11
+#define P_BSK 12
+#define P_BOFF 13
+#define P_BK 14
+#define P_BK0 15
+#define P_NTR 16
+#ifndef BANDS
+#define BANDS 0
+#endif
 
 #ifndef TW
 #define TW 32
@@ -186,7 +196,19 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
                          const int diagonal, const int ti0)
 {
     const int t = get_local_id(0);
+#if BANDS
+    const int ti = ti0 + get_group_id(0), band = ti / P[P_BH], br = ti - band * P[P_BH];
+    const int tj = diagonal - br - band * P[P_BSK] - P[P_BOFF];
+    if (tj < 0 || tj >= P[P_NTC] || ti >= P[P_NTR]) return; /* the whole group */
+    const int top_row = br == 0;
+    __global const int *topb = top + (size_t)band * 2 * (P[P_W] + 1);
+    const int arow0 = ((band * P[P_BK] + P[P_BK0]) * P[P_BH] + br) * P[P_TR];
+#else
     const int ti = ti0 + get_group_id(0), tj = diagonal - ti;
+    const int top_row = ti == 0;
+    __global const int *topb = top;
+    const int arow0 = ti * P[P_TR];
+#endif
     const int h = P[P_H], w = P[P_W], tr = P[P_TR];
     const int o = P[P_O], e = P[P_E], oe = o + e;
     const int r0 = ti * tr, c0 = tj * (2 * HALF);
@@ -205,9 +227,9 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
         int hv = 0, dv = 0, hw = 0, dw = 0;
         int c = col1 + k;
         if (c <= w) {
-            if (ti == 0) {
-                hv = top[c];
-                dv = top[wp1 + c];
+            if (top_row) {
+                hv = topb[c];
+                dv = topb[wp1 + c];
             } else {
                 int2 v = up[c];
                 hv = v.x;
@@ -218,9 +240,9 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
         }
         c += HALF;
         if (c <= w) {
-            if (ti == 0) {
-                hw = top[c];
-                dw = top[wp1 + c];
+            if (top_row) {
+                hw = topb[c];
+                dw = topb[wp1 + c];
             } else {
                 int2 v = up[c];
                 hw = v.x;
@@ -236,13 +258,13 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
     }
     int corner = 0, corner_h = 0;
     if (col1 - 1 <= w) {
-        if (t == 0 && tj == 0) corner = left[r0];
-        else if (ti == 0) corner = top[col1 - 1];
+        if (t == 0 && tj == 0 && !(BANDS && top_row)) corner = left[r0];
+        else if (top_row) corner = topb[col1 - 1];
         else corner = up[col1 - 1].x;
         mn = min(mn, corner);
         mx = max(mx, corner);
     }
-    if (col1h - 1 <= w) corner_h = ti == 0 ? top[col1h - 1] : up[col1h - 1].x;
+    if (col1h - 1 <= w) corner_h = top_row ? topb[col1h - 1] : up[col1h - 1].x;
     for (int r = t; r < th; r += TW) {
         int v = tj == 0 ? left[r0 + 1 + r] : vcol[r0 + 1 + r].x;
         mn = min(mn, v);
@@ -316,7 +338,7 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
     /* pairs[R + TW] = x * L + y, x and y the dense codes of a[R] and a[R - TW] (0 outside
        a): the profile row of DP row R + 1 in the low half and R + 1 - TW in the high half
        (halves whose row lies outside the tile compute garbage that nothing reads) */
-    __global const ushort *arow = pairs + P[P_ROW0] + r0 + TW;
+    __global const ushort *arow = pairs + P[P_ROW0] + arow0 + TW;
     __global const uint *pbase = prof + pcol;
 #define PAIR(r) ((int)arow[(r)])
     uint scb[2][CPT]; /* this row's profile values and the next row's */

@@ -22,7 +22,7 @@ from .. import config
 from ..contract import Backend, BlockScores, RegionFill, RegionFiller
 from ..errors import BackendUnavailable, OptionError
 from .antidiagonal import KERNELS as AD_KERNELS
-from .context import device_context, list_devices, wait_totals
+from .context import choose_device, device_context, list_devices, shared_contexts, wait_totals
 from .papara import KERNELS as PAPARA_KERNELS
 from .papara import PaparaRunner
 from .search import KERNELS as SEARCH_KERNELS
@@ -96,6 +96,15 @@ class DeviceRegions(RegionFiller):
 
         return DeviceRegions(self.pair.reshaped(TileShape(*tile)), self.neg_store)
 
+    def together(self, others, **options) -> RegionFiller | None:
+        """One filler for this pair and the same pair on ``others`` (DeviceRegions of other
+        devices): large regions in skewed row bands across all of them
+        (:class:`~dpalign.kernels_cl.skewed.SkewedFill`), None when their tiles differ."""
+        pairs = [self.pair] + [getattr(o, "pair", None) for o in others]
+        if any(p is None or p.shape != self.pair.shape for p in pairs):
+            return None
+        return SkewedRegions(self, pairs, **options)
+
     def fill_region(
         self,
         r0,
@@ -112,6 +121,44 @@ class DeviceRegions(RegionFiller):
     ):
         fill = self.pair.fill_region(
             r0, c0, top, left, row_slot, col_slot, tile_rows, self.neg_store, prune, reuse_stores
+        )
+        return RegionFill(fill.last_row, fill.row_store, fill.col_store, fill.best)
+
+
+class SkewedRegions(RegionFiller):
+    """The same pair on several devices, filling each region in skewed row bands across
+    them (:mod:`dpalign.kernels_cl.skewed`); regions of other tiles, pruned fills and
+    regions too short for a band per device go to ``first`` alone."""
+
+    prunes = True
+    reuses_stores = True
+
+    def __init__(self, first: DeviceRegions, pairs, **options) -> None:
+        from .skewed import SkewedFill
+
+        self.first = first
+        self.pairs = pairs
+        self.filler = SkewedFill(pairs, **options)
+        self.tile_rows, self.tile_cols = first.tile_rows, first.tile_cols
+        self.label = f"{first.label} x {len(pairs)} (skewed bands)"
+
+    @property
+    def cells(self) -> int:
+        return sum(p.cells for p in self.pairs)
+
+    @property
+    def kernel_seconds(self) -> float:
+        return sum(p.kernel_seconds for p in self.pairs)
+
+    def fill_region(
+        self, r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads, **more
+    ):
+        if more.get("prune") or tile_cols != self.pairs[0].shape.cols:
+            return self.first.fill_region(
+                r0, c0, top, left, row_slot, col_slot, tile_rows, tile_cols, threads, **more
+            )
+        fill = self.filler.fill_region(
+            r0, c0, top, left, row_slot, col_slot, tile_rows, self.first.neg_store
         )
         return RegionFill(fill.last_row, fill.row_store, fill.col_store, fill.best)
 
@@ -143,6 +190,11 @@ class OpenCLBackend(Backend):
     width: int | None = None
     search_kernel: str | None = None  # SearchRunner's local_kernel (None: "auto")
     stream: int = 0  # queues of their own on the device (a second host thread per GPU)
+    #: Device specs (comma-separated) sharing one OpenCL context with this backend's device
+    #: (its own among them), for fills whose devices wait on each other's events
+    #: (:func:`~dpalign.kernels_cl.context.shared_contexts`); the backend's device is the
+    #: ``stream``-th of them naming it.
+    share: str | None = None
     name = "opencl"
     kind = "device"
     kernels = (*PAPARA_KERNELS, *SEARCH_KERNELS, *AD_KERNELS)
@@ -234,12 +286,27 @@ class OpenCLBackend(Backend):
         # Every pair takes the long-pair path: its large regions fill on the device.
         return 0
 
+    def _context(self):
+        """The device context the long-pair fillers use (shared with ``share``'s devices)."""
+        if not self.share:
+            return device_context(self.device, self.stream)
+        specs = [spec.strip() for spec in self.share.split(",") if spec.strip()]
+        try:
+            contexts = shared_contexts(specs)
+        except BackendUnavailable:  # devices of several platforms: a context each
+            return device_context(self.device, self.stream)
+        ident = choose_device(self.device)[0]
+        mine = [dctx for dctx in contexts if dctx.ident == ident]
+        if len(mine) <= self.stream:
+            raise OptionError(f"device {self.device!r} is not among the shared devices {specs}")
+        return mine[self.stream]
+
     def region_filler(self, a, b, scoring, local, neg_store, tile=None):
         from .antidiagonal import GPU_RETILE, GPU_TILE, PairOnDevice, TileShape
 
         shape = TileShape(*tile) if tile else None
         pair = PairOnDevice(
-            device_context(self.device, self.stream),
+            self._context(),
             a,
             b,
             scoring.matrix,

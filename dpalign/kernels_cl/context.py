@@ -151,6 +151,43 @@ def device_context(spec: str | None = None, stream: int = 0) -> DeviceContext:
         return other
 
 
+def shared_contexts(specs) -> list[DeviceContext]:
+    """One OpenCL context holding every device of ``specs`` (memoised), as one
+    :class:`DeviceContext` per spec (its device, its own queues and programs).
+
+    Events of one context can be waited on by any of its queues, so one device's copy can
+    wait on another device's kernel without a host thread in between
+    (:mod:`dpalign.kernels_cl.skewed`). The devices must share a platform. A spec named
+    twice gets the same device with queues of its own.
+    """
+    cl = _cl()
+    chosen = [choose_device(spec) for spec in specs]
+    idents = tuple(ident for ident, _ in chosen)
+    with _CONTEXTS_LOCK:
+        found = _SHARED.get(idents)
+        if found is not None:
+            return found
+        devices = list({ident: dev for ident, dev in chosen}.values())
+        platforms = {dev.platform.int_ptr for dev in devices}
+        caps = [capabilities(dev) for _, dev in chosen]
+        if len(platforms) > 1:
+            raise BackendUnavailable(
+                f"devices {', '.join(idents)} are on different OpenCL platforms: they cannot "
+                "share a context"
+            )
+        with driver_errors(caps[0], "creating a context of several devices"):
+            context = cl.Context(devices)
+            found = []
+            for (ident, device), cap in zip(chosen, caps, strict=True):
+                queue, copy_queue = _queues(cl, context, device)
+                found.append(DeviceContext(ident, device, cap, context, queue, copy_queue))
+        _SHARED[idents] = found
+        return found
+
+
+_SHARED: dict[tuple, list[DeviceContext]] = {}
+
+
 def _queues(cl, context, device):
     profiling = cl.command_queue_properties.PROFILING_ENABLE
     return cl.CommandQueue(context, device, properties=profiling), cl.CommandQueue(context, device)

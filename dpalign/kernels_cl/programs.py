@@ -183,7 +183,8 @@ def _compile(dctx: DeviceContext, name: str, text: str, options: list[str], dige
     import pyopencl as cl
 
     try:
-        program = cl.Program(dctx.context, text).build(options=options)
+        # for this device only: a context may hold several (kernels_cl.context.shared_contexts)
+        program = cl.Program(dctx.context, text).build(options=options, devices=[dctx.device])
     except cl.Error as exc:
         rendered = (
             "".join("#define {} {}\n".format(*opt[2:].split("=", 1)) for opt in options) + text
@@ -196,7 +197,8 @@ def _compile(dctx: DeviceContext, name: str, text: str, options: list[str], dige
     path = _binary_path(name, digest)
     if path is not None:
         try:
-            (binary,) = program.binaries
+            binaries = program.binaries
+            binary = binaries[program.devices.index(dctx.device) if len(binaries) > 1 else 0]
             path.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as handle:
                 handle.write(binary)
