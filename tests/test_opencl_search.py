@@ -418,6 +418,30 @@ def test_buckets_cover_every_target_once():
     assert {(b.G, b.R) for b in buckets if b.passes > 1} <= set(multi)
 
 
+@pytest.mark.parametrize("top", [3000, 40_000, 1 << 25])
+def test_a_length_index_plans_as_the_plain_sorts(top):
+    """plan_buckets with a LengthIndex (radix sorts of the ranks where they fit 16 bits,
+    bincount ranks below 2**24): every target once, each bucket longest first with ties in
+    index order, and the same plan as without the index, for every query length."""
+    from dpalign.kernels_cl.search_group import LengthIndex, plan_buckets
+
+    rng = np.random.default_rng(top)
+    lengths = rng.integers(1, top, 6000)
+    lengths[::7] = lengths[3]  # many ties
+    index = LengthIndex(lengths)
+    for m in (1, 128, 375, 1024):
+        buckets = plan_buckets(lengths, m, index=index)
+        again = plan_buckets(lengths, m)
+        assert [(b.G, b.R, b.passes) for b in buckets] == [(b.G, b.R, b.passes) for b in again]
+        for b, c in zip(buckets, again, strict=True):
+            np.testing.assert_array_equal(b.targets, c.targets)
+            n = lengths[b.targets]
+            ties = np.diff(n) == 0
+            assert (np.diff(n) <= 0).all() and (np.diff(b.targets)[ties] > 0).all()
+        picked = np.concatenate([b.targets for b in buckets])
+        assert sorted(picked.tolist()) == list(range(len(lengths)))
+
+
 def test_small_many_pass_buckets_move_to_the_widest_shape():
     """A narrow multi-pass bucket with few targets is one long dependency chain: its targets
     take the widest multi-pass shape (fewer passes); a big one stays."""
@@ -737,6 +761,34 @@ def test_prepare_search_lays_out_without_building(cl_device, small_group_shapes)
     assert [[(h.index, h.score) for h in q] for q in got] == [
         [(h.index, h.score) for h in q] for q in want
     ]
+
+
+def test_prepare_search_hands_later_chunks_to_a_thread(cl_device, small_group_shapes):
+    """More queries than a chunk, of every plan length: prepare_search prepares the first
+    chunk and leaves the others' plans to a thread; the search, started at once, gives the
+    reference's hits, and every plan the queries take is made once."""
+    from dpalign.kernels_cl import backend as backend_module
+    from dpalign.kernels_cl.search_group import PLAN_LENGTHS
+    from dpalign.search import Database, prepare_search, search_many
+
+    rng = np.random.default_rng(5)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    letters = list("ARNDCQEGHILKMFPSTWYV")
+    texts = ["".join(rng.choice(letters, n)) for n in rng.integers(1, 80, 30)]
+    db = Database(texts, sub_score=scoring)
+    lengths = (1100, 700, 200, 150, 90, 40, 12, 3)  # plans 1024, 256 and 128
+    queries = [scoring.encode("".join(rng.choice(letters, n))) for n in lengths]
+    device = get_backend("opencl", device=cl_device, search_kernel="group")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(backend_module, "QUERY_CHUNK_MAX", 2)
+        prepare_search(queries, db, scoring, "local", device)
+        got = search_many(queries, db, top=4, mode="local", scoring=scoring, backend=device)
+    want = search_many(queries, db, top=4, mode="local", scoring=scoring, backend="reference")
+    assert [[(h.index, h.score) for h in q] for q in got] == [
+        [(h.index, h.score) for h in q] for q in want
+    ]
+    group = next(iter(device._search_cached[1]._groups.values()))
+    assert set(group._plans) == set(PLAN_LENGTHS)
 
 
 @pytest.mark.parametrize("mode", ["local", "global"])

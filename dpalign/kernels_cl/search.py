@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -354,10 +355,12 @@ class BlockResult:
     recomputed: np.ndarray
 
 
+#: Held while a runner makes its GroupSearch (once per runner and PTX setting).
+_GROUPS_LOCK = threading.Lock()
+
+
 def _serialized(call):
     """``call`` behind a lock (a progress callback called from several threads)."""
-    import threading
-
     lock = threading.Lock()
 
     def locked(*args):
@@ -421,6 +424,10 @@ class SearchRunner:
     residues : ndarray of uint8, optional
         Every target's codes in one buffer, in any order (where the caller has one: saves
         concatenating them again to find the letters in use).
+    lengths : ndarray of int64, optional
+        The targets' lengths, where the caller has them, with ``targets`` contiguous uint8
+        arrays (views of one ragged block: 200,000 of them are taken as they are, not
+        checked and measured one by one).
     """
 
     def __init__(
@@ -435,10 +442,17 @@ class SearchRunner:
         profile: str | None = None,
         local_kernel: str | None = None,
         residues: np.ndarray | None = None,
+        lengths: np.ndarray | None = None,
     ) -> None:
         self.dctx = dctx
-        self.codes = [np.ascontiguousarray(t, dtype=np.uint8) for t in targets]
-        self.lengths = np.fromiter((len(t) for t in self.codes), np.int64, len(self.codes))
+        if lengths is not None:
+            self.codes = list(targets)
+            self.lengths = np.asarray(lengths, np.int64)
+            if len(self.lengths) != len(self.codes):
+                raise OptionError(f"{len(self.lengths)} lengths for {len(self.codes)} targets")
+        else:
+            self.codes = [np.ascontiguousarray(t, dtype=np.uint8) for t in targets]
+            self.lengths = np.fromiter((len(t) for t in self.codes), np.int64, len(self.codes))
         if residues is None and self.codes:
             residues = np.concatenate(self.codes)
         self.residues = residues  # every target's codes in one buffer (any order)
@@ -948,13 +962,16 @@ class SearchRunner:
         by default devices without packed 16-bit PTX)."""
         if not self.uses_group_kernel(task):
             return None
-        if self.ptx not in self._groups:
+        group = self._groups.get(self.ptx)
+        if group is None:
             from .search_group import GroupSearch
 
-            self._groups[self.ptx] = GroupSearch(
-                self.dctx, self.codes, self.lengths, ptx=self.ptx, residues=self.residues
-            )
-        group = self._groups[self.ptx]
+            with _GROUPS_LOCK:  # a backend's prepare() may be at it on another thread
+                if self.ptx not in self._groups:
+                    self._groups[self.ptx] = GroupSearch(
+                        self.dctx, self.codes, self.lengths, ptx=self.ptx, residues=self.residues
+                    )
+                group = self._groups[self.ptx]
         return group if group.fits(query) else None
 
     def _empty_pairs(self, task: SearchTask, query: np.ndarray, scores: np.ndarray) -> None:
