@@ -1560,8 +1560,14 @@ def _read_search_inputs(query_path, db_path, scoring, queries_read=None):
         raise
     if queries_read is not None:
         queries_read.set_result(len(q_codes))
+    mark = time.perf_counter()
     names, residues, offsets = _read_database(db_path, scoring)
-    return queries, q_codes, names, residues, offsets, time.perf_counter() - start
+    end = time.perf_counter()
+    log.info(
+        "search: queries read in %.3f s, the database (%d records) in %.3f s",
+        mark - start, len(names), end - mark,
+    )  # fmt: skip
+    return queries, q_codes, names, residues, offsets, end - start
 
 
 def _run_search(args) -> int:

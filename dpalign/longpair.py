@@ -359,9 +359,15 @@ class _Aligner:
         """Trace from region cell (i, j) to the region's top row or left column, or a stop."""
         t = self.tiling
         if i <= t.leaf_rows and j <= t.leaf_cols:
-            i, j, state, stopped, self.pos = self.cpu.trace_leaf(
-                region.r0, region.c0, region.top, region.left, i, j, state, self.ops, self.pos
-            )
+            # one leaf: trace_blocks over a single block, which runs trace_leaf on it as is
+            # (a direct trace_leaf call from here, with C-contiguous boundaries where
+            # trace_blocks passes views, was a Numba specialisation of its own: ~3 s more
+            # to compile in a first run, in each traceback worker that met such a pair)
+            none = np.empty((0, 2, 1), region.top.dtype)
+            i, j, state, stopped, self.pos = self.cpu.trace_blocks(
+                region.r0, region.c0, (0, i), (0, j), region.top, region.left, none, none,
+                i, j, state, self.ops, self.pos,
+            )  # fmt: skip
             return i, j, state, stopped
         cropped = _Region(
             region.r0,

@@ -210,7 +210,9 @@ class OpenCLBackend(Backend):
         if task.kernel == "papara" and len(queries) and blocks:
             self._runner(task, blocks, int(queries.codes.max(initial=0)))
         elif task.kernel == "pairwise" and len(queries) and blocks and self.width != 32:
+            began = time.perf_counter()
             runner = self._search_runner(blocks)
+            made = time.perf_counter()
             codes = [queries.codes[q, : int(queries.lengths[q])] for q in range(len(queries))]
             codes.sort(key=len, reverse=True)
             # The first chunk's plans here (a search takes the longest queries first, a chunk
@@ -220,6 +222,11 @@ class OpenCLBackend(Backend):
             first = self.query_chunk("pairwise", len(runner.codes))
             sc, mode, ends = task.scoring, task.mode, task.free_ends
             runner.prepare(codes[:first], sc, mode, ends, build=False)
+            log.info(
+                "opencl search: prepared in %.3f s (targets %.3f s, the first chunk's plans "
+                "and layouts handed out %.3f s)",
+                time.perf_counter() - began, made - began, time.perf_counter() - made,
+            )  # fmt: skip
             if len(codes) > first:
                 threading.Thread(
                     target=_prepare_quietly,

@@ -802,11 +802,13 @@ class SearchRunner:
                     result = self._close_chunk(chunk, scoring, mode, free_ends, width)
                     totals["kernels"] += result.kernel_seconds
                     if totals["exhausted"] and not (opened or flight) and totals["chunks"] > 1:
+                        waited = sum(g.layout_waited for g in self._groups.values())
                         log.info(
                             "opencl search: %d chunks in one pipeline, %d batches, %.3f s from "
-                            "the first launch to the last result; kernels %.3f s",
+                            "the first launch to the last result; kernels %.3f s; %.3f s "
+                            "waiting for bucket layouts",
                             totals["chunks"], totals["batches"],
-                            time.perf_counter() - totals["first"], totals["kernels"],
+                            time.perf_counter() - totals["first"], totals["kernels"], waited,
                         )  # fmt: skip
                     yield result
                 if not flight:

@@ -22,6 +22,7 @@ against 200,000 proteins, against 1,400 for the strip kernel in local mode.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -359,6 +360,7 @@ class GroupSearch:
         self._kernels: dict = {}
         self._packing: dict = {}  # bucket key -> layout job of build_for (kept once done)
         self._pack_lock = threading.Lock()
+        self.layout_waited = 0.0  # seconds submit() waited for build_for's layouts
         self._pack_pool = None  # build_for's layout threads
         self._queues: list = []
         self._carry = None
@@ -644,7 +646,11 @@ class GroupSearch:
             job = self._packing.get(key)
             if job is None and key not in self._packed:
                 self._lay_out(key, bucket, right)
-        if job is not None:
+        if job is not None and not job.done():
+            mark = time.perf_counter()
+            job.result()
+            self.layout_waited += time.perf_counter() - mark
+        elif job is not None:
             job.result()
         return self._packed[key]
 
