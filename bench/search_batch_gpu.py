@@ -15,7 +15,8 @@ BLOSUM62, a gap of k costing 11 + k, ``--backend opencl``, each run a fresh
 
 ``--alternate`` runs the two trees turn about instead, each run of the new tree followed by
 the same run of the old one (cold local, warm local, first global, warm global, semiglobal,
-then warm global with 250-query chunks and a second warm local): the pairs are compared
+then warm global with 250-query chunks, a second warm local and global, and warm global with
+4 layout threads; the chunk and layout-thread runs by the new tree alone): the pairs are compared
 under the same conditions, and every pair's hit files are compared byte for byte
 (``same_hits_as_old``).
 
@@ -65,11 +66,15 @@ ALTERNATE = [
     ("global-warm-c250", ["--mode", "global"]),
     ("local-warm2", []),
     ("global-warm2", ["--mode", "global"]),
+    ("global-warm-lt4", ["--mode", "global"]),
 ]
 #: Runs of the new tree alone (a setting the old tree does not have).
-NEW_ONLY = {"global-warm-c250"}
-#: Environment of some runs: 250-query chunks (the old tree's size).
-RUN_ENV = {"global-warm-c250": {"DPALIGN_OPENCL_SEARCH_CHUNK_SCORES": "50000000"}}
+NEW_ONLY = {"global-warm-c250", "global-warm-lt4"}
+#: Environment of some runs: 250-query chunks (the old tree's size); 4 layout threads.
+RUN_ENV = {
+    "global-warm-c250": {"DPALIGN_OPENCL_SEARCH_CHUNK_SCORES": "50000000"},
+    "global-warm-lt4": {"DPALIGN_OPENCL_SEARCH_LAYOUT_THREADS": "4"},
+}
 
 
 def tree_env(tree: Path, work: Path, label: str) -> dict:

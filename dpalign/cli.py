@@ -1638,7 +1638,9 @@ def _run_search(args) -> int:
         )  # fmt: skip
     finally:
         if tracing is not None:  # after a run every job is done: the workers end at once
+            mark = time.perf_counter()
             tracing.shutdown(wait=code is not None, cancel_futures=True)
+            log.info("search: traceback workers ended in %.3f s", time.perf_counter() - mark)
         if warmed is not None and code is None:
             warmed.cancel()
     # Nothing is left open (the workers and compile children have ended, a hybrid run's

@@ -44,6 +44,14 @@ OPENCL_SEARCH_CHUNK_SCORES: int = int(
     os.environ.get("DPALIGN_OPENCL_SEARCH_CHUNK_SCORES") or 25_000_000
 )
 
+#: Threads that lay the search's bucket layouts out (NumPy, beside the first launches);
+#: None: as many as the programs' build threads. Override:
+#: DPALIGN_OPENCL_SEARCH_LAYOUT_THREADS (a benchmark's knob: fewer threads take the GIL from
+#: the launching thread less often, more finish the layouts sooner).
+OPENCL_SEARCH_LAYOUT_THREADS: int | None = (
+    int(os.environ.get("DPALIGN_OPENCL_SEARCH_LAYOUT_THREADS") or 0) or None
+)
+
 #: How the host waits for OpenCL kernels: "poll" (sleep between status checks, no spinning
 #: core) or "block" (clWaitForEvents, which NVIDIA's driver implements as a busy-wait).
 #: Override: DPALIGN_OPENCL_WAIT.

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import config
 from ..errors import DpalignError
 from .context import DeviceContext, driver_errors, wait
 from .programs import build
@@ -755,8 +756,9 @@ class GroupSearch:
             # One pool for every call: a later call's layouts queue behind an earlier one's (a
             # search prepares its first chunk's plan, then the others').
             if self._pack_pool is None:
+                layout_threads = config.OPENCL_SEARCH_LAYOUT_THREADS or threads
                 self._pack_pool = ThreadPoolExecutor(
-                    max(1, threads), thread_name_prefix="dpalign-pack"
+                    max(1, layout_threads), thread_name_prefix="dpalign-pack"
                 )
             for k, b in todo:
                 self._packing[k] = self._pack_pool.submit(self._lay_out, k, b, glob)
