@@ -16,7 +16,8 @@ BLOSUM62, a gap of k costing 11 + k, ``--backend opencl``, each run a fresh
 ``--alternate`` runs the two trees turn about instead, each run of the new tree followed by
 the same run of the old one (cold local, warm local, first global, warm global, semiglobal,
 then warm global with 250-query chunks, a second warm local and global, and warm global with
-4 layout threads; the chunk and layout-thread runs by the new tree alone): the pairs are compared
+4 layout threads, and a first global run with empty OpenCL caches building its programs in
+child processes; those three by the new tree alone): the pairs are compared
 under the same conditions, and every pair's hit files are compared byte for byte
 (``same_hits_as_old``).
 
@@ -67,13 +68,22 @@ ALTERNATE = [
     ("local-warm2", []),
     ("global-warm2", ["--mode", "global"]),
     ("global-warm-lt4", ["--mode", "global"]),
+    ("global-bp", ["--mode", "global"]),
 ]
 #: Runs of the new tree alone (a setting the old tree does not have).
-NEW_ONLY = {"global-warm-c250", "global-warm-lt4"}
-#: Environment of some runs: 250-query chunks (the old tree's size); 4 layout threads.
+NEW_ONLY = {"global-warm-c250", "global-warm-lt4", "global-bp"}
+#: Environment of some runs: 250-query chunks (the old tree's size); 4 layout threads; a
+#: first global run (empty OpenCL caches of its own: FRESH) building in child processes.
+FRESH = "<fresh folder>"
 RUN_ENV = {
     "global-warm-c250": {"DPALIGN_OPENCL_SEARCH_CHUNK_SCORES": "50000000"},
     "global-warm-lt4": {"DPALIGN_OPENCL_SEARCH_LAYOUT_THREADS": "4"},
+    "global-bp": {
+        "DPALIGN_OPENCL_BUILD_PROCESSES": "1",
+        "DPALIGN_CACHE_DIR": FRESH,
+        "CUDA_CACHE_PATH": FRESH,
+        "POCL_CACHE_DIR": FRESH,
+    },
 }
 
 
@@ -172,6 +182,8 @@ def main() -> None:
             continue
         tree = new if tree_label == "new" else old
         env = {**envs[tree_label], **RUN_ENV.get(name.split("-", 1)[1], {})}
+        env = {k: tempfile.mkdtemp(prefix=f"{k}_", dir=work) if v == FRESH else v
+               for k, v in env.items()}  # fmt: skip
         row = run_one(name, tree, [*files, *extra], env, cells, out_dir, left)
         if name == "new-local-cold":  # what an empty cache cost: programs built, Numba files
             env = envs["new"]

@@ -818,3 +818,30 @@ def test_warm_up_builds_what_the_search_takes(cl_device, small_group_shapes, mod
     strip = get_backend("opencl", device=cl_device, search_kernel="strip")
     strip.warm_up(Task("pairwise", scoring, mode, free_ends_tuple(mode)))
     assert _group_programs(dctx) == built  # the strip kernel takes none of them
+
+
+def test_programs_built_in_child_processes_load_from_the_disk_cache(
+    cl_device, tmp_path, monkeypatch
+):
+    """build_in_processes: the programs not cached yet are compiled by child processes (a
+    context each) into the disk cache, from which build() then loads them; what is cached
+    already is given to no child."""
+    import uuid
+
+    from dpalign import config
+    from dpalign.kernels_cl import programs
+    from dpalign.kernels_cl.search_group import group_defines
+
+    monkeypatch.setattr(config, "OPENCL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("DPALIGN_CACHE_DIR", str(tmp_path))  # the children's
+    dctx = device_context(cl_device)
+    tag = uuid.uuid4().hex[:8]  # options no earlier test built (nor any memoised program)
+    defines = [
+        {**group_defines(4, r, False, False, False), "DPALIGN_TEST_TAG": f"0x{tag}"} for r in (2, 4)
+    ]
+    assert not any(programs.cached(dctx, "search_group.cl", d) for d in defines)
+    assert programs.build_in_processes(dctx, "search_group.cl", defines, 2) == 2
+    assert all(programs.cached(dctx, "search_group.cl", d) for d in defines)
+    infos = programs.build_all(dctx, "search_group.cl", defines, 2)
+    assert [info.origin for info in infos] == ["disk", "disk"]
+    assert programs.build_in_processes(dctx, "search_group.cl", defines, 2) == 0

@@ -251,7 +251,8 @@ class OpenCLBackend(Backend):
         if probe.uses_group_kernel(search_task):
             glob = not search_task.local
             nobest = not keeps_best(glob, task.scoring, WARM_QUERY_LENGTH)
-            build_every_shape(dctx, glob, probe.ptx, build_threads(), nobest)
+            processes = build_threads() if config.OPENCL_BUILD_PROCESSES else 0
+            build_every_shape(dctx, glob, probe.ptx, build_threads(), nobest, processes)
 
     def device_wait(self):
         return wait_totals()

@@ -149,9 +149,7 @@ def _build_once(dctx: DeviceContext, name: str, key, options: list[str]):
             return hit[0], BuildInfo("memory", 0.0)
         start = time.perf_counter()
         text = source(name)
-        digest = hashlib.sha256(
-            "\0".join([text, *options, dctx.caps.cache_key]).encode()
-        ).hexdigest()[:24]
+        digest = _digest(dctx, text, options)
         program, origin = _from_disk(dctx, name, digest, options), "disk"
         if program is None:
             program, origin = _compile(dctx, name, text, options, digest), "compiled"
@@ -159,6 +157,75 @@ def _build_once(dctx: DeviceContext, name: str, key, options: list[str]):
         with dctx.lock:
             dctx.programs[key] = (program, info)
         return program, info
+
+
+def _digest(dctx: DeviceContext, text: str, options: list[str]) -> str:
+    """The disk cache's key of a program: its rendered source, options and device/driver."""
+    key = "\0".join([text, *options, dctx.caps.cache_key])
+    return hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def cached(dctx: DeviceContext, name: str, defines: dict) -> bool:
+    """Whether program ``name`` with ``defines`` is built already (in memory) or its binary is
+    in the disk cache."""
+    options = render_options(defines)
+    with dctx.lock:
+        if (name, tuple(options)) in dctx.programs:
+            return True
+    path = _binary_path(name, _digest(dctx, source(name), options))
+    return path is not None and path.is_file()
+
+
+#: A child of :func:`build_in_processes`: builds its share of the programs into the disk cache.
+_BUILD_CHILD = """
+import pickle, sys
+from dpalign.kernels_cl.context import device_context
+from dpalign.kernels_cl.programs import build
+ident, name, defines = pickle.load(sys.stdin.buffer)
+dctx = device_context(ident)
+for d in defines:
+    build(dctx, name, d)
+"""
+
+
+def build_in_processes(
+    dctx: DeviceContext, name: str, defines: list[dict], processes: int, timeout: float = 600
+) -> int:
+    """Compile the programs of ``name`` with ``defines`` that are not cached yet in up to
+    ``processes`` child processes (each with a context of its own on this device) into the
+    disk cache, and wait for them; :func:`build` then loads them from there. For drivers that
+    build one program at a time per process, whatever the threads. Returns how many programs
+    the children were given (0: nothing to do, no disk cache, or no child could start; a
+    program a child did not build is compiled by :func:`build` as before)."""
+    import pickle
+    import subprocess
+    import sys
+
+    todo = [d for d in defines if not cached(dctx, name, d)]
+    if len(todo) < 2 or processes < 2 or cache_dir() is None:
+        return 0
+    shares = [todo[k::processes] for k in range(min(processes, len(todo)))]
+    children = []
+    try:
+        for share in shares:
+            child = subprocess.Popen(
+                [sys.executable, "-c", _BUILD_CHILD],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            children.append(child)
+            child.stdin.write(pickle.dumps((dctx.ident, name, share)))
+            child.stdin.close()
+    except (OSError, pickle.PicklingError):
+        pass  # the programs of children that did not start are built here
+    deadline = time.monotonic() + timeout
+    for child in children:
+        try:
+            child.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+    return sum(len(share) for share in shares[: len(children)])
 
 
 def _binary_path(name: str, digest: str) -> Path | None:

@@ -261,15 +261,24 @@ def keeps_best(glob: bool, scoring, m: int) -> bool:
 
 
 def build_every_shape(
-    dctx: DeviceContext, glob: bool, ptx: bool, threads: int, nobest: bool = False
+    dctx: DeviceContext,
+    glob: bool,
+    ptx: bool,
+    threads: int,
+    nobest: bool = False,
+    processes: int = 0,
 ) -> int:
     """Build every program a search in this mode may take (each of :data:`SHAPES`, each of
     :data:`MULTI_SHAPES` in several passes), side by side, before the targets are known
-    (a first run builds them while it reads its files); return how many."""
-    from .programs import build_all
+    (a first run builds them while it reads its files); return how many. ``processes`` > 1:
+    those not in the disk cache are compiled in that many child processes first
+    (:func:`~dpalign.kernels_cl.programs.build_in_processes`), then loaded here."""
+    from .programs import build_all, build_in_processes
 
     shapes = sorted({*((g, r, False) for g, r in SHAPES), *((g, r, True) for g, r in MULTI_SHAPES)})
     defines = [group_defines(g, r, multi, glob, ptx, nobest) for g, r, multi in shapes]
+    if processes > 1:
+        build_in_processes(dctx, "search_group.cl", defines, processes)
     build_all(dctx, "search_group.cl", defines, threads)
     return len(defines)
 
