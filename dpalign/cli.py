@@ -1669,8 +1669,10 @@ def _search_and_write(
 
     with run.phase("pack"):
         db = Database.from_codes(residues, offsets, names, sub_score=scoring)
-        if backend.kind == "device":  # the targets on the device while programs build
-            prepare_search(q_codes, db, scoring, args.mode, backend)
+        # The database laid out as the search takes it, while kernels load or programs build
+        # (a device's targets uploaded too): set-up, not search (the Numba backend's blocks
+        # of 50,000 proteins were packed inside the timed search phase).
+        prepare_search(q_codes, db, scoring, args.mode, backend)
     longest = max((len(c) for c in q_codes), default=0) * int(db.lengths.max(initial=0))
     with run.phase("jit"):
         if warmed is not None:
