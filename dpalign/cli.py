@@ -1255,7 +1255,8 @@ def _warm_traceback(
 ) -> None:
     """Load the traceback kernels printed hits take on ``backend``: short pairs, and pairs
     over its long-pair limit (anti-diagonal tiles) when a pair may have ``largest_pair``
-    cells (``parts``: which of the two)."""
+    cells (``parts``: which of the two; "long-fill" and "long-trace": one half of the long
+    pairs' kernels each, see :func:`dpalign.longpair.warm_up`)."""
     import numpy as np
 
     from .pairwise import align
@@ -1264,9 +1265,17 @@ def _warm_traceback(
         codes = np.zeros(8, dtype=np.uint8)
         align(codes, codes, mode, scoring=scoring, backend=backend)
     limit = backend.long_pair_cells()
-    if "long" in parts and limit is not None and largest_pair > limit:
-        codes = np.zeros(int(limit**0.5) + 2, dtype=np.uint8)
+    if limit is None or largest_pair <= limit:
+        return
+    size = int(limit**0.5) + 2  # the smallest square pair over the limit
+    if "long" in parts:
+        codes = np.zeros(size, dtype=np.uint8)
         align(codes, codes, mode, scoring=scoring, threads=1, backend=backend)
+    for half in ("fill", "trace"):
+        if f"long-{half}" in parts:
+            from .longpair import warm_up
+
+            warm_up(scoring, mode, half, size)
 
 
 #: A child that compiles traceback kernels into Numba's disk cache (see
@@ -1316,11 +1325,11 @@ def _start_traceback_compile(scoring, mode: str, threads):
     On a device backend the host is idle but for feeding the device, and a first run
     (empty Numba cache) would otherwise compile the traceback kernels (~10 s on the H100
     host) before the search starts; compiled in the same process beside the search they
-    would hold the GIL the search's host work needs. Two children, side by side: the
-    short-pair kernels and the long-pair (anti-diagonal) ones, a third and two thirds of
-    the compile time, so the kernels are ready sooner (a search's first hits are traced
-    back while the device scores the rest once they are). The children write Numba's disk
-    cache; the parent and its traceback workers load the kernels from it
+    would hold the GIL the search's host work needs. Three children, side by side: the
+    short-pair kernels (a third of the compile time), the long-pair (anti-diagonal) tile
+    fill and the long-pair traceback, so the kernels are ready sooner (a search's first
+    hits are traced back while the device scores the rest once they are). The children
+    write Numba's disk cache; the parent and its traceback workers load the kernels from it
     (:func:`_finish_traceback_compile`).
     With fewer than 4 cores one child compiles both (each child's imports take a core for
     a second even when the cache already holds the kernels).
@@ -1331,7 +1340,10 @@ def _start_traceback_compile(scoring, mode: str, threads):
 
     from .config import cpu_threads
 
-    parts = ("long", "short") if cpu_threads(threads) >= 4 else ("long,short",)
+    # the long pairs' kernels in two halves (fill 4.0 s, traceback 5.9 s of their 10 s
+    # compile here), each in a child of its own
+    cores = cpu_threads(threads)
+    parts = ("long-trace", "long-fill", "short") if cores >= 4 else ("long,short",)
     children = []
     try:
         for part in parts:

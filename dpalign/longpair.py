@@ -694,6 +694,29 @@ def expected_cells(m: int, n: int, traceback: bool, tiling: Tiling | None = None
     return int(m * n * (1 + (2 / blocks + 2 / blocks**2) if traceback else 1))
 
 
+def warm_up(scoring: Scoring, mode: str, part: str, size: int) -> None:
+    """Load the CPU kernels that a long pair of ``size`` x ``size`` takes with this scoring
+    (compiling them into Numba's cache the first time), one half of them at a time so that
+    two processes can compile the halves side by side: ``part`` "fill" aligns such a pair
+    without traceback (the tile fill, ``fill_worker``); "trace" calls the traceback's block
+    loop (``trace_blocks``, and the leaf kernels it calls) on an empty path, with the
+    argument types a traceback passes it, filling nothing."""
+    if part not in ("fill", "trace"):
+        raise OptionError(f"part must be 'fill' or 'trace', not {part!r}")
+    codes = np.zeros(size, np.uint8)
+    if part == "fill":
+        align_long(codes, codes, scoring, mode, traceback=False, threads=1)
+        return
+    a, b, ends = _validate(codes, codes, scoring, mode, None)
+    lanes = plan_lanes(scoring, size, size, mode)
+    job = _Aligner(a, b, scoring, mode, ends, Tiling(), 1, lanes)
+    region = job.global_region()
+    none = np.empty((0, 2, 1), region.top.dtype)  # as a fill's row and column stores
+    job.cpu.trace_blocks(
+        0, 0, (0, size), (0, size), region.top, region.left, none, none, 0, 0, STATE_H, job.ops, 0
+    )
+
+
 def align_full(a_codes, b_codes, scoring: Scoring, mode: str = "global", free_ends=None):
     """Plain full-matrix alignment: one scalar Numba fill keeping a direction byte per cell.
 
