@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import config, reference
+from ..contract import longest_first
 from ..errors import DpalignError, OptionError
 from ..scoring import MODES, Scoring
 from .context import DeviceContext, driver_errors, wait
@@ -462,7 +463,7 @@ class SearchRunner:
         self._options(strip, group, ptx, shifted, best3, profile, local_kernel)
         self._groups: dict = {}  # GroupSearch of these targets per PTX setting, made on use
         self.real = np.flatnonzero(self.lengths > 0)
-        self.by_length = self.real[np.argsort(-self.lengths[self.real], kind="stable")]
+        self.by_length = self.real[longest_first(self.lengths[self.real])]
         self._layouts: dict = {}
         self._kernels: dict = {}
         self._carry = None
