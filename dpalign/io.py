@@ -196,6 +196,10 @@ def read_fasta_block(
     names: list[str] = []
     bodies, sizes, lines = [], [], []
     line_offset = 0
+    # translated residues go straight into one buffer as each megabyte is parsed (no list
+    # of bodies joined afterwards: half the peak memory, and the copy from cache)
+    out = np.empty(len(data), np.uint8) if table is not None else None
+    filled = 0
     for chunk in _chunks(data, _CHUNK_BYTES):
         try:
             part = _parse_chunk(chunk, where, allow_empty, table)
@@ -205,7 +209,11 @@ def read_fasta_block(
                 exc.message, path=exc.path, line=line, record=exc.record, column=exc.column
             ) from None
         names.extend(part[0])
-        bodies.append(part[1])
+        if out is not None:
+            out[filled : filled + len(part[1])] = np.frombuffer(part[1], np.uint8)
+            filled += len(part[1])
+        else:
+            bodies.append(part[1])
         sizes.append(part[2])
         lines.append(part[3] + line_offset)
         line_offset += part[4]
@@ -214,10 +222,9 @@ def read_fasta_block(
     all_sizes = np.concatenate(sizes)
     offsets = np.zeros(len(names) + 1, dtype=np.int64)
     np.cumsum(all_sizes, out=offsets[1:])
-    if table is not None:  # writable, as an encoder's output is
-        body = bytearray(bodies[0]) if len(bodies) == 1 else bytearray().join(bodies)
-    else:
-        body = bodies[0] if len(bodies) == 1 else b"".join(bodies)
+    if out is not None:  # writable, as an encoder's output is
+        return FastaBlock(names, out[:filled], offsets, all_lines)
+    body = bodies[0] if len(bodies) == 1 else b"".join(bodies)
     return FastaBlock(names, np.frombuffer(body, dtype=np.uint8), offsets, all_lines)
 
 
