@@ -16,8 +16,8 @@ BLOSUM62, a gap of k costing 11 + k, ``--backend opencl``, each run a fresh
 ``--alternate`` runs the two trees turn about instead, each run of the new tree followed by
 the same run of the old one (cold local, warm local, first global, warm global, semiglobal,
 then warm global with 250-query chunks, a second warm local and global, and warm global with
-4 layout threads, and a first global run with empty OpenCL caches building its programs in
-child processes; those three by the new tree alone): the pairs are compared
+4 layout threads, and a first global run with empty OpenCL caches building all its programs
+itself, on threads; those three by the new tree alone): the pairs are compared
 under the same conditions, and every pair's hit files are compared byte for byte
 (``same_hits_as_old``).
 
@@ -68,18 +68,19 @@ ALTERNATE = [
     ("local-warm2", []),
     ("global-warm2", ["--mode", "global"]),
     ("global-warm-lt4", ["--mode", "global"]),
-    ("global-bp", ["--mode", "global"]),
+    ("global-threads", ["--mode", "global"]),
 ]
 #: Runs of the new tree alone (a setting the old tree does not have).
-NEW_ONLY = {"global-warm-c250", "global-warm-lt4", "global-bp"}
+NEW_ONLY = {"global-warm-c250", "global-warm-lt4", "global-threads"}
 #: Environment of some runs: 250-query chunks (the old tree's size); 4 layout threads; a
-#: first global run (empty OpenCL caches of its own: FRESH) building in child processes.
+#: first global run (empty OpenCL caches of its own: FRESH) building every program in its
+#: own process, on threads (no child processes).
 FRESH = "<fresh folder>"
 RUN_ENV = {
     "global-warm-c250": {"DPALIGN_OPENCL_SEARCH_CHUNK_SCORES": "50000000"},
     "global-warm-lt4": {"DPALIGN_OPENCL_SEARCH_LAYOUT_THREADS": "4"},
-    "global-bp": {
-        "DPALIGN_OPENCL_BUILD_PROCESSES": "1",
+    "global-threads": {
+        "DPALIGN_OPENCL_BUILD_PROCESSES": "0",
         "DPALIGN_CACHE_DIR": FRESH,
         "CUDA_CACHE_PATH": FRESH,
         "POCL_CACHE_DIR": FRESH,

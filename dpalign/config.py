@@ -52,11 +52,12 @@ OPENCL_SEARCH_LAYOUT_THREADS: int | None = (
     int(os.environ.get("DPALIGN_OPENCL_SEARCH_LAYOUT_THREADS") or 0) or None
 )
 
-#: A first run's search programs (not in the disk cache yet) are compiled in child
-#: processes, one per program up to the build threads, rather than on threads of the command
-#: (for drivers that compile one program at a time per process). Off unless
-#: DPALIGN_OPENCL_BUILD_PROCESSES=1 (being measured: bench/opencl_build_probe.py).
-OPENCL_BUILD_PROCESSES: bool = os.environ.get("DPALIGN_OPENCL_BUILD_PROCESSES", "0") == "1"
+#: A first run's search programs that the disk cache lacks are compiled by this many child
+#: processes beside the command's own share, on GPUs: NVIDIA's driver compiles one program
+#: at a time per process whatever the threads (H100 host: one global-mode program 0.54 s,
+#: 17 on threads 4.45 s; 17 children at once spent 2.5-2.9 s each starting). 0: the
+#: command builds them all itself. Override: DPALIGN_OPENCL_BUILD_PROCESSES.
+OPENCL_BUILD_PROCESSES: int = int(os.environ.get("DPALIGN_OPENCL_BUILD_PROCESSES") or 3)
 
 #: How the host waits for OpenCL kernels: "poll" (sleep between status checks, no spinning
 #: core) or "block" (clWaitForEvents, which NVIDIA's driver implements as a busy-wait).

@@ -845,3 +845,72 @@ def test_programs_built_in_child_processes_load_from_the_disk_cache(
     infos = programs.build_all(dctx, "search_group.cl", defines, 2)
     assert [info.origin for info in infos] == ["disk", "disk"]
     assert programs.build_in_processes(dctx, "search_group.cl", defines, 2) == 0
+
+
+def test_start_builds_leaves_a_share_to_the_caller(cl_device, tmp_path, monkeypatch):
+    """start_builds(keep=True) (what a first run's warm-up does on a GPU): the children take
+    all but the caller's share, from the device's capabilities alone (no context); once the
+    caller has built its share and the children are done, every program loads from memory
+    or the disk cache."""
+    import uuid
+
+    from dpalign import config
+    from dpalign.kernels_cl import programs
+    from dpalign.kernels_cl.search_group import group_defines
+
+    monkeypatch.setattr(config, "OPENCL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("DPALIGN_CACHE_DIR", str(tmp_path))
+    dctx = device_context(cl_device)
+    tag = uuid.uuid4().hex[:8]
+    defines = [
+        {**group_defines(4, r, False, False, False), "DPALIGN_TEST_TAG": f"0x{tag}"}
+        for r in (2, 4, 6)
+    ]
+    children, mine = programs.start_builds(
+        dctx.caps, dctx.ident, "search_group.cl", defines, 2, keep=True
+    )
+    assert children is not None and children.given == 2 and len(mine) == 1
+    assert [i.origin for i in programs.build_all(dctx, "search_group.cl", mine, 2)] == ["compiled"]
+    assert children.wait() == 2
+    origins = [i.origin for i in programs.build_all(dctx, "search_group.cl", defines, 2)]
+    assert sorted(origins) == ["disk", "disk", "memory"]
+    # everything cached: nothing for children, nothing left
+    assert programs.start_builds(dctx.caps, dctx.ident, "search_group.cl", defines, 2) == (
+        None,
+        [],
+    )
+
+
+def test_warm_up_splits_a_first_runs_builds_with_children(
+    cl_device, small_group_shapes, tmp_path, monkeypatch
+):
+    """On a GPU (here PoCL taken for one) a first run's warm-up hands all but its own share
+    of the missing programs to config.OPENCL_BUILD_PROCESSES children; afterwards every
+    program of the mode is built in this process (its own share) or loaded (the rest)."""
+    from dpalign import config
+    from dpalign.kernels_cl import capabilities as caps_module
+    from dpalign.kernels_cl import programs
+    from dpalign.kernels_cl.search_group import every_shape_defines
+
+    monkeypatch.setattr(config, "OPENCL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("DPALIGN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(config, "OPENCL_BUILD_PROCESSES", 2)
+    monkeypatch.setattr(caps_module.Capabilities, "is_cpu", property(lambda self: False))
+    started = []
+    real = programs.start_builds
+
+    def spy(*args, **kwargs):
+        started.append(real(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(programs, "start_builds", spy)
+    scoring = Scoring((1, -1), (3, 1))  # the default best-keeping rule: one variant
+    device = get_backend("opencl", device=cl_device, search_kernel="group")
+    device.warm_up(Task("pairwise", scoring, "local", free_ends_tuple("local")))
+    ((children, mine),) = started
+    dctx = device_context(cl_device)
+    defines = every_shape_defines(False, dctx.caps.ptx_s16x2)
+    assert children is not None and children.given + len(mine) == len(defines) == 3
+    assert all(programs.cached(dctx, "search_group.cl", d) for d in defines)
+    # the children's binaries (this process's share may have been built by an earlier test)
+    assert len(list(tmp_path.glob("search_group-*.bin"))) >= children.given >= 1

@@ -238,21 +238,41 @@ class OpenCLBackend(Backend):
     def warm_up(self, task) -> None:
         """Build the search programs ``task`` may take before the database is read (a
         command calls this while it reads its files): every shape of the thread-group
-        kernel for the mode, side by side, where that kernel runs. Programs in the disk
-        cache load in milliseconds; a first run compiles them beside the reading."""
+        kernel for the mode, where that kernel runs. Programs in the disk cache load in
+        milliseconds; a first run compiles them beside the reading, those the disk cache
+        lacks split between this process and :data:`config.OPENCL_BUILD_PROCESSES` child
+        processes on GPUs (the driver compiles one program at a time per process), which
+        start before this process's context exists."""
         if task.kernel != "pairwise" or self.width == 32:
             return
-        from .search import SearchTask
-        from .search_group import WARM_QUERY_LENGTH, build_every_shape, build_threads, keeps_best
+        from .capabilities import capabilities
+        from .context import choose_device
+        from .programs import build_all, start_builds
+        from .search import SearchTask, takes_group_kernel
+        from .search_group import (
+            WARM_QUERY_LENGTH,
+            build_threads,
+            every_shape_defines,
+            keeps_best,
+        )
 
-        dctx = device_context(self.device, self.stream)
-        probe = SearchRunner(dctx, [], local_kernel=self.search_kernel)
+        ident, device = choose_device(self.device)
+        caps = capabilities(device)
         search_task = SearchTask.of(task.scoring, task.mode, task.free_ends)
-        if probe.uses_group_kernel(search_task):
-            glob = not search_task.local
-            nobest = not keeps_best(glob, task.scoring, WARM_QUERY_LENGTH)
-            processes = build_threads() if config.OPENCL_BUILD_PROCESSES else 0
-            build_every_shape(dctx, glob, probe.ptx, build_threads(), nobest, processes)
+        if not takes_group_kernel(search_task, self.search_kernel, caps.ptx_s16x2):
+            return
+        glob = not search_task.local
+        nobest = not keeps_best(glob, task.scoring, WARM_QUERY_LENGTH)
+        defines = every_shape_defines(glob, caps.ptx_s16x2, nobest)
+        children, mine = None, defines
+        if config.OPENCL_BUILD_PROCESSES and not caps.is_cpu:
+            name, processes = "search_group.cl", config.OPENCL_BUILD_PROCESSES
+            children, mine = start_builds(caps, ident, name, defines, processes, keep=True)
+        dctx = device_context(self.device, self.stream)
+        build_all(dctx, "search_group.cl", mine, build_threads())
+        if children is not None:
+            children.wait()
+        build_all(dctx, "search_group.cl", defines, build_threads())  # the children's, loaded
 
     def device_wait(self):
         return wait_totals()

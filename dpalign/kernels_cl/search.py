@@ -356,6 +356,16 @@ class BlockResult:
     recomputed: np.ndarray
 
 
+def takes_group_kernel(task: SearchTask, local_kernel: str | None, ptx: bool) -> bool:
+    """Whether queries of ``task`` take the thread-group kernel (those whose pair table
+    fits) with the runner option ``local_kernel`` on a device with (``ptx``) or without
+    packed 16-bit PTX (:meth:`SearchRunner.uses_group_kernel`; a device's capabilities
+    suffice, no context)."""
+    if not task.packable() or local_kernel == "strip":
+        return False
+    return local_kernel == "group" or ptx
+
+
 #: Held while a runner makes its GroupSearch (once per runner and PTX setting).
 _GROUPS_LOCK = threading.Lock()
 
@@ -955,9 +965,7 @@ class SearchRunner:
     def uses_group_kernel(self, task: SearchTask) -> bool:
         """Whether queries of ``task`` (those whose pair table fits) take the thread-group
         kernel here."""
-        if not task.packable() or self.local_kernel == "strip":
-            return False
-        return self.local_kernel == "group" or bool(self.ptx)
+        return takes_group_kernel(task, self.local_kernel, bool(self.ptx))
 
     def _group_kernel(self, task: SearchTask, query: np.ndarray):
         """The thread-group kernel for this query, or None where the strip kernel runs

@@ -260,25 +260,22 @@ def keeps_best(glob: bool, scoring, m: int) -> bool:
     return not (gaps_cost and smax * m < flag_limit(scoring.matrix))
 
 
-def build_every_shape(
-    dctx: DeviceContext,
-    glob: bool,
-    ptx: bool,
-    threads: int,
-    nobest: bool = False,
-    processes: int = 0,
-) -> int:
-    """Build every program a search in this mode may take (each of :data:`SHAPES`, each of
-    :data:`MULTI_SHAPES` in several passes), side by side, before the targets are known
-    (a first run builds them while it reads its files); return how many. ``processes`` > 1:
-    those not in the disk cache are compiled in that many child processes first
-    (:func:`~dpalign.kernels_cl.programs.build_in_processes`), then loaded here."""
-    from .programs import build_all, build_in_processes
-
+def every_shape_defines(glob: bool, ptx: bool, nobest: bool = False) -> list[dict]:
+    """The ``-D`` constants of every program a search in this mode may take (each of
+    :data:`SHAPES`, each of :data:`MULTI_SHAPES` in several passes)."""
     shapes = sorted({*((g, r, False) for g, r in SHAPES), *((g, r, True) for g, r in MULTI_SHAPES)})
-    defines = [group_defines(g, r, multi, glob, ptx, nobest) for g, r, multi in shapes]
-    if processes > 1:
-        build_in_processes(dctx, "search_group.cl", defines, processes)
+    return [group_defines(g, r, multi, glob, ptx, nobest) for g, r, multi in shapes]
+
+
+def build_every_shape(
+    dctx: DeviceContext, glob: bool, ptx: bool, threads: int, nobest: bool = False
+) -> int:
+    """Build every program a search in this mode may take (:func:`every_shape_defines`),
+    side by side, before the targets are known (a first run builds them while it reads its
+    files); return how many."""
+    from .programs import build_all
+
+    defines = every_shape_defines(glob, ptx, nobest)
     build_all(dctx, "search_group.cl", defines, threads)
     return len(defines)
 
@@ -618,6 +615,9 @@ class GroupSearch:
         # Plans depend on the query length only through the wavefront's fill; one per
         # power of two of m keeps the packed columns reusable across queries.
         key = self.plan_key(m)
+        plan = self._plans.get(key)  # made already: no lock (a thread may be making another)
+        if plan is not None:
+            return plan
         with self._plan_lock:  # the search's thread and prepare()'s may ask at once
             if key not in self._plans:
                 if self._length_index is None:
@@ -631,6 +631,9 @@ class GroupSearch:
     def _lanes(self, m: int) -> Lanes:
         """Where each target's results lie in a query's row of results (plan of ``m``)."""
         key = self.plan_key(m)
+        lanes = self._lane_maps.get(key)
+        if lanes is not None:
+            return lanes
         with self._lanes_lock:
             return self._lane_map(key, m)
 
