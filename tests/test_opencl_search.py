@@ -914,3 +914,31 @@ def test_warm_up_splits_a_first_runs_builds_with_children(
     assert all(programs.cached(dctx, "search_group.cl", d) for d in defines)
     # the children's binaries (this process's share may have been built by an earlier test)
     assert len(list(tmp_path.glob("search_group-*.bin"))) >= children.given >= 1
+
+
+@pytest.mark.parametrize("glob", [False, True])
+def test_preload_launches_every_program_on_no_work(cl_device, small_group_shapes, glob):
+    """preload (a GPU warm-up's last step): every shape's program launched once on no
+    pair and an empty query returns (single and multi-pass, both modes), the bucket queues
+    are made once per context, and a search afterwards gives the oracle's scores."""
+    from dpalign.kernels_cl.search_group import (
+        QUEUES,
+        every_shape_defines,
+        group_queues,
+        preload,
+    )
+
+    dctx = device_context(cl_device)
+    defines = every_shape_defines(glob, dctx.caps.ptx_s16x2, glob)
+    preload(dctx, defines)
+    queues = group_queues(dctx, QUEUES)
+    assert len(queues) == QUEUES and queues[0] is dctx.queue
+    assert group_queues(dctx, QUEUES) == queues  # made once
+    rng = np.random.default_rng(12)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    mode = "global" if glob else "local"
+    ends = free_ends_tuple(mode)
+    targets = [rng.integers(0, 20, n).astype(np.uint8) for n in (3, 40, 17, 70)]
+    query = rng.integers(0, 20, 25).astype(np.uint8)
+    got = SearchRunner(dctx, targets, local_kernel="group").score(query, scoring, mode, ends)
+    np.testing.assert_array_equal(got.scores, _oracle(query, targets, scoring, mode, ends))

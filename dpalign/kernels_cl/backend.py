@@ -254,6 +254,7 @@ class OpenCLBackend(Backend):
             build_threads,
             every_shape_defines,
             keeps_best,
+            preload,
         )
 
         ident, device = choose_device(self.device)
@@ -268,11 +269,21 @@ class OpenCLBackend(Backend):
         if config.OPENCL_BUILD_PROCESSES and not caps.is_cpu:
             name, processes = "search_group.cl", config.OPENCL_BUILD_PROCESSES
             children, mine = start_builds(caps, ident, name, defines, processes, keep=True)
+        began = time.perf_counter()
         dctx = device_context(self.device, self.stream)
         build_all(dctx, "search_group.cl", mine, build_threads())
         if children is not None:
             children.wait()
         build_all(dctx, "search_group.cl", defines, build_threads())  # the children's, loaded
+        built = time.perf_counter()
+        if not caps.is_cpu:  # (PoCL would compile each kernel again at its first launch)
+            preload(dctx, defines)
+        log.info(
+            "opencl search: warm-up %.3f s (%d programs, %d of them by child processes), "
+            "queues and first launches %.3f s",
+            built - began, len(defines), children.given if children is not None else 0,
+            time.perf_counter() - built,
+        )  # fmt: skip
 
     def device_wait(self):
         return wait_totals()

@@ -787,11 +787,18 @@ class SearchRunner:
                 pass
             if todo:
                 chunk, rows = todo.popleft()
+                mark = time.perf_counter()
                 pending = chunk.group.submit(
                     [chunk.queries[k] for k in rows], task, slot=launched % FLIGHT
                 )
                 if chunk.first is None:
                     chunk.first = time.perf_counter()
+                if not launched:
+                    log.info(
+                        "opencl search: the first batch's launches submitted in %.3f s, %.3f s "
+                        "after its chunk was opened",
+                        chunk.first - mark, chunk.first - chunk.began,
+                    )  # fmt: skip
                 launched += 1
                 flight.append((chunk, rows, pending))
 

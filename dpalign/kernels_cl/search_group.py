@@ -280,6 +280,50 @@ def build_every_shape(
     return len(defines)
 
 
+def group_queues(dctx: DeviceContext, n: int) -> list:
+    """``n`` command queues for bucket launches: the context's compute queue and ``n - 1``
+    more (profiling on), made once per context (the warm-up makes them while the command
+    reads its files, not the first launch)."""
+    import pyopencl as cl
+
+    with dctx.lock:
+        queues = dctx.shared.setdefault("group_queues", [dctx.queue])
+        if len(queues) < n:
+            with driver_errors(dctx.caps, "creating command queues"):
+                profiling = cl.command_queue_properties.PROFILING_ENABLE
+                while len(queues) < n:
+                    queues.append(cl.CommandQueue(dctx.context, dctx.device, properties=profiling))
+        return list(queues[:n])
+
+
+def preload(dctx: DeviceContext, defines: list[dict]) -> None:
+    """Make the bucket queues and launch each program of ``defines`` once on no work (no
+    pair, an empty query: the kernel returns after its prologue), so that what a driver does
+    at a kernel's first launch (loading its module onto the device, say) is done by the
+    warm-up, beside the reading, rather than by the search's first batch."""
+    import pyopencl as cl
+
+    group_queues(dctx, QUEUES)
+    mf = cl.mem_flags
+    with driver_errors(dctx.caps, "preloading the group search kernel"):
+        dummy = cl.Buffer(dctx.context, mf.READ_WRITE, 64)
+        zeros = np.zeros(8, np.int32)  # one query's qinfo: m = 0, no table
+        info = cl.Buffer(dctx.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=zeros)
+        events = []
+        for d in defines:
+            program, _ = build(dctx, "search_group.cl", d)
+            kernel = cl.Kernel(program, "group_search")
+            zero = np.int32(0)
+            kernel.set_args(
+                dummy, dummy, dummy, info, dummy, dummy, dummy,
+                zero, np.int32(1), zero, zero, zero, zero, zero, zero, zero,
+                cl.LocalMemory(4), cl.LocalMemory(8 * d["G"]),
+            )  # fmt: skip
+            events.append(cl.enqueue_nd_range_kernel(dctx.queue, kernel, (WG, 1), (WG, 1)))
+        for event in events:
+            wait(event)
+
+
 def build_threads() -> int:
     """Programs built at a time: NVIDIA's compiler runs one build per thread without the
     GIL, and a first run has 17 programs to build (every shape of a mode). Up to twice the
@@ -791,15 +835,8 @@ class GroupSearch:
         return self._kernels[key]
 
     def _queue_list(self) -> list:
-        import pyopencl as cl
-
         if not self._queues:
-            self._queues = [self.dctx.queue]
-            profiling = cl.command_queue_properties.PROFILING_ENABLE
-            for _ in range(self.n_queues - 1):
-                self._queues.append(
-                    cl.CommandQueue(self.dctx.context, self.dctx.device, properties=profiling)
-                )
+            self._queues = group_queues(self.dctx, self.n_queues)
         return self._queues
 
     def _carry_buffer(self, nbytes: int):
