@@ -1619,6 +1619,18 @@ def _run_search(args) -> int:
         with ThreadPoolExecutor(1, thread_name_prefix="dpalign-read") as pool:
             reading = pool.submit(_read_search_inputs, args.query, args.db, scoring, queries_read)
             backend = backend_for(_backend_from_args(args), scoring)
+            run = backend.stats
+            # Kernel loading and building (JIT) runs on a thread of its own beside the
+            # reading, the packing and a device's layout of the database; what is left of
+            # it then is timed apart from the search ("jit"). Started first: a first run's
+            # program builds (and their child processes) are its longest set-up.
+            warm = getattr(backend, "warm_up", None)
+            if warm is not None:
+                warming = ThreadPoolExecutor(1, thread_name_prefix="dpalign-warm")
+                warmed = warming.submit(
+                    warm, Task("pairwise", scoring, args.mode, free_ends_tuple(args.mode))
+                )
+                warming.shutdown(wait=False)
             compiling = None
             if args.top and backend.kind == "device":
                 compiling = _start_traceback_compile(
@@ -1631,17 +1643,6 @@ def _run_search(args) -> int:
                     n_queries = 0
                 strands = 2 if args.strand == "both" else 1
                 tracing = _start_trace_workers(n_queries * strands * args.top, args.threads)
-            run = backend.stats
-            # Kernel loading and building (JIT) runs on a thread of its own beside the
-            # reading, the packing and a device's layout of the database; what is left of
-            # it then is timed apart from the search ("jit").
-            warm = getattr(backend, "warm_up", None)
-            if warm is not None:
-                warming = ThreadPoolExecutor(1, thread_name_prefix="dpalign-warm")
-                warmed = warming.submit(
-                    warm, Task("pairwise", scoring, args.mode, free_ends_tuple(args.mode))
-                )
-                warming.shutdown(wait=False)
             queries, q_codes, names, residues, offsets, seconds = reading.result()
         run.phases = {"read": seconds, **run.phases}
         code = _search_and_write(
