@@ -13,8 +13,8 @@ binaries, NVIDIA's ``CUDA_CACHE_PATH``, PoCL's ``POCL_CACHE_DIR``):
 * ``processes``: one child process per program, side by side, each with a context of its
   own, then one process loading every binary they left in the disk cache (``load``).
 
-Mode ``global-nomid``: the global programs without their branch-free middle loop
-(``MID_LOOP=0``: what a smaller program saves in a first run).
+(At 8b498d2 a ``global-nomid`` mode also built the global programs without their
+branch-free middle loop, ``MID_LOOP=0``: 0.39 s a build against 0.54, BENCHMARKS.md.)
 
 Each row: seconds from the process start to the end of its builds (``wall``) and of the
 builds alone (``build``). JSON lines in ``$OUT/opencl_build_probe.jsonl``, a table on stdout.
@@ -38,16 +38,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _defines(mode: str) -> list[dict]:
-    """The warm-up's programs of ``mode`` ("global-nomid": global without the branch-free
-    middle loop, ``MID_LOOP=0``)."""
+    """The warm-up's programs of ``mode``."""
     from dpalign.kernels_cl.context import device_context
-    from dpalign.kernels_cl.search_group import MULTI_SHAPES, SHAPES, group_defines
+    from dpalign.kernels_cl.search_group import every_shape_defines
 
-    ptx = device_context().caps.ptx_s16x2
     glob = mode != "local"
-    shapes = sorted({*((g, r, False) for g, r in SHAPES), *((g, r, True) for g, r in MULTI_SHAPES)})
-    more = {"MID_LOOP": 0} if mode == "global-nomid" else {}
-    return [{**group_defines(g, r, multi, glob, ptx, glob), **more} for g, r, multi in shapes]
+    return every_shape_defines(glob, device_context().caps.ptx_s16x2, glob)
 
 
 def child(mode: str, which: list[int], threads: int) -> None:
@@ -91,7 +87,7 @@ def _result(proc: subprocess.Popen) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--modes", nargs="*", default=["global", "global-nomid", "local"])
+    parser.add_argument("--modes", nargs="*", default=["global", "local"])
     parser.add_argument(
         "--variants", nargs="*", default=["one", "threads", "threads1", "processes"]
     )

@@ -82,10 +82,6 @@
 #if NO_BEST && !GLOBAL_MODE
 #error "local mode's result is the best"
 #endif
-#ifndef MID_LOOP
-#define MID_LOOP 1 /* global modes: the branch-free loop of the middle steps (0: a smaller
-                      program, every step through the fill/drain loop; the same results) */
-#endif
 #define W (G * R)
 #if (R % 2) != 0
 #error "R must be even"
@@ -341,7 +337,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void group_search(
             /* two steps per iteration, the H row alternating between HcA and HcB, so the
                unrolled column loop needs no register moves to carry the row over */
             for (int k = 0; k < m + G - 1; k += 2) {
-#if GLOBAL_MODE && MID_LOOP
+#if GLOBAL_MODE
                 /* past the fill: the steps where every work-item is on a real row before
                    the last, without branches (one more copy of the step, not two: the fill
                    and the drain share this loop's) */
