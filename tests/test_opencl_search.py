@@ -942,3 +942,38 @@ def test_preload_launches_every_program_on_no_work(cl_device, small_group_shapes
     query = rng.integers(0, 20, 25).astype(np.uint8)
     got = SearchRunner(dctx, targets, local_kernel="group").score(query, scoring, mode, ends)
     np.testing.assert_array_equal(got.scores, _oracle(query, targets, scoring, mode, ends))
+
+
+@pytest.mark.parametrize("mode", ["local", "global"])
+def test_page_locked_results_equal_the_oracle_and_are_reused(
+    cl_device, small_group_shapes, monkeypatch, mode
+):
+    """config.OPENCL_SEARCH_PINNED (here PoCL taken for a GPU): batches' results come back
+    in page-locked buffers handed back once gathered: the oracle's scores, and a second
+    pass over the same batches reuses the first pass's buffers."""
+    from dpalign import config
+    from dpalign.kernels_cl import capabilities as caps_module
+    from dpalign.kernels_cl import search_group
+
+    monkeypatch.setattr(config, "OPENCL_SEARCH_PINNED", True)
+    monkeypatch.setattr(caps_module.Capabilities, "is_cpu", property(lambda self: False))
+    rng = np.random.default_rng(21)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    ends = free_ends_tuple(mode)
+    targets = [rng.integers(0, 20, n).astype(np.uint8) for n in rng.integers(1, 60, 25)]
+    queries = [rng.integers(0, 20, n).astype(np.uint8) for n in (5, 30, 31, 12, 40)]
+    runner = SearchRunner(device_context(cl_device), targets, local_kernel="group")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_module, "FLIGHT", 2)
+        patch.setattr(search_group, "BATCH", 2)  # three batches, two in flight
+        first = runner.score_block(queries, scoring, mode, ends)
+        group = next(iter(runner._groups.values()))
+        pool = len(group._pinned_free)
+        again = runner.score_block(queries, scoring, mode, ends)
+    # every buffer is back in the pool, so its size is how many were ever made: at most one
+    # a batch in the concurrent window (3 batches), not one for each of the 6 batches
+    assert 1 <= pool <= len(group._pinned_free) <= 3
+    for k, query in enumerate(queries):
+        want = _oracle(query, targets, scoring, mode, ends)
+        np.testing.assert_array_equal(first.scores[k], want)
+        np.testing.assert_array_equal(again.scores[k], want)
