@@ -15,8 +15,11 @@ BLOSUM62, a gap of k costing 11 + k, ``--backend opencl``, each run a fresh
 
 ``--alternate`` runs the two trees turn about instead, each run of the new tree followed by
 the same run of the old one (cold local, warm local, first global, warm global, semiglobal,
-then warm global with 250-query chunks and a second warm local): the pairs are compared
-under the same conditions, and every pair's hit files are compared byte for byte
+then warm global with 250-query chunks, a second warm local and global, and warm global with
+4 layout threads, and a first global run with empty OpenCL caches building all its programs
+itself, on threads, then warm global and semiglobal runs with the results in page-locked
+memory, each followed by a plain one; the setting runs by the new tree alone): the pairs are
+compared under the same conditions, and every pair's hit files are compared byte for byte
 (``same_hits_as_old``).
 
 Figures per run: ``wall_s`` and ``gcups_wall`` (cells / wall), ``phases``, ``gcups_search``
@@ -65,11 +68,34 @@ ALTERNATE = [
     ("global-warm-c250", ["--mode", "global"]),
     ("local-warm2", []),
     ("global-warm2", ["--mode", "global"]),
+    ("global-warm-lt4", ["--mode", "global"]),
+    ("global-threads", ["--mode", "global"]),
+    ("global-warm-pinned", ["--mode", "global"]),
+    ("global-warm3", ["--mode", "global"]),
+    ("semiglobal-pinned", ["--mode", "semiglobal"]),
+    ("semiglobal2", ["--mode", "semiglobal"]),
 ]
 #: Runs of the new tree alone (a setting the old tree does not have).
-NEW_ONLY = {"global-warm-c250"}
-#: Environment of some runs: 250-query chunks (the old tree's size).
-RUN_ENV = {"global-warm-c250": {"DPALIGN_OPENCL_SEARCH_CHUNK_SCORES": "50000000"}}
+NEW_ONLY = {
+    "global-warm-c250", "global-warm-lt4", "global-threads", "global-warm-pinned",
+    "semiglobal-pinned",
+}  # fmt: skip
+#: Environment of some runs: 250-query chunks (the old tree's size); 4 layout threads; a
+#: first global run (empty OpenCL caches of its own: FRESH) building every program in its
+#: own process, on threads (no child processes).
+FRESH = "<fresh folder>"
+RUN_ENV = {
+    "global-warm-c250": {"DPALIGN_OPENCL_SEARCH_CHUNK_SCORES": "50000000"},
+    "global-warm-lt4": {"DPALIGN_OPENCL_SEARCH_LAYOUT_THREADS": "4"},
+    "global-warm-pinned": {"DPALIGN_OPENCL_SEARCH_PINNED": "1"},
+    "semiglobal-pinned": {"DPALIGN_OPENCL_SEARCH_PINNED": "1"},
+    "global-threads": {
+        "DPALIGN_OPENCL_BUILD_PROCESSES": "0",
+        "DPALIGN_CACHE_DIR": FRESH,
+        "CUDA_CACHE_PATH": FRESH,
+        "POCL_CACHE_DIR": FRESH,
+    },
+}
 
 
 def tree_env(tree: Path, work: Path, label: str) -> dict:
@@ -167,6 +193,8 @@ def main() -> None:
             continue
         tree = new if tree_label == "new" else old
         env = {**envs[tree_label], **RUN_ENV.get(name.split("-", 1)[1], {})}
+        env = {k: tempfile.mkdtemp(prefix=f"{k}_", dir=work) if v == FRESH else v
+               for k, v in env.items()}  # fmt: skip
         row = run_one(name, tree, [*files, *extra], env, cells, out_dir, left)
         if name == "new-local-cold":  # what an empty cache cost: programs built, Numba files
             env = envs["new"]

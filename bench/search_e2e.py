@@ -194,6 +194,7 @@ def main() -> None:
         ),
         ("numba-cold", [*small, *SCORING, "--backend", "numba", *threads], numba_env, small_cells),
         ("numba-warm", [*small, *SCORING, "--backend", "numba", *threads], numba_env, small_cells),
+        ("numba-warm2", [*small, *SCORING, "--backend", "numba", *threads], numba_env, small_cells),
     ]
     if args.list:
         print("\n".join(name for name, *_ in runs))

@@ -1241,15 +1241,20 @@ def _read_database(path, scoring):
     """A search database as ``(names, codes of every record in one buffer, offsets)``:
     parsed into arrays and encoded in one pass, no Python object per record; a bad
     character is reported as :func:`_read_encoded` reports it."""
+    from .alphabet import INVALID
     from .errors import InputError
     from .io import read_fasta_block
 
-    block = read_fasta_block(path, allow_empty=True)
-    try:
-        residues = scoring.alphabet.encode(block.residues)
-    except InputError:
+    alphabet = scoring.alphabet
+    # encoded through the alphabet's byte table as each megabyte is parsed (what
+    # Alphabet.encode does with bytes, without its copies: ~0.15 s less for 200,000 proteins)
+    block = read_fasta_block(path, allow_empty=True, table=alphabet.lut.tobytes())
+    residues = block.residues
+    if residues.size and int(residues.max()) == INVALID:
         _read_encoded(path, scoring)  # raises with the record, line and column
-        raise
+        raise InputError(  # pragma: no cover - the per-record encoder finds every bad letter
+            f"a character outside the {alphabet.name} alphabet", path=str(path)
+        )
     return block.names, residues, block.offsets
 
 
@@ -1258,7 +1263,8 @@ def _warm_traceback(
 ) -> None:
     """Load the traceback kernels printed hits take on ``backend``: short pairs, and pairs
     over its long-pair limit (anti-diagonal tiles) when a pair may have ``largest_pair``
-    cells (``parts``: which of the two)."""
+    cells (``parts``: which of the two; "long-fill" and "long-trace": one half of the long
+    pairs' kernels each, see :func:`dpalign.longpair.warm_up`)."""
     import numpy as np
 
     from .pairwise import align
@@ -1267,9 +1273,17 @@ def _warm_traceback(
         codes = np.zeros(8, dtype=np.uint8)
         align(codes, codes, mode, scoring=scoring, backend=backend)
     limit = backend.long_pair_cells()
-    if "long" in parts and limit is not None and largest_pair > limit:
-        codes = np.zeros(int(limit**0.5) + 2, dtype=np.uint8)
+    if limit is None or largest_pair <= limit:
+        return
+    size = int(limit**0.5) + 2  # the smallest square pair over the limit
+    if "long" in parts:
+        codes = np.zeros(size, dtype=np.uint8)
         align(codes, codes, mode, scoring=scoring, threads=1, backend=backend)
+    for half in ("fill", "trace"):
+        if f"long-{half}" in parts:
+            from .longpair import warm_up
+
+            warm_up(scoring, mode, half, size)
 
 
 #: A child that compiles traceback kernels into Numba's disk cache (see
@@ -1319,11 +1333,11 @@ def _start_traceback_compile(scoring, mode: str, threads):
     On a device backend the host is idle but for feeding the device, and a first run
     (empty Numba cache) would otherwise compile the traceback kernels (~10 s on the H100
     host) before the search starts; compiled in the same process beside the search they
-    would hold the GIL the search's host work needs. Two children, side by side: the
-    short-pair kernels and the long-pair (anti-diagonal) ones, a third and two thirds of
-    the compile time, so the kernels are ready sooner (a search's first hits are traced
-    back while the device scores the rest once they are). The children write Numba's disk
-    cache; the parent and its traceback workers load the kernels from it
+    would hold the GIL the search's host work needs. Three children, side by side: the
+    short-pair kernels (a third of the compile time), the long-pair (anti-diagonal) tile
+    fill and the long-pair traceback, so the kernels are ready sooner (a search's first
+    hits are traced back while the device scores the rest once they are). The children
+    write Numba's disk cache; the parent and its traceback workers load the kernels from it
     (:func:`_finish_traceback_compile`).
     With fewer than 4 cores one child compiles both (each child's imports take a core for
     a second even when the cache already holds the kernels).
@@ -1334,7 +1348,10 @@ def _start_traceback_compile(scoring, mode: str, threads):
 
     from .config import cpu_threads
 
-    parts = ("long", "short") if cpu_threads(threads) >= 4 else ("long,short",)
+    # the long pairs' kernels in two halves (fill 4.0 s, traceback 5.9 s of their 10 s
+    # compile here), each in a child of its own
+    cores = cpu_threads(threads)
+    parts = ("long-trace", "long-fill", "short") if cores >= 4 else ("long,short",)
     children = []
     try:
         for part in parts:
@@ -1563,8 +1580,14 @@ def _read_search_inputs(query_path, db_path, scoring, queries_read=None):
         raise
     if queries_read is not None:
         queries_read.set_result(len(q_codes))
+    mark = time.perf_counter()
     names, residues, offsets = _read_database(db_path, scoring)
-    return queries, q_codes, names, residues, offsets, time.perf_counter() - start
+    end = time.perf_counter()
+    log.info(
+        "search: queries read in %.3f s, the database (%d records) in %.3f s",
+        mark - start, len(names), end - mark,
+    )  # fmt: skip
+    return queries, q_codes, names, residues, offsets, end - start
 
 
 def _run_search(args) -> int:
@@ -1604,6 +1627,18 @@ def _run_search(args) -> int:
         with ThreadPoolExecutor(1, thread_name_prefix="dpalign-read") as pool:
             reading = pool.submit(_read_search_inputs, args.query, args.db, scoring, queries_read)
             backend = backend_for(_backend_from_args(args), scoring)
+            run = backend.stats
+            # Kernel loading and building (JIT) runs on a thread of its own beside the
+            # reading, the packing and a device's layout of the database; what is left of
+            # it then is timed apart from the search ("jit"). Started first: a first run's
+            # program builds (and their child processes) are its longest set-up.
+            warm = getattr(backend, "warm_up", None)
+            if warm is not None:
+                warming = ThreadPoolExecutor(1, thread_name_prefix="dpalign-warm")
+                warmed = warming.submit(
+                    warm, Task("pairwise", scoring, args.mode, free_ends_tuple(args.mode))
+                )
+                warming.shutdown(wait=False)
             compiling = None
             if args.top and backend.kind == "device":
                 compiling = _start_traceback_compile(
@@ -1616,17 +1651,6 @@ def _run_search(args) -> int:
                     n_queries = 0
                 strands = 2 if args.strand == "both" else 1
                 tracing = _start_trace_workers(n_queries * strands * args.top, args.threads)
-            run = backend.stats
-            # Kernel loading and building (JIT) runs on a thread of its own beside the
-            # reading, the packing and a device's layout of the database; what is left of
-            # it then is timed apart from the search ("jit").
-            warm = getattr(backend, "warm_up", None)
-            if warm is not None:
-                warming = ThreadPoolExecutor(1, thread_name_prefix="dpalign-warm")
-                warmed = warming.submit(
-                    warm, Task("pairwise", scoring, args.mode, free_ends_tuple(args.mode))
-                )
-                warming.shutdown(wait=False)
             queries, q_codes, names, residues, offsets, seconds = reading.result()
         run.phases = {"read": seconds, **run.phases}
         code = _search_and_write(
@@ -1635,7 +1659,9 @@ def _run_search(args) -> int:
         )  # fmt: skip
     finally:
         if tracing is not None:  # after a run every job is done: the workers end at once
+            mark = time.perf_counter()
             tracing.shutdown(wait=code is not None, cancel_futures=True)
+            log.info("search: traceback workers ended in %.3f s", time.perf_counter() - mark)
         if warmed is not None and code is None:
             warmed.cancel()
     # Nothing is left open (the workers and compile children have ended, a hybrid run's
@@ -1664,8 +1690,10 @@ def _search_and_write(
 
     with run.phase("pack"):
         db = Database.from_codes(residues, offsets, names, sub_score=scoring)
-        if backend.kind == "device":  # the targets on the device while programs build
-            prepare_search(q_codes, db, scoring, args.mode, backend)
+        # The database laid out as the search takes it, while kernels load or programs build
+        # (a device's targets uploaded too): set-up, not search (the Numba backend's blocks
+        # of 50,000 proteins were packed inside the timed search phase).
+        prepare_search(q_codes, db, scoring, args.mode, backend)
     longest = max((len(c) for c in q_codes), default=0) * int(db.lengths.max(initial=0))
     with run.phase("jit"):
         if warmed is not None:

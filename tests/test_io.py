@@ -9,6 +9,7 @@ import subprocess
 import sys
 from contextlib import contextmanager
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -219,6 +220,26 @@ def test_reader_agrees_with_scikit_bio(tmp_path_factory, drawn, packing):
     # read in pieces of a few bytes, the records and their lines are the same
     with _chunk_bytes(8):
         assert read_fasta(path) == records
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_fasta_files(), st.binary(min_size=256, max_size=256))
+def test_a_table_translates_the_residues_as_they_are_read(tmp_path_factory, drawn, table):
+    """read_fasta_block(table=...): the residues the plain read gives, each byte through the
+    table (blank-free, CRLF or not, read whole or in pieces of a few bytes), writable."""
+    from dpalign.io import read_fasta_block
+
+    text, _ = drawn
+    path = tmp_path_factory.mktemp("fa") / "x.fa"
+    path.write_bytes(text.encode())
+    plain = read_fasta_block(path, allow_empty=True)
+    lut = np.frombuffer(table, np.uint8)
+    for size in (8, 1 << 20):
+        with _chunk_bytes(size):
+            got = read_fasta_block(path, allow_empty=True, table=table)
+        np.testing.assert_array_equal(got.residues, lut[plain.residues])
+        np.testing.assert_array_equal(got.offsets, plain.offsets)
+        assert got.names == plain.names and got.residues.flags.writeable
 
 
 @contextmanager

@@ -273,3 +273,50 @@ def test_bad_input_is_a_clear_error():
         align_long(np.array([0, 99], np.uint8), "ACG", scoring)
     with pytest.raises(OptionError, match="blocks"):
         Tiling(blocks=1)
+
+
+def test_a_leaf_sized_trace_compiles_nothing_more():
+    """A traceback that starts inside one leaf (a local alignment ending in the first leaf
+    of a 300 x 3,000 pair) runs the compiled block loop on that one block, not
+    trace_leaf from Python: no Numba specialisation beyond what a 202 x 202 pair compiles
+    (a first run's traceback warm-up; its workers then compile nothing), and the oracle's
+    alignment."""
+    from dpalign.simd import antidiagonal as K
+
+    scoring = Scoring("BLOSUM62", (11, 1))
+    rng = np.random.default_rng(3)
+    warm = rng.integers(0, 20, 202).astype(np.uint8)
+    align_long(warm, warm, scoring, "local", threads=1)
+    kernels = ("fill_worker", "fill_bits", "trace_bits", "trace_leaf", "trace_blocks")
+    before = {name: list(getattr(K, name).signatures) for name in kernels}
+    a = rng.integers(0, 20, 300).astype(np.uint8)
+    b = rng.integers(0, 20, 3000).astype(np.uint8)
+    b[:60] = a[:60]  # the best local alignment ends near (60, 60)
+    got = align_long(a, b, scoring, "local", threads=1)
+    assert got.a_end <= Tiling().leaf_rows and got.b_end <= Tiling().leaf_cols
+    assert {name: list(getattr(K, name).signatures) for name in kernels} == before
+    assert got == _oracle(a, b, scoring, "local", None)[0]
+
+
+@pytest.mark.parametrize("mode", ["local", "global"])
+def test_warm_up_halves_load_what_a_long_alignment_takes(mode):
+    """longpair.warm_up's halves (a command's compile children run one each): the tile fill
+    and the traceback's block loop with a traceback's argument types, so a long alignment
+    afterwards needs no other specialisation; the alignment is the oracle's."""
+    from dpalign.longpair import warm_up
+    from dpalign.simd import antidiagonal as K
+
+    scoring = Scoring("BLOSUM62", (11, 1))
+    for part in ("fill", "trace"):
+        warm_up(scoring, mode, part, 202)
+    kernels = ("fill_worker", "trace_blocks")
+    before = {name: list(getattr(K, name).signatures) for name in kernels}
+    assert all(before.values())
+    rng = np.random.default_rng(11)
+    a = rng.integers(0, 20, 230).astype(np.uint8)
+    b = np.concatenate([a[20:200], rng.integers(0, 20, 150).astype(np.uint8)])
+    got = align_long(a, b, scoring, mode, threads=1)
+    assert {name: list(getattr(K, name).signatures) for name in kernels} == before
+    assert got == _oracle(a, b, scoring, mode, None)[0]
+    with pytest.raises(OptionError):
+        warm_up(scoring, mode, "both", 202)

@@ -418,6 +418,30 @@ def test_buckets_cover_every_target_once():
     assert {(b.G, b.R) for b in buckets if b.passes > 1} <= set(multi)
 
 
+@pytest.mark.parametrize("top", [3000, 40_000, 1 << 25])
+def test_a_length_index_plans_as_the_plain_sorts(top):
+    """plan_buckets with a LengthIndex (radix sorts of the ranks where they fit 16 bits,
+    bincount ranks below 2**24): every target once, each bucket longest first with ties in
+    index order, and the same plan as without the index, for every query length."""
+    from dpalign.kernels_cl.search_group import LengthIndex, plan_buckets
+
+    rng = np.random.default_rng(top)
+    lengths = rng.integers(1, top, 6000)
+    lengths[::7] = lengths[3]  # many ties
+    index = LengthIndex(lengths)
+    for m in (1, 128, 375, 1024):
+        buckets = plan_buckets(lengths, m, index=index)
+        again = plan_buckets(lengths, m)
+        assert [(b.G, b.R, b.passes) for b in buckets] == [(b.G, b.R, b.passes) for b in again]
+        for b, c in zip(buckets, again, strict=True):
+            np.testing.assert_array_equal(b.targets, c.targets)
+            n = lengths[b.targets]
+            ties = np.diff(n) == 0
+            assert (np.diff(n) <= 0).all() and (np.diff(b.targets)[ties] > 0).all()
+        picked = np.concatenate([b.targets for b in buckets])
+        assert sorted(picked.tolist()) == list(range(len(lengths)))
+
+
 def test_small_many_pass_buckets_move_to_the_widest_shape():
     """A narrow multi-pass bucket with few targets is one long dependency chain: its targets
     take the widest multi-pass shape (fewer passes); a big one stays."""
@@ -739,6 +763,34 @@ def test_prepare_search_lays_out_without_building(cl_device, small_group_shapes)
     ]
 
 
+def test_prepare_search_hands_later_chunks_to_a_thread(cl_device, small_group_shapes):
+    """More queries than a chunk, of every plan length: prepare_search prepares the first
+    chunk and leaves the others' plans to a thread; the search, started at once, gives the
+    reference's hits, and every plan the queries take is made once."""
+    from dpalign.kernels_cl import backend as backend_module
+    from dpalign.kernels_cl.search_group import PLAN_LENGTHS
+    from dpalign.search import Database, prepare_search, search_many
+
+    rng = np.random.default_rng(5)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    letters = list("ARNDCQEGHILKMFPSTWYV")
+    texts = ["".join(rng.choice(letters, n)) for n in rng.integers(1, 80, 30)]
+    db = Database(texts, sub_score=scoring)
+    lengths = (1100, 700, 200, 150, 90, 40, 12, 3)  # plans 1024, 256 and 128
+    queries = [scoring.encode("".join(rng.choice(letters, n))) for n in lengths]
+    device = get_backend("opencl", device=cl_device, search_kernel="group")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(backend_module, "QUERY_CHUNK_MAX", 2)
+        prepare_search(queries, db, scoring, "local", device)
+        got = search_many(queries, db, top=4, mode="local", scoring=scoring, backend=device)
+    want = search_many(queries, db, top=4, mode="local", scoring=scoring, backend="reference")
+    assert [[(h.index, h.score) for h in q] for q in got] == [
+        [(h.index, h.score) for h in q] for q in want
+    ]
+    group = next(iter(device._search_cached[1]._groups.values()))
+    assert set(group._plans) == set(PLAN_LENGTHS)
+
+
 @pytest.mark.parametrize("mode", ["local", "global"])
 def test_warm_up_builds_what_the_search_takes(cl_device, small_group_shapes, mode):
     """The backend's warm-up (run while a command reads its files) builds every shape of
@@ -766,3 +818,162 @@ def test_warm_up_builds_what_the_search_takes(cl_device, small_group_shapes, mod
     strip = get_backend("opencl", device=cl_device, search_kernel="strip")
     strip.warm_up(Task("pairwise", scoring, mode, free_ends_tuple(mode)))
     assert _group_programs(dctx) == built  # the strip kernel takes none of them
+
+
+def test_programs_built_in_child_processes_load_from_the_disk_cache(
+    cl_device, tmp_path, monkeypatch
+):
+    """build_in_processes: the programs not cached yet are compiled by child processes (a
+    context each) into the disk cache, from which build() then loads them; what is cached
+    already is given to no child."""
+    import uuid
+
+    from dpalign import config
+    from dpalign.kernels_cl import programs
+    from dpalign.kernels_cl.search_group import group_defines
+
+    monkeypatch.setattr(config, "OPENCL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("DPALIGN_CACHE_DIR", str(tmp_path))  # the children's
+    dctx = device_context(cl_device)
+    tag = uuid.uuid4().hex[:8]  # options no earlier test built (nor any memoised program)
+    defines = [
+        {**group_defines(4, r, False, False, False), "DPALIGN_TEST_TAG": f"0x{tag}"} for r in (2, 4)
+    ]
+    assert not any(programs.cached(dctx, "search_group.cl", d) for d in defines)
+    assert programs.build_in_processes(dctx, "search_group.cl", defines, 2) == 2
+    assert all(programs.cached(dctx, "search_group.cl", d) for d in defines)
+    infos = programs.build_all(dctx, "search_group.cl", defines, 2)
+    assert [info.origin for info in infos] == ["disk", "disk"]
+    assert programs.build_in_processes(dctx, "search_group.cl", defines, 2) == 0
+
+
+def test_start_builds_leaves_a_share_to_the_caller(cl_device, tmp_path, monkeypatch):
+    """start_builds(keep=True) (what a first run's warm-up does on a GPU): the children take
+    all but the caller's share, from the device's capabilities alone (no context); once the
+    caller has built its share and the children are done, every program loads from memory
+    or the disk cache."""
+    import uuid
+
+    from dpalign import config
+    from dpalign.kernels_cl import programs
+    from dpalign.kernels_cl.search_group import group_defines
+
+    monkeypatch.setattr(config, "OPENCL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("DPALIGN_CACHE_DIR", str(tmp_path))
+    dctx = device_context(cl_device)
+    tag = uuid.uuid4().hex[:8]
+    defines = [
+        {**group_defines(4, r, False, False, False), "DPALIGN_TEST_TAG": f"0x{tag}"}
+        for r in (2, 4, 6)
+    ]
+    children, mine = programs.start_builds(
+        dctx.caps, dctx.ident, "search_group.cl", defines, 2, keep=True
+    )
+    assert children is not None and children.given == 2 and len(mine) == 1
+    assert [i.origin for i in programs.build_all(dctx, "search_group.cl", mine, 2)] == ["compiled"]
+    assert children.wait() == 2
+    origins = [i.origin for i in programs.build_all(dctx, "search_group.cl", defines, 2)]
+    assert sorted(origins) == ["disk", "disk", "memory"]
+    # everything cached: nothing for children, nothing left
+    assert programs.start_builds(dctx.caps, dctx.ident, "search_group.cl", defines, 2) == (
+        None,
+        [],
+    )
+
+
+def test_warm_up_splits_a_first_runs_builds_with_children(
+    cl_device, small_group_shapes, tmp_path, monkeypatch
+):
+    """On a GPU (here PoCL taken for one) a first run's warm-up hands all but its own share
+    of the missing programs to config.OPENCL_BUILD_PROCESSES children; afterwards every
+    program of the mode is built in this process (its own share) or loaded (the rest)."""
+    from dpalign import config
+    from dpalign.kernels_cl import capabilities as caps_module
+    from dpalign.kernels_cl import programs
+    from dpalign.kernels_cl.search_group import every_shape_defines
+
+    monkeypatch.setattr(config, "OPENCL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("DPALIGN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(config, "OPENCL_BUILD_PROCESSES", 2)
+    monkeypatch.setattr(caps_module.Capabilities, "is_cpu", property(lambda self: False))
+    started = []
+    real = programs.start_builds
+
+    def spy(*args, **kwargs):
+        started.append(real(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(programs, "start_builds", spy)
+    scoring = Scoring((1, -1), (3, 1))  # the default best-keeping rule: one variant
+    device = get_backend("opencl", device=cl_device, search_kernel="group")
+    device.warm_up(Task("pairwise", scoring, "local", free_ends_tuple("local")))
+    ((children, mine),) = started
+    dctx = device_context(cl_device)
+    defines = every_shape_defines(False, dctx.caps.ptx_s16x2)
+    assert children is not None and children.given + len(mine) == len(defines) == 3
+    assert all(programs.cached(dctx, "search_group.cl", d) for d in defines)
+    # the children's binaries (this process's share may have been built by an earlier test)
+    assert len(list(tmp_path.glob("search_group-*.bin"))) >= children.given >= 1
+
+
+@pytest.mark.parametrize("glob", [False, True])
+def test_preload_launches_every_program_on_no_work(cl_device, small_group_shapes, glob):
+    """preload (a GPU warm-up's last step): every shape's program launched once on no
+    pair and an empty query returns (single and multi-pass, both modes), the bucket queues
+    are made once per context, and a search afterwards gives the oracle's scores."""
+    from dpalign.kernels_cl.search_group import (
+        QUEUES,
+        every_shape_defines,
+        group_queues,
+        preload,
+    )
+
+    dctx = device_context(cl_device)
+    defines = every_shape_defines(glob, dctx.caps.ptx_s16x2, glob)
+    preload(dctx, defines)
+    queues = group_queues(dctx, QUEUES)
+    assert len(queues) == QUEUES and queues[0] is dctx.queue
+    assert group_queues(dctx, QUEUES) == queues  # made once
+    rng = np.random.default_rng(12)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    mode = "global" if glob else "local"
+    ends = free_ends_tuple(mode)
+    targets = [rng.integers(0, 20, n).astype(np.uint8) for n in (3, 40, 17, 70)]
+    query = rng.integers(0, 20, 25).astype(np.uint8)
+    got = SearchRunner(dctx, targets, local_kernel="group").score(query, scoring, mode, ends)
+    np.testing.assert_array_equal(got.scores, _oracle(query, targets, scoring, mode, ends))
+
+
+@pytest.mark.parametrize("mode", ["local", "global"])
+def test_page_locked_results_equal_the_oracle_and_are_reused(
+    cl_device, small_group_shapes, monkeypatch, mode
+):
+    """config.OPENCL_SEARCH_PINNED (here PoCL taken for a GPU): batches' results come back
+    in page-locked buffers handed back once gathered: the oracle's scores, and a second
+    pass over the same batches reuses the first pass's buffers."""
+    from dpalign import config
+    from dpalign.kernels_cl import capabilities as caps_module
+    from dpalign.kernels_cl import search_group
+
+    monkeypatch.setattr(config, "OPENCL_SEARCH_PINNED", True)
+    monkeypatch.setattr(caps_module.Capabilities, "is_cpu", property(lambda self: False))
+    rng = np.random.default_rng(21)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    ends = free_ends_tuple(mode)
+    targets = [rng.integers(0, 20, n).astype(np.uint8) for n in rng.integers(1, 60, 25)]
+    queries = [rng.integers(0, 20, n).astype(np.uint8) for n in (5, 30, 31, 12, 40)]
+    runner = SearchRunner(device_context(cl_device), targets, local_kernel="group")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_module, "FLIGHT", 2)
+        patch.setattr(search_group, "BATCH", 2)  # three batches, two in flight
+        first = runner.score_block(queries, scoring, mode, ends)
+        group = next(iter(runner._groups.values()))
+        pool = len(group._pinned_free)
+        again = runner.score_block(queries, scoring, mode, ends)
+    # every buffer is back in the pool, so its size is how many were ever made: at most one
+    # a batch in the concurrent window (3 batches), not one for each of the 6 batches
+    assert 1 <= pool <= len(group._pinned_free) <= 3
+    for k, query in enumerate(queries):
+        want = _oracle(query, targets, scoring, mode, ends)
+        np.testing.assert_array_equal(first.scores[k], want)
+        np.testing.assert_array_equal(again.scores[k], want)

@@ -185,3 +185,15 @@ def test_ranking_on_threads_equals_ranking_in_turn(monkeypatch, strand):
     monkeypatch.setattr(S, "RANK_THREADS_TARGETS", 0)
     assert hits() == serial
     assert any(len({h[1] for h in q}) < len(q) for q in serial)  # ties were ranked
+
+
+def test_longest_first_is_the_stable_descending_sort():
+    """contract.longest_first (a radix sort of 16-bit keys where lengths fit): the order of
+    a stable argsort of the negated lengths, ties in index order, long lengths included."""
+    from dpalign.contract import longest_first
+
+    rng = np.random.default_rng(6)
+    for top in (1, 5, 3000, 32767, 32768, 10**7):
+        lengths = rng.integers(0, top + 1, 5000)
+        np.testing.assert_array_equal(longest_first(lengths), np.argsort(-lengths, kind="stable"))
+    assert longest_first(np.zeros(0, np.int64)).size == 0

@@ -13,6 +13,7 @@ kept for the next call with the same blocks), each query is searched against all
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass
 
@@ -162,6 +163,14 @@ class SkewedRegions(RegionFiller):
         )
         return RegionFill(fill.last_row, fill.row_store, fill.col_store, fill.best)
 
+def _prepare_quietly(runner, codes, scoring, mode, ends) -> None:
+    """:meth:`SearchRunner.prepare` of later queries, ahead of their turn; an error is left
+    for the search itself to meet (it prepares every chunk it takes)."""
+    try:
+        runner.prepare(codes, scoring, mode, ends, build=False)
+    except Exception:  # noqa: BLE001 - raised again where the search prepares these queries
+        log.debug("opencl search: preparing later queries ahead failed", exc_info=True)
+
 
 @dataclass
 class OpenCLBackend(Backend):
@@ -252,32 +261,80 @@ class OpenCLBackend(Backend):
         if task.kernel == "papara" and len(queries) and blocks:
             self._runner(task, blocks, int(queries.codes.max(initial=0)))
         elif task.kernel == "pairwise" and len(queries) and blocks and self.width != 32:
+            began = time.perf_counter()
             runner = self._search_runner(blocks)
+            made = time.perf_counter()
             codes = [queries.codes[q, : int(queries.lengths[q])] for q in range(len(queries))]
             codes.sort(key=len, reverse=True)
-            # The first chunk's plans first (a search takes the longest queries first, a
-            # chunk at a time): the layout threads take them in this order.
+            # The first chunk's plans here (a search takes the longest queries first, a chunk
+            # at a time), the other chunks' on a thread (their plans, ~0.1 s of NumPy for
+            # 200,000 targets, and their layouts' hand-out): the search starts without them,
+            # and the layout threads take the first chunk's buckets first.
             first = self.query_chunk("pairwise", len(runner.codes))
-            for part in (codes[:first], codes[first:]):
-                runner.prepare(part, task.scoring, task.mode, task.free_ends, build=False)
+            sc, mode, ends = task.scoring, task.mode, task.free_ends
+            runner.prepare(codes[:first], sc, mode, ends, build=False)
+            log.info(
+                "opencl search: prepared in %.3f s (targets %.3f s, the first chunk's plans "
+                "and layouts handed out %.3f s)",
+                time.perf_counter() - began, made - began, time.perf_counter() - made,
+            )  # fmt: skip
+            if len(codes) > first:
+                threading.Thread(
+                    target=_prepare_quietly,
+                    args=(runner, codes[first:], sc, mode, ends),
+                    name="dpalign-prepare",
+                    daemon=True,
+                ).start()
 
     def warm_up(self, task) -> None:
         """Build the search programs ``task`` may take before the database is read (a
         command calls this while it reads its files): every shape of the thread-group
-        kernel for the mode, side by side, where that kernel runs. Programs in the disk
-        cache load in milliseconds; a first run compiles them beside the reading."""
+        kernel for the mode, where that kernel runs. Programs in the disk cache load in
+        milliseconds; a first run compiles them beside the reading, those the disk cache
+        lacks split between this process and :data:`config.OPENCL_BUILD_PROCESSES` child
+        processes on GPUs (the driver compiles one program at a time per process), which
+        start before this process's context exists."""
         if task.kernel != "pairwise" or self.width == 32:
             return
-        from .search import SearchTask
-        from .search_group import WARM_QUERY_LENGTH, build_every_shape, build_threads, keeps_best
+        from .capabilities import capabilities
+        from .context import choose_device
+        from .programs import build_all, start_builds
+        from .search import SearchTask, takes_group_kernel
+        from .search_group import (
+            WARM_QUERY_LENGTH,
+            build_threads,
+            every_shape_defines,
+            keeps_best,
+            preload,
+        )
 
-        dctx = device_context(self.device, self.stream)
-        probe = SearchRunner(dctx, [], local_kernel=self.search_kernel)
+        ident, device = choose_device(self.device)
+        caps = capabilities(device)
         search_task = SearchTask.of(task.scoring, task.mode, task.free_ends)
-        if probe.uses_group_kernel(search_task):
-            glob = not search_task.local
-            nobest = not keeps_best(glob, task.scoring, WARM_QUERY_LENGTH)
-            build_every_shape(dctx, glob, probe.ptx, build_threads(), nobest)
+        if not takes_group_kernel(search_task, self.search_kernel, caps.ptx_s16x2):
+            return
+        glob = not search_task.local
+        nobest = not keeps_best(glob, task.scoring, WARM_QUERY_LENGTH)
+        defines = every_shape_defines(glob, caps.ptx_s16x2, nobest)
+        children, mine = None, defines
+        if config.OPENCL_BUILD_PROCESSES and not caps.is_cpu:
+            name, processes = "search_group.cl", config.OPENCL_BUILD_PROCESSES
+            children, mine = start_builds(caps, ident, name, defines, processes, keep=True)
+        began = time.perf_counter()
+        dctx = device_context(self.device, self.stream)
+        build_all(dctx, "search_group.cl", mine, build_threads())
+        if children is not None:
+            children.wait()
+        build_all(dctx, "search_group.cl", defines, build_threads())  # the children's, loaded
+        built = time.perf_counter()
+        if not caps.is_cpu:  # (PoCL would compile each kernel again at its first launch)
+            preload(dctx, defines)
+        log.info(
+            "opencl search: warm-up %.3f s (%d programs, %d of them by child processes), "
+            "queues and first launches %.3f s",
+            built - began, len(defines), children.given if children is not None else 0,
+            time.perf_counter() - built,
+        )  # fmt: skip
 
     def device_wait(self):
         return wait_totals()
@@ -358,11 +415,14 @@ class OpenCLBackend(Backend):
             return cached[1]
         targets = [lane for block in blocks for lane in block.lanes()]
         one = blocks[0] if len(blocks) == 1 and blocks[0].ragged else None
+        # one ragged block of uint8 codes: its lanes are contiguous views, lengths known
+        as_they_are = one is not None and one.codes.dtype == np.uint8
         runner = SearchRunner(
             device_context(self.device, self.stream),
             targets,
             local_kernel=self.search_kernel,
             residues=one.codes[: one.residues] if one is not None else None,
+            lengths=one.lengths if as_they_are else None,
         )
         self._search_cached = (key, runner, blocks)  # holding the blocks keeps their ids unique
         return runner

@@ -92,7 +92,9 @@ class DeviceContext:
     Kernels run on ``queue`` (profiling enabled, for kernel times); host-device copies go on
     ``copy_queue`` so that they overlap with the kernel of the previous batch. ``programs``
     memoises built programs (see :mod:`dpalign.kernels_cl.programs`); ``building`` holds a
-    lock per program being built (different programs build at the same time).
+    lock per program being built (different programs build at the same time); ``shared``
+    holds objects made once per context on first use (under ``lock``), e.g. the group
+    search's extra command queues.
     """
 
     ident: str
@@ -104,6 +106,7 @@ class DeviceContext:
     programs: dict = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     building: dict = field(default_factory=dict)
+    shared: dict = field(default_factory=dict)
 
     def describe(self) -> str:
         return f"OpenCL {self.ident}: {self.caps.describe()}"

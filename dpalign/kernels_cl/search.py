@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -52,6 +53,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import config, reference
+from ..contract import longest_first
 from ..errors import DpalignError, OptionError
 from ..scoring import MODES, Scoring
 from .context import DeviceContext, driver_errors, wait
@@ -354,10 +356,22 @@ class BlockResult:
     recomputed: np.ndarray
 
 
+def takes_group_kernel(task: SearchTask, local_kernel: str | None, ptx: bool) -> bool:
+    """Whether queries of ``task`` take the thread-group kernel (those whose pair table
+    fits) with the runner option ``local_kernel`` on a device with (``ptx``) or without
+    packed 16-bit PTX (:meth:`SearchRunner.uses_group_kernel`; a device's capabilities
+    suffice, no context)."""
+    if not task.packable() or local_kernel == "strip":
+        return False
+    return local_kernel == "group" or ptx
+
+
+#: Held while a runner makes its GroupSearch (once per runner and PTX setting).
+_GROUPS_LOCK = threading.Lock()
+
+
 def _serialized(call):
     """``call`` behind a lock (a progress callback called from several threads)."""
-    import threading
-
     lock = threading.Lock()
 
     def locked(*args):
@@ -421,6 +435,10 @@ class SearchRunner:
     residues : ndarray of uint8, optional
         Every target's codes in one buffer, in any order (where the caller has one: saves
         concatenating them again to find the letters in use).
+    lengths : ndarray of int64, optional
+        The targets' lengths, where the caller has them, with ``targets`` contiguous uint8
+        arrays (views of one ragged block: 200,000 of them are taken as they are, not
+        checked and measured one by one).
     """
 
     def __init__(
@@ -435,10 +453,17 @@ class SearchRunner:
         profile: str | None = None,
         local_kernel: str | None = None,
         residues: np.ndarray | None = None,
+        lengths: np.ndarray | None = None,
     ) -> None:
         self.dctx = dctx
-        self.codes = [np.ascontiguousarray(t, dtype=np.uint8) for t in targets]
-        self.lengths = np.fromiter((len(t) for t in self.codes), np.int64, len(self.codes))
+        if lengths is not None:
+            self.codes = list(targets)
+            self.lengths = np.asarray(lengths, np.int64)
+            if len(self.lengths) != len(self.codes):
+                raise OptionError(f"{len(self.lengths)} lengths for {len(self.codes)} targets")
+        else:
+            self.codes = [np.ascontiguousarray(t, dtype=np.uint8) for t in targets]
+            self.lengths = np.fromiter((len(t) for t in self.codes), np.int64, len(self.codes))
         if residues is None and self.codes:
             residues = np.concatenate(self.codes)
         self.residues = residues  # every target's codes in one buffer (any order)
@@ -448,7 +473,7 @@ class SearchRunner:
         self._options(strip, group, ptx, shifted, best3, profile, local_kernel)
         self._groups: dict = {}  # GroupSearch of these targets per PTX setting, made on use
         self.real = np.flatnonzero(self.lengths > 0)
-        self.by_length = self.real[np.argsort(-self.lengths[self.real], kind="stable")]
+        self.by_length = self.real[longest_first(self.lengths[self.real])]
         self._layouts: dict = {}
         self._kernels: dict = {}
         self._carry = None
@@ -762,11 +787,18 @@ class SearchRunner:
                 pass
             if todo:
                 chunk, rows = todo.popleft()
+                mark = time.perf_counter()
                 pending = chunk.group.submit(
                     [chunk.queries[k] for k in rows], task, slot=launched % FLIGHT
                 )
                 if chunk.first is None:
                     chunk.first = time.perf_counter()
+                if not launched:
+                    log.info(
+                        "opencl search: the first batch's launches submitted in %.3f s, %.3f s "
+                        "after its chunk was opened",
+                        chunk.first - mark, chunk.first - chunk.began,
+                    )  # fmt: skip
                 launched += 1
                 flight.append((chunk, rows, pending))
 
@@ -788,11 +820,13 @@ class SearchRunner:
                     result = self._close_chunk(chunk, scoring, mode, free_ends, width)
                     totals["kernels"] += result.kernel_seconds
                     if totals["exhausted"] and not (opened or flight) and totals["chunks"] > 1:
+                        waited = sum(g.layout_waited for g in self._groups.values())
                         log.info(
                             "opencl search: %d chunks in one pipeline, %d batches, %.3f s from "
-                            "the first launch to the last result; kernels %.3f s",
+                            "the first launch to the last result; kernels %.3f s; %.3f s "
+                            "waiting for bucket layouts",
                             totals["chunks"], totals["batches"],
-                            time.perf_counter() - totals["first"], totals["kernels"],
+                            time.perf_counter() - totals["first"], totals["kernels"], waited,
                         )  # fmt: skip
                     yield result
                 if not flight:
@@ -938,9 +972,7 @@ class SearchRunner:
     def uses_group_kernel(self, task: SearchTask) -> bool:
         """Whether queries of ``task`` (those whose pair table fits) take the thread-group
         kernel here."""
-        if not task.packable() or self.local_kernel == "strip":
-            return False
-        return self.local_kernel == "group" or bool(self.ptx)
+        return takes_group_kernel(task, self.local_kernel, bool(self.ptx))
 
     def _group_kernel(self, task: SearchTask, query: np.ndarray):
         """The thread-group kernel for this query, or None where the strip kernel runs
@@ -948,13 +980,16 @@ class SearchRunner:
         by default devices without packed 16-bit PTX)."""
         if not self.uses_group_kernel(task):
             return None
-        if self.ptx not in self._groups:
+        group = self._groups.get(self.ptx)
+        if group is None:
             from .search_group import GroupSearch
 
-            self._groups[self.ptx] = GroupSearch(
-                self.dctx, self.codes, self.lengths, ptx=self.ptx, residues=self.residues
-            )
-        group = self._groups[self.ptx]
+            with _GROUPS_LOCK:  # a backend's prepare() may be at it on another thread
+                if self.ptx not in self._groups:
+                    self._groups[self.ptx] = GroupSearch(
+                        self.dctx, self.codes, self.lengths, ptx=self.ptx, residues=self.residues
+                    )
+                group = self._groups[self.ptx]
         return group if group.fits(query) else None
 
     def _empty_pairs(self, task: SearchTask, query: np.ndarray, scores: np.ndarray) -> None:

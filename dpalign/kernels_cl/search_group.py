@@ -21,10 +21,13 @@ against 200,000 proteins, against 1,400 for the strip kernel in local mode.
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from .. import config
 from ..errors import DpalignError
 from .context import DeviceContext, driver_errors, wait
 from .programs import build
@@ -118,7 +121,9 @@ class GroupBatch:
         return out
 
 
-def plan_buckets(lengths: np.ndarray, m: int, shapes=None, multi=None) -> list[Bucket]:
+def plan_buckets(
+    lengths: np.ndarray, m: int, shapes=None, multi=None, index: LengthIndex | None = None
+) -> list[Bucket]:
     """Deal targets of ``lengths`` (all > 0) to the shape of least estimated cost for a query
     of length ``m``: padded cells, the wavefront's fill (G - 1 steps per pass) and a per-step
     overhead of :data:`STEP_OVERHEAD` cells per work-item. Only the ``multi`` shapes (default
@@ -129,13 +134,18 @@ def plan_buckets(lengths: np.ndarray, m: int, shapes=None, multi=None) -> list[B
     small many-pass launch is one long dependency chain that the rest of the search waits
     for (H100: 16 x 32 in up to 6 passes for the longest of 200,000 proteins cost 16% of the
     search; for 100,000 DNA targets of ~900 nt, 50,000 of them in 2-3 passes of 16 x 32
-    gained 20% over 32 x 32)."""
+    gained 20% over 32 x 32).
+
+    ``index`` (:class:`LengthIndex` of ``lengths``): the sorts that do not depend on ``m``,
+    made once for every plan of one database."""
     shapes = SHAPES if shapes is None else shapes
     multi = MULTI_SHAPES if multi is None else multi
     widest = max(multi, key=lambda gr: gr[0] * gr[1])
     forbidden: set[tuple[int, int, int]] = set()
+    if index is None:
+        index = LengthIndex(lengths)
     while True:
-        buckets = _plan(np.asarray(lengths, np.int64), m, shapes, multi, forbidden)
+        buckets = _plan(index, m, shapes, multi, forbidden)
         small = {
             (b.G, b.R, b.passes)
             for b in buckets
@@ -146,12 +156,45 @@ def plan_buckets(lengths: np.ndarray, m: int, shapes=None, multi=None) -> list[B
         forbidden |= small
 
 
-def _plan(n, m, shapes, multi, forbidden) -> list[Bucket]:
+class LengthIndex:
+    """Target lengths sorted once for :func:`plan_buckets` (its plans differ per query length
+    only in which shape each distinct length takes): the distinct lengths, the targets longest
+    first (ties in index order), and each of those targets' distinct length.
+
+    Sorted by radix (NumPy's stable sort of 8- and 16-bit integers) where the values fit:
+    ~0.025 s a plan for 200,000 proteins against 0.08 s with the int64 sorts."""
+
+    def __init__(self, lengths: np.ndarray) -> None:
+        n = np.asarray(lengths, np.int64)
+        if n.size and 0 <= int(n.min()) and int(n.max()) < 1 << 24:
+            present = np.bincount(n)  # distinct lengths and each one's rank, in O(n)
+            self.lengths = np.flatnonzero(present)
+            rank = np.cumsum(present > 0) - 1
+            inverse = rank[n]
+        else:
+            self.lengths, inverse = np.unique(n, return_inverse=True)
+            inverse = inverse.reshape(-1)
+        # longest first, ties in index order: a stable sort of the ranks, descending
+        self.order = np.argsort(_narrow(len(self.lengths) - 1 - inverse), kind="stable")
+        self.inverse = inverse[self.order]  # distinct-length rank of each target in order
+
+
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """Non-negative integers in the narrowest of int16 / int32 / int64 that holds them (NumPy
+    sorts 16-bit integers stably by radix)."""
+    top = int(values.max(initial=0))
+    for dtype in (np.int16, np.int32):
+        if top <= np.iinfo(dtype).max:
+            return values.astype(dtype)
+    return values
+
+
+def _plan(index: LengthIndex, m, shapes, multi, forbidden) -> list[Bucket]:
     # The choice depends on the length alone: made once per distinct length (a few
     # thousand for 200,000 proteins), then each bucket's targets taken from the targets in
     # length order, grouped by (shape, passes) with one stable sort.
     options = list(dict.fromkeys([*shapes, *multi]))
-    lengths, inverse = np.unique(n, return_inverse=True)
+    lengths = index.lengths
     best = np.full(len(lengths), np.inf)
     choice = np.zeros(len(lengths), np.int64)
     npass = np.ones(len(lengths), np.int64)
@@ -168,15 +211,15 @@ def _plan(n, m, shapes, multi, forbidden) -> list[Bucket]:
         best[better] = cost[better]
         choice[better] = k
         npass[better] = passes[better]
-    order = np.argsort(-n, kind="stable")
-    key = (choice * (int(npass.max(initial=1)) + 1) + npass)[inverse.reshape(-1)][order]
-    grouped = np.argsort(key, kind="stable")
-    order, key = order[grouped], key[grouped]
+    span = int(npass.max(initial=1)) + 1
+    key = (choice * span + npass)[index.inverse]
+    grouped = np.argsort(_narrow(key), kind="stable")
+    order, key = index.order[grouped], key[grouped]
     cuts = np.flatnonzero(np.diff(key)) + 1
     buckets = []
     for picked, first in zip(np.split(order, cuts), np.split(key, cuts), strict=True):
         if len(picked):
-            k, p = divmod(int(first[0]), int(npass.max(initial=1)) + 1)
+            k, p = divmod(int(first[0]), span)
             g, r = options[k]
             buckets.append(Bucket(g, r, p, picked))
     return buckets
@@ -217,18 +260,68 @@ def keeps_best(glob: bool, scoring, m: int) -> bool:
     return not (gaps_cost and smax * m < flag_limit(scoring.matrix))
 
 
+def every_shape_defines(glob: bool, ptx: bool, nobest: bool = False) -> list[dict]:
+    """The ``-D`` constants of every program a search in this mode may take (each of
+    :data:`SHAPES`, each of :data:`MULTI_SHAPES` in several passes)."""
+    shapes = sorted({*((g, r, False) for g, r in SHAPES), *((g, r, True) for g, r in MULTI_SHAPES)})
+    return [group_defines(g, r, multi, glob, ptx, nobest) for g, r, multi in shapes]
+
+
 def build_every_shape(
     dctx: DeviceContext, glob: bool, ptx: bool, threads: int, nobest: bool = False
 ) -> int:
-    """Build every program a search in this mode may take (each of :data:`SHAPES`, each of
-    :data:`MULTI_SHAPES` in several passes), side by side, before the targets are known
-    (a first run builds them while it reads its files); return how many."""
+    """Build every program a search in this mode may take (:func:`every_shape_defines`),
+    side by side, before the targets are known (a first run builds them while it reads its
+    files); return how many."""
     from .programs import build_all
 
-    shapes = sorted({*((g, r, False) for g, r in SHAPES), *((g, r, True) for g, r in MULTI_SHAPES)})
-    defines = [group_defines(g, r, multi, glob, ptx, nobest) for g, r, multi in shapes]
+    defines = every_shape_defines(glob, ptx, nobest)
     build_all(dctx, "search_group.cl", defines, threads)
     return len(defines)
+
+
+def group_queues(dctx: DeviceContext, n: int) -> list:
+    """``n`` command queues for bucket launches: the context's compute queue and ``n - 1``
+    more (profiling on), made once per context (the warm-up makes them while the command
+    reads its files, not the first launch)."""
+    import pyopencl as cl
+
+    with dctx.lock:
+        queues = dctx.shared.setdefault("group_queues", [dctx.queue])
+        if len(queues) < n:
+            with driver_errors(dctx.caps, "creating command queues"):
+                profiling = cl.command_queue_properties.PROFILING_ENABLE
+                while len(queues) < n:
+                    queues.append(cl.CommandQueue(dctx.context, dctx.device, properties=profiling))
+        return list(queues[:n])
+
+
+def preload(dctx: DeviceContext, defines: list[dict]) -> None:
+    """Make the bucket queues and launch each program of ``defines`` once on no work (no
+    pair, an empty query: the kernel returns after its prologue), so that what a driver does
+    at a kernel's first launch (loading its module onto the device, say) is done by the
+    warm-up, beside the reading, rather than by the search's first batch."""
+    import pyopencl as cl
+
+    group_queues(dctx, QUEUES)
+    mf = cl.mem_flags
+    with driver_errors(dctx.caps, "preloading the group search kernel"):
+        dummy = cl.Buffer(dctx.context, mf.READ_WRITE, 64)
+        zeros = np.zeros(8, np.int32)  # one query's qinfo: m = 0, no table
+        info = cl.Buffer(dctx.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=zeros)
+        events = []
+        for d in defines:
+            program, _ = build(dctx, "search_group.cl", d)
+            kernel = cl.Kernel(program, "group_search")
+            zero = np.int32(0)
+            kernel.set_args(
+                dummy, dummy, dummy, info, dummy, dummy, dummy,
+                zero, np.int32(1), zero, zero, zero, zero, zero, zero, zero,
+                cl.LocalMemory(4), cl.LocalMemory(8 * d["G"]),
+            )  # fmt: skip
+            events.append(cl.enqueue_nd_range_kernel(dctx.queue, kernel, (WG, 1), (WG, 1)))
+        for event in events:
+            wait(event)
 
 
 def build_threads() -> int:
@@ -311,9 +404,16 @@ class GroupSearch:
         self._packed: dict = {}
         self._outs: dict = {}
         self._plans: dict = {}
+        self._length_index: LengthIndex | None = None  # made with the first plan
+        self._plan_lock = threading.Lock()
+        self._lanes_lock = threading.Lock()
         self._lane_maps: dict = {}
         self._kernels: dict = {}
-        self._packing: dict = {}  # bucket key -> layout job of build_for still under way
+        self._packing: dict = {}  # bucket key -> layout job of build_for (kept once done)
+        self._pack_lock = threading.Lock()
+        self.layout_waited = 0.0  # seconds submit() waited for build_for's layouts
+        self._pinned_free: list = []  # page-locked result memory of collected batches
+        self._pinned_lock = threading.Lock()
         self._pack_pool = None  # build_for's layout threads
         self._queues: list = []
         self._carry = None
@@ -326,7 +426,9 @@ class GroupSearch:
         Both are local buffers sized at launch, exactly (local memory limits residency on
         GPUs), not compile-time constants: no build depends on the query.
         """
-        rows = len(np.unique(query)) + 1  # + the virtual row
+        # the query's letters (a bincount: ~10x np.unique, asked per query several times),
+        # + the virtual row
+        rows = np.count_nonzero(np.bincount(query)) + 1
         words = rows * self.L * self.L
         qmax = len(query) + 2 * max(g for g, _ in (*SHAPES, *MULTI_SHAPES))
         exchange = 0 if self.ptx else 8 * WG
@@ -445,7 +547,12 @@ class GroupSearch:
         lanes = self._lanes(m_max)
         per_lane = 4 if glob else 1
         stride = lanes.n_lanes * per_lane
-        host = np.empty((nq, stride), np.uint16)
+        pinned = None
+        if config.OPENCL_SEARCH_PINNED and not caps.is_cpu:
+            pinned = self._take_pinned(nq * stride)
+            host = pinned[1][: nq * stride].reshape(nq, stride)
+        else:
+            host = np.empty((nq, stride), np.uint16)
         mf = cl.mem_flags
         queues = self._queue_list()
         cap = max(1, caps.compute_units * GROUPS_PER_CU // nq)
@@ -504,6 +611,7 @@ class GroupSearch:
             "events": events,
             "copy": copy,
             "host": host,
+            "pinned": pinned,
             "lanes": lanes,
             "inputs": (table_buf, qoff_buf, info_buf),
         }
@@ -528,6 +636,10 @@ class GroupSearch:
             values = whole.view(np.int16).reshape(len(ms), -1, 4)
         else:
             values = np.take(host.view(np.int16), lanes.lane_of, axis=1)[:, :, None]
+        pinned = pending.pop("pinned", None)
+        if pinned is not None:  # gathered out of it: the next batch may take it
+            with self._pinned_lock:
+                self._pinned_free.append(pinned)
         real = self.lengths > 0
         limit = flag_limit(task.scoring.matrix)
         flagged = values[:, :, -1] >= limit
@@ -541,6 +653,27 @@ class GroupSearch:
         start = min(e.profile.start for e in events)
         end = max(e.profile.end for e in events)
         return GroupBatch(values, flagged, real, (end - start) * 1e-9, len(events))
+
+    def _take_pinned(self, count: int):
+        """``(buffer, mapped uint16 array of at least count)``: page-locked host memory for a
+        batch's results, from the batches collected before or new. NVIDIA's driver copies
+        to pageable memory before a non-blocking read returns (the first batch's launches
+        took 0.45 s to submit on the H100 host, its kernels' time), to page-locked memory
+        while the host goes on."""
+        import pyopencl as cl
+
+        with self._pinned_lock:
+            for k, item in enumerate(self._pinned_free):
+                if item[1].size >= count:
+                    return self._pinned_free.pop(k)
+        with driver_errors(self.dctx.caps, "allocating page-locked result memory"):
+            mf = cl.mem_flags
+            buf = cl.Buffer(self.dctx.context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, 2 * count)
+            flags = cl.map_flags.READ | cl.map_flags.WRITE
+            array, _ = cl.enqueue_map_buffer(
+                self.dctx.copy_queue, buf, flags, 0, (count,), np.uint16
+            )
+        return buf, array
 
     def _table(self, query: np.ndarray, matrix: np.ndarray, pad_score: int = PAD_SCORE):
         """The pair table (uint32 words), each query row's table offset (bytes), and the
@@ -559,15 +692,29 @@ class GroupSearch:
         # Plans depend on the query length only through the wavefront's fill; one per
         # power of two of m keeps the packed columns reusable across queries.
         key = self.plan_key(m)
-        if key not in self._plans:
-            self._plans[key] = plan_buckets(self.lengths[self.real], key)
-            for bucket in self._plans[key]:
-                bucket.targets = self.real[bucket.targets]
-        return self._plans[key]
+        plan = self._plans.get(key)  # made already: no lock (a thread may be making another)
+        if plan is not None:
+            return plan
+        with self._plan_lock:  # the search's thread and prepare()'s may ask at once
+            if key not in self._plans:
+                if self._length_index is None:
+                    self._length_index = LengthIndex(self.lengths[self.real])
+                plan = plan_buckets(self.lengths[self.real], key, index=self._length_index)
+                for bucket in plan:
+                    bucket.targets = self.real[bucket.targets]
+                self._plans[key] = plan
+            return self._plans[key]
 
     def _lanes(self, m: int) -> Lanes:
         """Where each target's results lie in a query's row of results (plan of ``m``)."""
         key = self.plan_key(m)
+        lanes = self._lane_maps.get(key)
+        if lanes is not None:
+            return lanes
+        with self._lanes_lock:
+            return self._lane_map(key, m)
+
+    def _lane_map(self, key: int, m: int) -> Lanes:
         if key not in self._lane_maps:
             buckets = self._plan(m)
             lane_of = np.zeros(len(self.codes), np.int64)  # empty targets: any lane
@@ -585,11 +732,16 @@ class GroupSearch:
         each target ends on the last column (global modes), else it starts on the first
         (local mode)."""
         key = self._bucket_key(bucket, right)
-        job = self._packing.pop(key, None)
-        if job is not None:
+        with self._pack_lock:  # build_for may be handing out layouts on another thread
+            job = self._packing.get(key)
+            if job is None and key not in self._packed:
+                self._lay_out(key, bucket, right)
+        if job is not None and not job.done():
+            mark = time.perf_counter()
             job.result()
-        if key not in self._packed:
-            self._lay_out(key, bucket, right)
+            self.layout_waited += time.perf_counter() - mark
+        elif job is not None:
+            job.result()
         return self._packed[key]
 
     def _lay_out(self, key, bucket: Bucket, right: bool) -> None:
@@ -683,16 +835,22 @@ class GroupSearch:
         # Laid out in the order the launches take them (see submit), on threads that keep
         # going after this returns: the first launches wait for their own buckets only
         # (_upload), so the device starts while the rest are packed.
-        todo = [
-            (k, b) for k, b in buckets.items() if k not in self._packed and k not in self._packing
-        ]
-        todo.sort(key=lambda kb: (-kb[1].passes * (max(keys) + kb[1].G), -len(kb[1].targets)))
-        # One pool for every call: a later call's layouts queue behind an earlier one's (a
-        # search prepares its first chunk's plan, then the others').
-        if self._pack_pool is None:
-            self._pack_pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="dpalign-pack")
-        for k, b in todo:
-            self._packing[k] = self._pack_pool.submit(self._lay_out, k, b, glob)
+        with self._pack_lock:
+            todo = [
+                (k, b)
+                for k, b in buckets.items()
+                if k not in self._packed and k not in self._packing
+            ]
+            todo.sort(key=lambda kb: (-kb[1].passes * (max(keys) + kb[1].G), -len(kb[1].targets)))
+            # One pool for every call: a later call's layouts queue behind an earlier one's (a
+            # search prepares its first chunk's plan, then the others').
+            if self._pack_pool is None:
+                layout_threads = config.OPENCL_SEARCH_LAYOUT_THREADS or threads
+                self._pack_pool = ThreadPoolExecutor(
+                    max(1, layout_threads), thread_name_prefix="dpalign-pack"
+                )
+            for k, b in todo:
+                self._packing[k] = self._pack_pool.submit(self._lay_out, k, b, glob)
         if build:
             build_all(self.dctx, "search_group.cl", defines, threads)
         return len(defines)
@@ -710,15 +868,8 @@ class GroupSearch:
         return self._kernels[key]
 
     def _queue_list(self) -> list:
-        import pyopencl as cl
-
         if not self._queues:
-            self._queues = [self.dctx.queue]
-            profiling = cl.command_queue_properties.PROFILING_ENABLE
-            for _ in range(self.n_queues - 1):
-                self._queues.append(
-                    cl.CommandQueue(self.dctx.context, self.dctx.device, properties=profiling)
-                )
+            self._queues = group_queues(self.dctx, self.n_queues)
         return self._queues
 
     def _carry_buffer(self, nbytes: int):
