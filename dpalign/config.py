@@ -62,8 +62,9 @@ OPENCL_BUILD_PROCESSES: int = int(os.environ.get("DPALIGN_OPENCL_BUILD_PROCESSES
 #: The group search's results come back into page-locked host memory (a pool of the
 #: batches' buffers) rather than new pageable arrays: NVIDIA's driver finishes a
 #: non-blocking read into pageable memory before returning, so each batch's submit waited
-#: for its own kernels (H100 host: the first batch's launches took 0.45 s to submit). Not
-#: measured on a GPU yet: off unless DPALIGN_OPENCL_SEARCH_PINNED=1.
+#: for its own kernels (H100 host: the first batch's launches took 0.45 s to submit).
+#: Measured on an H100 (2026-11-26): no change (the first submit still 0.48 s, wall within
+#: noise), so off unless DPALIGN_OPENCL_SEARCH_PINNED=1.
 OPENCL_SEARCH_PINNED: bool = os.environ.get("DPALIGN_OPENCL_SEARCH_PINNED", "0") == "1"
 
 #: How the host waits for OpenCL kernels: "poll" (sleep between status checks, no spinning
