@@ -45,6 +45,7 @@ corner H, which the 16-bit lanes count from; the CPU's fills then use absolute l
 from __future__ import annotations
 
 import bisect
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,6 +104,10 @@ class Tiling:
         of its time in the Python calls of those small levels). Default: what the whole
         pair's ``blocks`` boundaries take, at least 1 GiB (memory stays near-linear plus a
         constant); 0: never.
+    fill_ahead : bool
+        With a device: while the CPU traces a recomputed block's leaves, the device fills the
+        block up and to the left of it in full, the next one on a path near the diagonal
+        (a path that misses it leaves that fill unused). Same result either way.
     """
 
     tile_rows: int = 1024
@@ -116,6 +121,7 @@ class Tiling:
     device_tile: tuple[int, ...] | None = None
     device_retile: tuple[int, int, int] | None = None
     leaf_bytes: int | None = None
+    fill_ahead: bool = True
 
     def __post_init__(self) -> None:
         if self.lane_bits not in (None, 16, 32, 64):
@@ -245,6 +251,10 @@ class _Aligner:
         self.ops = np.empty(len(a) + len(b), np.uint8)
         self.pos = 0
         self.plan = None  # dpalign.bands.Plan: bands across fillers, progress
+        self.ahead = tiling.fill_ahead
+        self.device_lock = threading.Lock()
+        self._pool = None  # the thread that fills blocks ahead of the traceback
+        self.ahead_filled = self.ahead_used = 0  # blocks filled ahead, and those traced
         store = np.dtype(lanes.store).itemsize
         self.leaf_bytes = tiling.leaf_bytes
         if self.leaf_bytes is None:  # the forward pass's checkpoints: H and D or I, per block
@@ -265,19 +275,11 @@ class _Aligner:
         top[1] = left[1] = self.lanes.neg_store
         return _Region(0, 0, m, n, top, left)
 
-    def fill(
-        self,
-        region: _Region,
-        keep: bool,
-        final_col: bool = False,
-        prune: bool = False,
-        recompute: bool = False,
-    ) -> _Checkpoints:
-        """Fill ``region``; keep block boundaries when ``keep`` (and the last column if asked);
-        ``prune``: the forward pass of a local alignment may skip hopeless tiles (devices);
-        ``recompute``: a block of the traceback (the device's recomputation tiles)."""
+    def layout(self, h: int, w: int, keep: bool, recompute: bool = False):
+        """How a region of ``h x w`` cells is filled: ``(device, th, tw, kr, kc, leaves)``,
+        the device region filler or None (the CPU), the tile size, tiles per kept block, and
+        whether every kept block is a leaf."""
         t = self.tiling
-        h, w = region.h, region.w
         if keep:
             bh = max(t.leaf_rows, -(-h // t.blocks))
             bw = max(t.leaf_cols, -(-w // t.blocks))
@@ -307,6 +309,25 @@ class _Aligner:
             same_tiles = fine[:2] == (th, tw)
             if same_tiles and 2 * kept * np.dtype(self.lanes.store).itemsize <= self.leaf_bytes:
                 (th, tw, kr, kc), leaves = fine, True
+        return device, th, tw, kr, kc, leaves
+
+    def fill(
+        self,
+        region: _Region,
+        keep: bool,
+        final_col: bool = False,
+        prune: bool = False,
+        recompute: bool = False,
+        slot: int = 0,
+    ) -> _Checkpoints:
+        """Fill ``region``; keep block boundaries when ``keep`` (and the last column if asked);
+        ``prune``: the forward pass of a local alignment may skip hopeless tiles (devices);
+        ``recompute``: a block of the traceback (the device's recomputation tiles); ``slot``:
+        the host buffer a device leaves a leaf-level fill's checkpoints in (of its
+        ``stores_slots``)."""
+        t = self.tiling
+        h, w = region.h, region.w
+        device, th, tw, kr, kc, leaves = self.layout(h, w, keep, recompute)
         n_rows, n_cols = -(-h // th), -(-w // tw)
         row_slot = np.full(n_rows, -1, np.int64)
         col_slot = np.full(n_cols, -1, np.int64)
@@ -326,20 +347,17 @@ class _Aligner:
         if more and self.lanes.relative:  # pragma: no cover - align_long chose absolute lanes
             raise InternalError("internal error: block pruning with 16-bit relative lanes")
         if leaves and filler.reuses_stores:
-            # only trace_blocks reads a leaf-level fill's checkpoints, before any other fill
+            # only trace_blocks reads a leaf-level fill's checkpoints, before the next fill
+            # into the same slot (walk: the block traced and the one filled ahead)
             more["reuse_stores"] = True
-        fill = filler.fill_region(
-            region.r0,
-            region.c0,
-            region.top,
-            region.left,
-            row_slot,
-            col_slot,
-            th,
-            tw,
-            threads,
-            **more,
-        )
+            if slot:
+                more["stores_slot"] = slot
+        args = (region.r0, region.c0, region.top, region.left, row_slot, col_slot, th, tw)
+        if device is None:
+            fill = filler.fill_region(*args, threads, **more)
+        else:
+            with self.device_lock:  # one fill at a time: the walk fills ahead in a thread
+                fill = filler.fill_region(*args, threads, **more)
         return _Checkpoints(row_cuts, col_cuts, fill, leaves)
 
     def end_cell(self, points: _Checkpoints) -> tuple[int, int, int]:
@@ -363,14 +381,7 @@ class _Aligner:
                 region.r0, region.c0, region.top, region.left, i, j, state, self.ops, self.pos
             )
             return i, j, state, stopped
-        cropped = _Region(
-            region.r0,
-            region.c0,
-            i,
-            j,
-            np.ascontiguousarray(region.top[:, : j + 1]),
-            np.ascontiguousarray(region.left[:, : i + 1]),
-        )
+        cropped = _crop(region, i, j)
         return self.walk(cropped, self.fill(cropped, keep=True, recompute=True), i, j, state)
 
     def walk(self, region: _Region, points: _Checkpoints, i: int, j: int, state: int):
@@ -402,24 +413,95 @@ class _Aligner:
                 if cells > 0:
                     self.plan.progress(cells)
             return i, j, state, stopped
-        while i > 0 and j > 0:
-            bi, bj = bisect.bisect_left(rc, i) - 1, bisect.bisect_left(cc, j) - 1
-            r0, r1, c0, c1 = rc[bi], rc[bi + 1], cc[bj], cc[bj + 1]
-            top = region.top[:, c0 : c1 + 1] if bi == 0 else rows[bi - 1, :, c0 : c1 + 1]
-            left = region.left[:, r0 : r1 + 1] if bj == 0 else cols[bj - 1, :, r0 : r1 + 1]
-            block = _Region(
-                region.r0 + r0,
-                region.c0 + c0,
-                r1 - r0,
-                c1 - c0,
-                np.ascontiguousarray(top),
-                np.ascontiguousarray(left),
-            )
-            i, j, state, stopped = self.trace(block, i - r0, j - c0, state)
-            i, j = i + r0, j + c0
-            if stopped:
-                return i, j, state, True
-        return i, j, state, False
+        t = self.tiling
+        ahead = None  # (bi, bj, block, slot, future): a block filled ahead of the path
+        last_slot = 1  # the staging slot of the last block filled ahead
+        pending = []  # every block filled ahead: the device finishes them before we return
+        try:
+            while i > 0 and j > 0:
+                bi, bj = bisect.bisect_left(rc, i) - 1, bisect.bisect_left(cc, j) - 1
+                r0, c0 = rc[bi], cc[bj]
+                li, lj = i - r0, j - c0
+                if ahead is not None and ahead[:2] == (bi, bj):
+                    block, slot, filled = ahead[2], ahead[3], ahead[4].result()
+                    ahead = None
+                    self.ahead_used += 1
+                else:
+                    block = self._block(region, points, bi, bj)
+                    if ahead is not None and not (rc[ahead[0]] < i and cc[ahead[1]] < j):
+                        ahead = None  # the path passed it by
+                    if li <= t.leaf_rows and lj <= t.leaf_cols:
+                        i, j, state, stopped = self.trace(block, li, lj, state)
+                        i, j = i + r0, j + c0
+                        if stopped:
+                            return i, j, state, True
+                        continue
+                    block = _crop(block, li, lj)
+                    slot = 1 - last_slot
+                    filled = self.fill(block, keep=True, recompute=True, slot=slot)
+                if ahead is None and bi > 0 and bj > 0:
+                    # the block up and to the left, in full, on the device while the CPU
+                    # traces this one: a path near the diagonal enters it next (or after a
+                    # corner of a neighbour); any entry cell can be traced from a full block
+                    nxt = self._block(region, points, bi - 1, bj - 1)
+                    if self._fills_ahead(nxt):
+                        last_slot = 1 - slot
+                        args = (nxt, True, False, False, True, last_slot)
+                        future = self._ahead_pool().submit(self.fill, *args)
+                        ahead = (bi - 1, bj - 1, nxt, last_slot, future)
+                        pending.append(future)
+                        self.ahead_filled += 1
+                i, j, state, stopped = self.walk(block, filled, li, lj, state)
+                i, j = i + r0, j + c0
+                if stopped:
+                    return i, j, state, True
+            return i, j, state, False
+        finally:
+            for future in pending:  # never a fill still running after the traceback
+                future.exception()
+
+    def _block(self, region: _Region, points: _Checkpoints, bi: int, bj: int) -> _Region:
+        """Block ``(bi, bj)`` of a filled region, with its boundaries."""
+        rc, cc = points.row_cuts, points.col_cuts
+        rows, cols = points.fill.row_store, points.fill.col_store
+        r0, r1, c0, c1 = rc[bi], rc[bi + 1], cc[bj], cc[bj + 1]
+        top = region.top[:, c0 : c1 + 1] if bi == 0 else rows[bi - 1, :, c0 : c1 + 1]
+        left = region.left[:, r0 : r1 + 1] if bj == 0 else cols[bj - 1, :, r0 : r1 + 1]
+        return _Region(
+            region.r0 + r0,
+            region.c0 + c0,
+            r1 - r0,
+            c1 - c0,
+            np.ascontiguousarray(top),
+            np.ascontiguousarray(left),
+        )
+
+    def _fills_ahead(self, block: _Region) -> bool:
+        """Whether the walk fills ``block`` ahead of the path: a leaf-level fill on the
+        device (a larger one would cost too much when the path misses it), whose filler
+        keeps two fills' checkpoints apart, and no bands of several fillers."""
+        if not self.ahead or self.redevice is None:
+            return False
+        if getattr(self.redevice, "stores_slots", 1) < 2:
+            return False
+        plan = self.plan
+        if plan is not None and (len(plan.device_fillers) > 1 or plan.remote):
+            return False
+        device, *_, leaves = self.layout(block.h, block.w, True, recompute=True)
+        return device is not None and leaves
+
+    def _ahead_pool(self):
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="dpalign-ahead")
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the thread that fills blocks ahead of the traceback, if one was started."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
     def finish(self, score: int, a_end: int, b_end: int, stop) -> PairwiseResult:
         """The result, from where the traceback stopped: free end gaps left out, penalised
@@ -437,6 +519,18 @@ class _Aligner:
                 self.pos, i = self.pos + i, 0
         ops = self.ops[: self.pos][::-1].tobytes().decode("ascii")
         return PairwiseResult(score, i, a_end, j, b_end, ops)
+
+
+def _crop(region: _Region, i: int, j: int) -> _Region:
+    """Rows ``0 .. i`` and columns ``0 .. j`` of a region (the path only moves up and left)."""
+    return _Region(
+        region.r0,
+        region.c0,
+        i,
+        j,
+        np.ascontiguousarray(region.top[:, : j + 1]),
+        np.ascontiguousarray(region.left[:, : i + 1]),
+    )
 
 
 def _end_cell(last_row, last_col, best, local, ends) -> tuple[int, int, int]:
@@ -580,7 +674,10 @@ def align_long(
     if not traceback:
         result = PairwiseResult(score, a_end, a_end, b_end, b_end)
     else:
-        stop = job.walk(region, points, a_end, b_end, STATE_H)
+        try:
+            stop = job.walk(region, points, a_end, b_end, STATE_H)
+        finally:
+            job.close()
         result = job.finish(score, a_end, b_end, stop)
         label = getattr(pair, "label", "cpu") if pair is not None else "cpu"
         check_path(result, a, b, scoring, f"{mode} mode, {label}{', pruned' if prune else ''}")
@@ -590,6 +687,10 @@ def align_long(
             stats.record(pair.label, job.redevice.cells, job.redevice.kernel_seconds, blocks=0)
         if prune:
             stats.notes.append(f"block pruning skipped about {pair.pruned_cells} cells")
+        if job.ahead_filled:
+            stats.notes.append(
+                f"traceback: {job.ahead_filled} blocks filled ahead, {job.ahead_used} traced"
+            )
     for k, held in enumerate(others[1:] if stats is not None else [], 1):  # bands' devices
         stats.record(f"{held.label} #{k}", held.cells, held.kernel_seconds)
     return result

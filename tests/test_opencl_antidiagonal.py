@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pairwise_cases import draw_long_pair, random_pair
 
@@ -327,8 +327,9 @@ def test_traceback_recomputes_in_narrower_tiles(cl_device, mode):
 
 
 def test_page_locked_stores_pass_from_pair_torandom_pair(cl_device):
-    """The leaf-level fills' staging buffer goes back to its context's pool when a pair is
-    done, and the next pair takes the same one (pinning is slow); results stay exact."""
+    """The leaf-level fills' staging buffers (the block traced and the block filled ahead)
+    go back to their context's pool when a pair is done, and the next pair takes the same
+    ones (pinning is slow); results stay exact."""
     from dpalign.kernels_cl import antidiagonal as AD
 
     rng = np.random.default_rng(21)
@@ -348,8 +349,70 @@ def test_page_locked_stores_pass_from_pair_torandom_pair(cl_device):
         got = align_long(a, b, scoring, "local", tiling=tiling, backend="opencl", device=cl_device)
         want = reference.pairwise_align(a, b, scoring.matrix, 5, 2, "local", (False,) * 4)
         assert got == want
-        kept.append(AD._STAGING[device_context(cl_device).context.int_ptr][0])
-    assert kept[0] is kept[1]
+        ptr = device_context(cl_device).context.int_ptr
+        kept.append([AD._STAGING[ptr, slot][0] for slot in (0, 1)])
+    assert kept[0][0] is kept[1][0] and kept[0][1] is kept[1][1]
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_blocks_filled_ahead_of_the_traceback_change_nothing(cl_device, data):
+    """Tiling.fill_ahead: the device fills the block up and to the left of the one traced,
+    in full, into the other staging slot, while the CPU traces; the alignment equals the
+    oracle's and the one without filling ahead, whether the path enters that block or not
+    (similar pairs: near the diagonal; unrelated ones: anywhere)."""
+    scoring, a, b = draw_long_pair(data, SCORINGS, 400)
+    mode = data.draw(st.sampled_from(["local", "global", "semiglobal"]), label="mode")
+    packed = data.draw(st.booleans(), label="packed 16-bit tiles")
+    tile = (data.draw(st.integers(3, 9), label="tile rows"), 2, 2, packed)
+    blocks = data.draw(st.integers(2, 5), label="blocks")
+    leaf = data.draw(st.sampled_from([4, 8, 16]), label="leaf")
+    runs = []
+    for ahead in (True, False):
+        tiling = Tiling(
+            tile_rows=16,
+            blocks=blocks,
+            leaf_rows=leaf,
+            leaf_cols=leaf,
+            device_cells=1 << 6,
+            device_tile=tile,
+            # leaf-level boundaries in the recomputed blocks, not in the whole matrix
+            leaf_bytes=8 * (len(a) + len(b)) * max(len(a), len(b)) // (leaf * blocks),
+            fill_ahead=ahead,
+        )
+        stats = RunStats()
+        args = dict(tiling=tiling, backend="opencl", device=cl_device, stats=stats)
+        runs.append((align_long(a, b, scoring, mode, **args), stats.notes))
+    want = reference.pairwise_align(
+        a, b, scoring.matrix, scoring.gap_open, scoring.gap_extend, mode, free_ends_tuple(mode)
+    )
+    assert runs[0][0] == runs[1][0] == want
+    assert not any("ahead" in note for note in runs[1][1])
+
+
+@pytest.mark.parametrize("mode", ["global", "local"])
+def test_the_traceback_uses_blocks_filled_ahead(cl_device, mode):
+    """A similar pair's path runs near the diagonal: most blocks filled ahead are traced."""
+    rng = np.random.default_rng(5)
+    scoring = Scoring((2, -3), (5, 2))
+    a, b = random_pair(rng, 600, 620, 4, True)
+    tiling = Tiling(
+        tile_rows=16,
+        blocks=6,
+        leaf_rows=16,
+        leaf_cols=16,
+        device_cells=1 << 10,
+        device_tile=(8, 4, 2),
+        leaf_bytes=60_000,
+    )
+    stats = RunStats()
+    got = align_long(
+        a, b, scoring, mode, tiling=tiling, backend="opencl", device=cl_device, stats=stats
+    )
+    assert got == reference.pairwise_align(a, b, scoring.matrix, 5, 2, mode, free_ends_tuple(mode))
+    (note,) = [note for note in stats.notes if "ahead" in note]
+    filled, used = (int(word) for word in note.split() if word.isdigit())
+    assert filled >= 3 and used >= filled - 1, note
 
 
 @pytest.mark.parametrize("mode", ["global", "local"])

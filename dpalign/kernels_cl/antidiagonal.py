@@ -25,8 +25,9 @@ from .programs import build
 
 KERNELS = {f"{family}_fill_opencl_antidiagonal_i32": family for family in ("nw", "sw")}
 
-#: Page-locked staging buffers between pairs, one per OpenCL context (the largest one given
-#: back): pinning ~365 MB took ~0.7 s on the H100 host, once per pair (GPU result 2).
+#: Page-locked staging buffers between pairs, one per OpenCL context and staging slot (the
+#: largest one given back): pinning ~365 MB took ~0.7 s on the H100 host, once per pair (GPU
+#: result 2).
 _STAGING: dict[int, tuple] = {}
 _STAGING_LOCK = threading.Lock()
 
@@ -208,7 +209,8 @@ class PairOnDevice:
         self.cells = 0
         self.pruned_cells = 0
         self.widened = 0  # packed fills that did not fit 16 bits and ran again in 32
-        self._staging = None  # (buffer, mapped array): page-locked host memory, reused
+        # staging slot -> (buffer, mapped array): page-locked host memory, reused
+        self._staging: dict[int, tuple] = {}
 
     def _wide_buffers(self):
         """The 32-bit kernel's ``a`` (residue codes) and profile (``s + o + e`` per residue
@@ -323,20 +325,24 @@ class PairOnDevice:
         if shape.packed:  # its own packed profile: the halves lie half a tile width apart
             other.packed = other._packed_pair(a, b, scores, oe, shuffle)
             other._kernel(True, False, True)
-        other._staging = None
+        other._staging = {}
         other.kernel_seconds, other.launches, other.cells, other.pruned_cells = 0.0, 0, 0, 0
         return other
 
-    def _host_staging(self, nbytes: int) -> np.ndarray:
-        """At least ``nbytes`` of page-locked host memory (int32), mapped once and reused
-        (taken from the context's pool when one is there and large enough)."""
+    def _host_staging(self, nbytes: int, slot: int = 0) -> np.ndarray:
+        """At least ``nbytes`` of page-locked host memory (int32) for staging slot ``slot``,
+        mapped once and reused (taken from the context's pool when one is there and large
+        enough)."""
         import pyopencl as cl
 
-        if self._staging is None:
+        key = (self.dctx.context.int_ptr, slot)
+        if slot not in self._staging:
             with _STAGING_LOCK:
-                self._staging = _STAGING.pop(self.dctx.context.int_ptr, None)
-        if self._staging is None or self._staging[1].nbytes < nbytes:
-            self._unmap_staging()
+                kept = _STAGING.pop(key, None)
+            if kept is not None:
+                self._staging[slot] = kept
+        if slot not in self._staging or self._staging[slot][1].nbytes < nbytes:
+            self._unmap_staging(slot)
             size = max(nbytes, 4)
             with driver_errors(self.dctx.caps, "allocating page-locked host memory"):
                 buf = cl.Buffer(
@@ -346,28 +352,28 @@ class PairOnDevice:
                 mapped, _ = cl.enqueue_map_buffer(
                     self.dctx.queue, buf, flags, 0, (size // 4,), np.int32
                 )
-            self._staging = (buf, mapped)
-        return self._staging[1]
+            self._staging[slot] = (buf, mapped)
+        return self._staging[slot][1]
 
     def release_staging(self) -> None:
         """Hand the page-locked host memory to the context's pool (the next pair on this
-        context takes it); the pool keeps the largest buffer and unmaps the other."""
-        staging, self._staging = self._staging, None
-        if staging is None:
-            return
-        key = self.dctx.context.int_ptr
-        with _STAGING_LOCK:
-            kept = _STAGING.get(key)
-            if kept is None or kept[1].nbytes < staging[1].nbytes:
-                _STAGING[key], staging = staging, kept
-        if staging is not None:
-            self._staging = staging
-            self._unmap_staging()
+        context takes it); the pool keeps the largest buffer of each slot and unmaps the
+        other."""
+        for slot in list(self._staging):
+            staging = self._staging.pop(slot)
+            key = (self.dctx.context.int_ptr, slot)
+            with _STAGING_LOCK:
+                kept = _STAGING.get(key)
+                if kept is None or kept[1].nbytes < staging[1].nbytes:
+                    _STAGING[key], staging = staging, kept
+            if staging is not None:
+                self._staging[slot] = staging
+                self._unmap_staging(slot)
 
-    def _unmap_staging(self) -> None:
-        if self._staging is not None:
-            buf, mapped = self._staging
-            self._staging = None
+    def _unmap_staging(self, slot: int) -> None:
+        staging = self._staging.pop(slot, None)
+        if staging is not None:
+            buf, mapped = staging
             mapped.base.release(self.dctx.queue)
             buf.release()
 
@@ -394,6 +400,7 @@ class PairOnDevice:
         prune: bool = False,
         reuse_stores: bool = False,
         wide: bool = False,
+        stores_slot: int = 0,
     ) -> DeviceFill:
         """Fill rows ``r0 .. r0+h`` and columns ``c0 .. c0+w`` (h, w from the boundaries).
 
@@ -416,6 +423,10 @@ class PairOnDevice:
             ``reuse_stores`` overwrites (the caller is done with them by then). Copies from
             the device run at DMA speed; into fresh pageable arrays the H100 host managed
             ~3.4 GB/s, 1.7 s of a 1 Mb traceback.
+        stores_slot : int
+            With ``reuse_stores``: which page-locked buffer (a call overwrites only what the
+            last call with the same slot returned: the traceback traces one block while the
+            next one is filled into the other slot).
         wide : bool
             Packed tiles: fill in 32-bit lanes (what a fill does again when one of its
             tiles did not fit 16 bits; pruning always does).
@@ -507,6 +518,7 @@ class PairOnDevice:
                         neg_store,
                         reuse_stores=reuse_stores,
                         wide=True,
+                        stores_slot=stores_slot,
                     )
                     fill.kernel_seconds += seconds
                     fill.launches += len(events)
@@ -515,7 +527,7 @@ class PairOnDevice:
             last = np.empty((w + 1, 2), i32)
             cl.enqueue_copy(dctx.queue, last, bufs[4], src_offset=((n_tr - 1) % 3) * (w + 1) * 8)
             if reuse_stores:
-                host = self._host_staging((n_rows * (w + 1) + n_cols * (h + 1)) * 8)
+                host = self._host_staging((n_rows * (w + 1) + n_cols * (h + 1)) * 8, stores_slot)
                 split = n_rows * 2 * (w + 1)
                 row_store = host[:split].reshape(n_rows, 2, w + 1)
                 col_store = host[split : split + n_cols * 2 * (h + 1)].reshape(n_cols, 2, h + 1)

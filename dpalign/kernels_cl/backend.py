@@ -70,6 +70,7 @@ class DeviceRegions(RegionFiller):
 
     prunes = True
     reuses_stores = True
+    stores_slots = 2
     retile: tuple[int, int, int] | None = None  # the traceback's tiles, if not the same
 
     def __init__(self, pair, neg_store: int) -> None:
@@ -109,9 +110,20 @@ class DeviceRegions(RegionFiller):
         threads,
         prune=False,
         reuse_stores=False,
+        stores_slot=0,
     ):
         fill = self.pair.fill_region(
-            r0, c0, top, left, row_slot, col_slot, tile_rows, self.neg_store, prune, reuse_stores
+            r0,
+            c0,
+            top,
+            left,
+            row_slot,
+            col_slot,
+            tile_rows,
+            self.neg_store,
+            prune,
+            reuse_stores,
+            stores_slot=stores_slot,
         )
         return RegionFill(fill.last_row, fill.row_store, fill.col_store, fill.best)
 
