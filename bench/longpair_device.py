@@ -9,8 +9,9 @@ reported apart). Traceback runs once more per variant of the traceback's
 tiling (``leaf_bytes=0`` is the recursion through every level of fills that this session
 replaced, measured in the same run), and the CPU path (every core) once per mode for the
 identity check (before the variants). Prints one line per run and writes
-``longpair_device.json`` (and the cProfile of the default traceback runs) under ``--out``
-(default ``$OUT``). Stops starting new runs after ``--budget`` seconds.
+``longpair_device.json`` (and the cProfile of a default run of each mode) under ``--out``
+(default ``$OUT``). Stops starting new runs after ``--budget`` seconds. ``--quick``: the
+default runs, their profiles and the variants of ``QUICK`` only.
 """
 
 from __future__ import annotations
@@ -36,7 +37,11 @@ VARIANTS = {
     "retile 128x32x4": {"device_retile": (128, 32, 4)},
     "retile 128x32x2": {"device_retile": (128, 32, 2)},
     "blocks 32, retile 128x32x4": {"blocks": 32, "device_retile": (128, 32, 4)},
+    "no fill ahead": {"fill_ahead": False},  # the traceback's blocks one after the other
+    "fill ahead, retile 128x32x4": {"device_retile": (128, 32, 4)},
 }
+#: --quick: the default runs, their profiles, and these variants only (no pruning, no CPU)
+QUICK = ("no fill ahead", "fill ahead, retile 128x32x4")
 
 
 def main() -> None:
@@ -45,7 +50,11 @@ def main() -> None:
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     parser.add_argument("--budget", type=float, default=200.0)
     parser.add_argument("--no-cpu", action="store_true", help="skip the CPU identity runs")
+    parser.add_argument(
+        "--quick", action="store_true", help="no pruning, no CPU, only the variants of QUICK"
+    )
     args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
     began = time.perf_counter()
     scoring = Scoring("NUC.4.4", (10, 1))
     a_text, b_text = workloads.long_pair(args.length)
@@ -117,13 +126,15 @@ def main() -> None:
             run(mode, traceback)  # warm-up at full size (buffers, caches)
             results[mode, traceback] = run(mode, traceback)
     for mode in ("global", "local"):
-        run(mode, True, profile=True)
-    for traceback in (False, True):  # block pruning, reported apart from the plain figures
+        for traceback in (False, True):
+            run(mode, traceback, profile=True)
+    # block pruning, reported apart from the plain figures
+    for traceback in (False, True) if not args.quick else ():
         for _ in range(2):
             got = run("local", traceback, prune=True)
         if got != results["local", traceback]:
             print(f"MISMATCH local traceback={traceback} with block pruning", flush=True)
-    if not args.no_cpu:
+    if not (args.no_cpu or args.quick):
         for mode in ("global", "local"):
             if time.perf_counter() - began > args.budget:
                 print(f"skipped the CPU check of {mode}: over budget", flush=True)
@@ -140,6 +151,8 @@ def main() -> None:
     for name in VARIANTS:
         for mode in ("global", "local"):
             if name == "default" or time.perf_counter() - began > args.budget:
+                continue
+            if args.quick and name not in QUICK:
                 continue
             try:
                 got = run(mode, True, name)

@@ -581,3 +581,36 @@ def test_align_and_the_cli_take_the_device_path(cl_device, mode, monkeypatch, tm
     assert out.split("\t")[2] == str(want.score) and out.split("\t")[-1].strip() == want.cigar
     assert main([*argv, "--device", "cpu"]) == 1
     assert "--device applies to --backend opencl" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("scoring", [Scoring("NUC.4.4", (10, 1)), Scoring("BLOSUM62", (11, 1))])
+def test_profiles_built_on_the_device_equal_numpy(cl_device, scoring):
+    """The 32-bit and packed profiles that antidiagonal_profile.cl builds from b's codes:
+    every word as the numpy construction gives it (negative scores wrap into 16 bits)."""
+    import pyopencl as cl
+
+    rng = np.random.default_rng(8)
+    letters = 20 if scoring.matrix.shape[0] > 16 else 4
+    a, b = random_pair(rng, 90, 77, letters, False)
+    a[:letters] = np.arange(letters)  # every residue: the packed rows are dense
+    shape = TileShape(8, 2, 4, True)
+    pair = PairOnDevice(device_context(cl_device), a, b, scoring.matrix, 11, 1, False, shape)
+    scores = np.asarray(scoring.matrix, np.int64)[:letters] + 12
+    queue = pair.dctx.queue
+
+    def read(buf, rows, stride, dtype):
+        out = np.empty((rows, stride), dtype)
+        cl.enqueue_copy(queue, out, buf)
+        return out
+
+    wide = read(pair._wide_buffers()[1], letters, pair.stride, np.int32)
+    want = np.zeros_like(wide)
+    want[:, : len(b)] = scores[:, b]
+    assert (wide == want).all()
+    _, prof, count, stride = pair.packed
+    assert count == letters
+    half = shape.items * shape.per_item
+    one = np.zeros((letters, stride + half), np.uint32)
+    one[:, : len(b)] = scores[:, b].astype(np.int16).view(np.uint16)
+    want = (one[:, None, :stride] | (one[None, :, half : half + stride] << 16)).reshape(-1, stride)
+    assert (read(prof, letters * letters, stride, np.uint32) == want).all()

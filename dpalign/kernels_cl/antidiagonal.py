@@ -185,6 +185,7 @@ class PairOnDevice:
         # the 32-bit kernel's inputs, uploaded on first use (a packed pair's score-only fill
         # never needs them) and shared with reshaped copies
         self._wide_bufs: dict[str, object] = {}
+        self._b_buf = None  # b's codes on the device, which the profiles are built from
         if not self.shape.packed:
             self._wide_buffers()
         defines = {
@@ -219,14 +220,45 @@ class PairOnDevice:
 
         if not self._wide_bufs:
             a, b, scores, oe, _ = self._inputs
-            prof = np.zeros((scores.shape[0], self.stride), dtype=np.int32)
-            prof[:, : self.n] = scores[:, b] + oe
             flags, ctx = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, self.dctx.context
             with driver_errors(self.dctx.caps, "uploading a long pair"):
                 codes = np.append(a, 0).astype(np.uint8)
                 self._wide_bufs["a"] = cl.Buffer(ctx, flags, hostbuf=codes)
-                self._wide_bufs["prof"] = cl.Buffer(ctx, flags, hostbuf=prof)
+            self._wide_bufs["prof"] = self._profile(scores + oe, self.stride)
         return self._wide_bufs["a"], self._wide_bufs["prof"]
+
+    def _profile(self, table: np.ndarray, stride: int, half: int | None = None):
+        """A profile built on the device from ``b``'s codes (``antidiagonal_profile.cl``):
+        ``table`` (rows x alphabet, ``s + o + e``) per column of ``b``, 32-bit, or with
+        ``half`` packed (row ``x * L + y``: ``x``'s value in the low half, ``y``'s ``half``
+        columns to the right in the high half). The upload is ``n`` bytes, not the
+        profile's ``L x n`` (or ``L^2 x n``) words."""
+        import pyopencl as cl
+
+        dctx, mf = self.dctx, cl.mem_flags
+        given = mf.READ_ONLY | mf.COPY_HOST_PTR
+        rows = table.shape[0] if half is None else table.shape[0] ** 2
+        with driver_errors(dctx.caps, "building a long pair's profile"):
+            if self._b_buf is None:
+                _, b, *_ = self._inputs
+                codes = np.ascontiguousarray(b, np.uint8) if len(b) else np.zeros(1, np.uint8)
+                self._b_buf = cl.Buffer(dctx.context, given, hostbuf=codes)
+            scores = np.ascontiguousarray(table, np.int32)
+            table_buf = cl.Buffer(dctx.context, given, hostbuf=scores)
+            prof = cl.Buffer(dctx.context, mf.READ_WRITE, rows * stride * 4)
+            program, _ = build(dctx, "antidiagonal_profile.cl", {})
+            name = "ad_profile32" if half is None else "ad_profile16"
+            kernel = cl.Kernel(program, name)
+            args = [self._b_buf, table_buf, np.int32(self.n), np.int32(stride)]
+            args.append(np.int32(scores.shape[1]))
+            if half is not None:
+                args += [np.int32(half), np.int32(table.shape[0])]
+            kernel.set_args(*args, prof)
+            group = 128
+            size = (-(-stride // group) * group, rows)
+            # the fills run on the same in-order queue: no wait here
+            cl.enqueue_nd_range_kernel(dctx.queue, kernel, size, (group, 1))
+        return prof
 
     def _kernel(self, packed: bool, prune: bool, aligned: bool, tall: bool = False):
         """The kernel (built on first use): 16-bit (``packed``) or 32-bit lanes, with block
@@ -266,15 +298,7 @@ class PairOnDevice:
         letters = present.size
         half = shape.items * shape.per_item
         stride = -(-(self.n + shape.cols) // 4) * 4
-        # in 32-bit arithmetic, a row pair at a time (int64 temporaries of all L * L rows
-        # took 0.8 s for 1 Mb on a 2-core machine, this 0.05 s)
-        one = np.zeros((letters, stride + half), np.uint32)
-        one[:, : self.n] = (scores[present][:, b] + oe).astype(np.int16).view(np.uint16)
-        hi = one[:, half : half + stride] << 16
-        prof = np.empty((letters, letters, stride), np.uint32)
-        for x in range(letters):
-            np.bitwise_or(one[x, None, :stride], hi, out=prof[x])
-        prof = prof.reshape(letters * letters, stride)
+        prof_buf = self._profile(scores[present] + oe, stride, half)
         # the profile row of each row and the row TW above it (antidiagonal16.cl's pairs)
         items = shape.items
         codes = dense[a].astype(np.uint16)
@@ -284,7 +308,6 @@ class PairOnDevice:
         mf = cl.mem_flags
         with driver_errors(caps, "uploading a long pair"):
             a_buf = cl.Buffer(self.dctx.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=pairs)
-            prof_buf = cl.Buffer(self.dctx.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=prof)
         can_shuffle = caps.nvidia and shape.items == 32
         defines = {
             "TW": shape.items,
