@@ -415,6 +415,42 @@ def test_the_traceback_uses_blocks_filled_ahead(cl_device, mode):
     assert filled >= 3 and used >= filled - 1, note
 
 
+def test_staging_is_pinned_while_the_forward_pass_runs(cl_device, monkeypatch):
+    """The forward pass reserves both staging slots (on the copy queue, after its launches)
+    large enough for every leaf-level fill of the traceback: none of those pins memory."""
+    from dpalign.kernels_cl import antidiagonal as AD
+
+    ptr = device_context(cl_device).context.int_ptr
+    for slot in (0, 1):  # an empty pool: what a new process starts with
+        monkeypatch.delitem(AD._STAGING, (ptr, slot), raising=False)
+    calls, real = [], AD.PairOnDevice._host_staging
+
+    def spy(self, nbytes, slot=0, queue=None):
+        pinned = {k: v[1].nbytes for k, v in self._staging.items()}
+        calls.append((nbytes, slot, queue is not None, pinned.get(slot, 0)))
+        return real(self, nbytes, slot, queue)
+
+    monkeypatch.setattr(AD.PairOnDevice, "_host_staging", spy)
+    rng = np.random.default_rng(5)
+    scoring = Scoring((2, -3), (5, 2))
+    a, b = random_pair(rng, 600, 620, 4, True)
+    tiling = Tiling(
+        tile_rows=16,
+        blocks=6,
+        leaf_rows=16,
+        leaf_cols=16,
+        device_cells=1 << 10,
+        device_tile=(8, 4, 2),
+        leaf_bytes=60_000,
+    )
+    got = align_long(a, b, scoring, "global", tiling=tiling, backend="opencl", device=cl_device)
+    assert got == reference.pairwise_align(a, b, scoring.matrix, 5, 2, "global", (False,) * 4)
+    reserved = [c for c in calls if c[2]]
+    assert [c[1] for c in reserved] == [0, 1]
+    later = [c for c in calls if not c[2]]
+    assert later and all(nbytes <= pinned for nbytes, _, _, pinned in later)
+
+
 @pytest.mark.parametrize("mode", ["global", "local"])
 def test_packed_tiles_that_cannot_fit_16_bits_are_filled_again_wider(cl_device, mode):
     """Matches of 700 over tiles of 40 rows: 28,000 above the boundary's largest H, and the

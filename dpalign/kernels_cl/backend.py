@@ -97,6 +97,11 @@ class DeviceRegions(RegionFiller):
 
         return DeviceRegions(self.pair.reshaped(TileShape(*tile)), self.neg_store)
 
+    def reserve_stores(self, nbytes: int, slots) -> None:
+        """Page-locked host memory for the fills with ``reuse_stores`` into ``slots``,
+        ready before they need it (see ``PairOnDevice.reserve_stores``)."""
+        self.pair.reserve_stores(nbytes, slots)
+
     def fill_region(
         self,
         r0,
@@ -111,6 +116,7 @@ class DeviceRegions(RegionFiller):
         prune=False,
         reuse_stores=False,
         stores_slot=0,
+        while_running=None,
     ):
         fill = self.pair.fill_region(
             r0,
@@ -124,6 +130,7 @@ class DeviceRegions(RegionFiller):
             prune,
             reuse_stores,
             stores_slot=stores_slot,
+            while_running=while_running,
         )
         return RegionFill(fill.last_row, fill.row_store, fill.col_store, fill.best)
 
