@@ -45,7 +45,7 @@ corner H, which the 16-bit lanes count from; the CPU's fills then use absolute l
 from __future__ import annotations
 
 import bisect
-import threading
+import queue
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,10 +104,11 @@ class Tiling:
         of its time in the Python calls of those small levels). Default: what the whole
         pair's ``blocks`` boundaries take, at least 1 GiB (memory stays near-linear plus a
         constant); 0: never.
-    fill_ahead : bool
-        With a device: while the CPU traces a recomputed block's leaves, the device fills the
-        block up and to the left of it in full, the next one on a path near the diagonal
-        (a path that misses it leaves that fill unused). Same result either way.
+    fill_ahead : int
+        With a device: while the CPU traces a recomputed block's leaves, the device fills
+        this many blocks up and to the left of it along the diagonal in full (the next ones
+        on a path near the diagonal; a path that misses one leaves that fill unused), each
+        on a queue of its own; 0: none. Same result either way.
     """
 
     tile_rows: int = 1024
@@ -121,7 +122,7 @@ class Tiling:
     device_tile: tuple[int, ...] | None = None
     device_retile: tuple[int, int, int] | None = None
     leaf_bytes: int | None = None
-    fill_ahead: bool = True
+    fill_ahead: int = 1
 
     def __post_init__(self) -> None:
         if self.lane_bits not in (None, 16, 32, 64):
@@ -251,9 +252,13 @@ class _Aligner:
         self.ops = np.empty(len(a) + len(b), np.uint8)
         self.pos = 0
         self.plan = None  # dpalign.bands.Plan: bands across fillers, progress
-        self.ahead = tiling.fill_ahead
-        self.device_lock = threading.Lock()
-        self._pool = None  # the thread that fills blocks ahead of the traceback
+        self.ahead = int(tiling.fill_ahead)  # blocks filled ahead of the traceback
+        # the traceback's device fills take one of these (the pair on a queue each)
+        self.streams: queue.SimpleQueue = queue.SimpleQueue()
+        self.stream_devices = [self.redevice] if self.redevice is not None else []
+        if self.redevice is not None:
+            self.streams.put(self.redevice)
+        self._pool = None  # the threads that fill blocks ahead of the traceback
         self.ahead_filled = self.ahead_used = 0  # blocks filled ahead, and those traced
         store = np.dtype(lanes.store).itemsize
         self.leaf_bytes = tiling.leaf_bytes
@@ -357,11 +362,18 @@ class _Aligner:
             if reserve is not None:
                 more["while_running"] = reserve
         args = (region.r0, region.c0, region.top, region.left, row_slot, col_slot, th, tw)
-        if device is None:
+        if device is None or not recompute:
             fill = filler.fill_region(*args, threads, **more)
         else:
-            with self.device_lock:  # one fill at a time: the walk fills ahead in a thread
+            # the walk fills ahead in threads: each fill takes one of the pair's device
+            # copies (a queue each), and gives it back
+            held = self.streams.get()
+            try:
+                if held is not device:
+                    filler = held if self.plan is None else self.plan(held, True, h * w)
                 fill = filler.fill_region(*args, threads, **more)
+            finally:
+                self.streams.put(held)
         return _Checkpoints(row_cuts, col_cuts, fill, leaves)
 
     def end_cell(self, points: _Checkpoints) -> tuple[int, int, int]:
@@ -418,43 +430,56 @@ class _Aligner:
                     self.plan.progress(cells)
             return i, j, state, stopped
         t = self.tiling
-        ahead = None  # (bi, bj, block, slot, future): a block filled ahead of the path
-        last_slot = 1  # the staging slot of the last block filled ahead
+        ahead = []  # blocks filled ahead of the path, nearest first: (bi, bj, block, slot, fill)
+        dropped = []  # (slot, fill) of blocks filled ahead that the path passed by
         pending = []  # every block filled ahead: the device finishes them before we return
+        current = None  # the staging slot of the block traced now
         try:
             while i > 0 and j > 0:
                 bi, bj = bisect.bisect_left(rc, i) - 1, bisect.bisect_left(cc, j) - 1
                 r0, c0 = rc[bi], cc[bj]
                 li, lj = i - r0, j - c0
-                if ahead is not None and ahead[:2] == (bi, bj):
-                    block, slot, filled = ahead[2], ahead[3], ahead[4].result()
-                    ahead = None
+                hit = next((k for k, e in enumerate(ahead) if e[:2] == (bi, bj)), None)
+                if hit is not None:
+                    _, _, block, current, future = ahead.pop(hit)
+                    filled = future.result()
                     self.ahead_used += 1
                 else:
                     block = self._block(region, points, bi, bj)
-                    if ahead is not None and not (rc[ahead[0]] < i and cc[ahead[1]] < j):
-                        ahead = None  # the path passed it by
                     if li <= t.leaf_rows and lj <= t.leaf_cols:
+                        current = None
                         i, j, state, stopped = self.trace(block, li, lj, state)
                         i, j = i + r0, j + c0
                         if stopped:
                             return i, j, state, True
                         continue
                     block = _crop(block, li, lj)
-                    slot = 1 - last_slot
-                    filled = self.fill(block, keep=True, recompute=True, slot=slot)
-                if ahead is None and bi > 0 and bj > 0:
-                    # the block up and to the left, in full, on the device while the CPU
-                    # traces this one: a path near the diagonal enters it next (or after a
-                    # corner of a neighbour); any entry cell can be traced from a full block
-                    nxt = self._block(region, points, bi - 1, bj - 1)
-                    if self._fills_ahead(nxt):
-                        last_slot = 1 - slot
-                        args = (nxt, True, False, False, True, last_slot)
-                        future = self._ahead_pool().submit(self.fill, *args)
-                        ahead = (bi - 1, bj - 1, nxt, last_slot, future)
-                        pending.append(future)
-                        self.ahead_filled += 1
+                # the blocks that a line from here to the region's start crosses next, in
+                # full, on the device while the CPU traces this one: a path near that line
+                # enters them (after a corner of a neighbour, maybe); any entry cell can be
+                # traced from a full block. The others filled ahead are passed by.
+                want = []
+                if self.ahead:
+                    for nb in self._blocks_ahead(rc, cc, i, j):
+                        if len(want) == self.ahead:
+                            break
+                        if self._fills_ahead(self._block(region, points, *nb, crop=False)):
+                            want.append(nb)
+                dropped += [entry[3:] for entry in ahead if entry[:2] not in want]
+                ahead = [entry for entry in ahead if entry[:2] in want]
+                if hit is None:
+                    current = self._free_slot(ahead, dropped, None)
+                    filled = self.fill(block, keep=True, recompute=True, slot=current)
+                for nb in want:
+                    if any(entry[:2] == nb for entry in ahead):
+                        continue
+                    nxt = self._block(region, points, *nb)
+                    slot = self._free_slot(ahead, dropped, current)
+                    args = (nxt, True, False, False, True, slot)
+                    future = self._ahead_pool().submit(self.fill, *args)
+                    ahead.append((*nb, nxt, slot, future))
+                    pending.append(future)
+                    self.ahead_filled += 1
                 i, j, state, stopped = self.walk(block, filled, li, lj, state)
                 i, j = i + r0, j + c0
                 if stopped:
@@ -464,11 +489,49 @@ class _Aligner:
             for future in pending:  # never a fill still running after the traceback
                 future.exception()
 
-    def _block(self, region: _Region, points: _Checkpoints, bi: int, bj: int) -> _Region:
-        """Block ``(bi, bj)`` of a filled region, with its boundaries."""
+    def _free_slot(self, ahead, dropped, current) -> int:
+        """A staging slot that no block filled ahead, none still being filled and not the
+        block traced now holds (``self.ahead + 1`` slots: there always is one, once the
+        blocks the path passed by are filled)."""
+        while True:
+            dropped[:] = [entry for entry in dropped if not entry[1].done()]
+            busy = {entry[3] for entry in ahead} | {slot for slot, _ in dropped} | {current}
+            for slot in range(self.ahead + 1):
+                if slot not in busy:
+                    return slot
+            dropped[0][1].exception()  # wait for the oldest one passed by
+
+    def _blocks_ahead(self, rc, cc, i: int, j: int):
+        """The blocks (of cuts ``rc``, ``cc``) that a straight line from cell (i, j) towards
+        the region's start crosses after the block of (i, j), except those it only cuts a
+        corner of (less than a quarter of their height and width): where a path near the
+        diagonal goes next. The line runs to (0, 0) in global mode, else at 45 degrees."""
+        slope = i / j if not self.local and not any(self.ends) else 1.0  # rows per column
+        bi, bj = bisect.bisect_left(rc, i) - 1, bisect.bisect_left(cc, j) - 1
+        x, y, first = float(i), float(j), True
+        while bi >= 0 and bj >= 0:
+            r0, c0 = rc[bi], cc[bj]
+            rows = min(x - r0, (y - c0) * slope)  # rows of the line in this block
+            h, w = rc[bi + 1] - r0, cc[bj + 1] - c0
+            if not first and (rows >= h / 4 or rows / slope >= w / 4):
+                yield bi, bj
+            first = False
+            x, y = x - rows, y - rows / slope
+            up, left = x <= r0 + 1e-9, y <= c0 + 1e-9
+            bi, bj = bi - up, bj - left
+            if not (up or left):  # pragma: no cover - the line always leaves by an edge
+                return
+
+    def _block(
+        self, region: _Region, points: _Checkpoints, bi: int, bj: int, crop: bool = True
+    ) -> _Region:
+        """Block ``(bi, bj)`` of a filled region, with its boundaries (``crop=False``: its
+        size only)."""
         rc, cc = points.row_cuts, points.col_cuts
         rows, cols = points.fill.row_store, points.fill.col_store
         r0, r1, c0, c1 = rc[bi], rc[bi + 1], cc[bj], cc[bj + 1]
+        if not crop:
+            return _Region(region.r0 + r0, region.c0 + c0, r1 - r0, c1 - c0, None, None)
         top = region.top[:, c0 : c1 + 1] if bi == 0 else rows[bi - 1, :, c0 : c1 + 1]
         left = region.left[:, r0 : r1 + 1] if bj == 0 else cols[bj - 1, :, r0 : r1 + 1]
         return _Region(
@@ -486,7 +549,7 @@ class _Aligner:
         keeps two fills' checkpoints apart, and no bands of several fillers."""
         if not self.ahead or self.redevice is None:
             return False
-        if getattr(self.redevice, "stores_slots", 1) < 2:
+        if getattr(self.redevice, "stores_slots", 1) < self.ahead + 1:
             return False
         plan = self.plan
         if plan is not None and (len(plan.device_fillers) > 1 or plan.remote):
@@ -496,8 +559,8 @@ class _Aligner:
 
     def _reserve_ahead(self, row_cuts, col_cuts):
         """What the forward pass runs while the device fills: page-locked host memory for
-        the leaf-level checkpoints of the largest of its blocks, in the two slots that
-        the walk's fills take turns in (pinning 2 x 366 MB took ~1.4 s on the H100 host,
+        the leaf-level checkpoints of the largest of its blocks, in every slot that the
+        walk's fills take turns in (pinning 2 x 366 MB took ~1.4 s on the H100 host,
         else paid by the traceback's first fills of each process), or None."""
         reserve = getattr(self.redevice, "reserve_stores", None)
         bh, bw = int(np.diff(row_cuts).max()), int(np.diff(col_cuts).max())
@@ -505,13 +568,19 @@ class _Aligner:
             return None
         _, th, tw, kr, kc, _ = self.layout(bh, bw, True, recompute=True)
         nbytes = ((-(-bh // (th * kr)) - 1) * (bw + 1) + (-(-bw // (tw * kc)) - 1) * (bh + 1)) * 8
-        return lambda: reserve(nbytes, (0, 1))
+        return lambda: reserve(nbytes, range(self.ahead + 1))
 
     def _ahead_pool(self):
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="dpalign-ahead")
+            # more than one block ahead: the others on queues of their own (a recomputed
+            # block has too few tiles per tile diagonal to fill a GPU alone)
+            on_stream = getattr(self.redevice, "on_stream", None)
+            for k in range(1, self.ahead if on_stream is not None else 1):
+                self.stream_devices.append(on_stream(k))
+                self.streams.put(self.stream_devices[-1])
+            self._pool = ThreadPoolExecutor(self.ahead, thread_name_prefix="dpalign-ahead")
         return self._pool
 
     def close(self) -> None:
@@ -700,8 +769,9 @@ def align_long(
         check_path(result, a, b, scoring, f"{mode} mode, {label}{', pruned' if prune else ''}")
     if pair is not None and stats is not None:
         stats.record(pair.label, pair.cells, pair.kernel_seconds)
-        if job.redevice is not pair:
-            stats.record(pair.label, job.redevice.cells, job.redevice.kernel_seconds, blocks=0)
+        for held in job.stream_devices:  # the traceback's fills, on one queue or more
+            if held is not pair:
+                stats.record(pair.label, held.cells, held.kernel_seconds, blocks=0)
         if prune:
             stats.notes.append(f"block pruning skipped about {pair.pruned_cells} cells")
         if job.ahead_filled:

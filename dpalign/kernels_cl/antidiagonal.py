@@ -366,6 +366,26 @@ class PairOnDevice:
         other.kernel_seconds, other.launches, other.cells, other.pruned_cells = 0.0, 0, 0, 0
         return other
 
+    def on_stream(self, stream: int) -> PairOnDevice:
+        """The same pair on queues of their own (``device_context(..., stream)``: the same
+        context, buffers and programs), so that two host threads fill two regions on the
+        device at once; the staging slots are shared (a fill's slot is its own)."""
+        import copy
+
+        from .context import device_context
+
+        if not self.shape.packed:
+            self._wide_buffers()  # built on this queue, before the other one reads it
+        self.dctx.queue.finish()
+        other = copy.copy(self)
+        other.dctx = device_context(self.dctx.ident, stream)
+        other._kernels = {}
+        for key in self._kernels:
+            other._kernel(*key)
+        other.kernel_seconds, other.launches, other.cells, other.pruned_cells = 0.0, 0, 0, 0
+        other.widened = 0
+        return other
+
     def _host_staging(self, nbytes: int, slot: int = 0, queue=None) -> np.ndarray:
         """At least ``nbytes`` of page-locked host memory (int32) for staging slot ``slot``,
         mapped once and reused (taken from the context's pool when one is there and large

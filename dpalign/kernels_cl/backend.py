@@ -70,7 +70,7 @@ class DeviceRegions(RegionFiller):
 
     prunes = True
     reuses_stores = True
-    stores_slots = 2
+    stores_slots = 8  # page-locked buffers are pinned for the slots used only
     retile: tuple[int, int, int] | None = None  # the traceback's tiles, if not the same
 
     def __init__(self, pair, neg_store: int) -> None:
@@ -96,6 +96,12 @@ class DeviceRegions(RegionFiller):
         from .antidiagonal import TileShape
 
         return DeviceRegions(self.pair.reshaped(TileShape(*tile)), self.neg_store)
+
+    def on_stream(self, stream: int) -> DeviceRegions:
+        """The same pair and tiles on queues of their own (``PairOnDevice.on_stream``)."""
+        other = DeviceRegions(self.pair.on_stream(stream), self.neg_store)
+        other.retile = self.retile
+        return other
 
     def reserve_stores(self, nbytes: int, slots) -> None:
         """Page-locked host memory for the fills with ``reuse_stores`` into ``slots``,
