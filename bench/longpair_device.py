@@ -38,11 +38,13 @@ VARIANTS = {
     "retile 128x32x2": {"device_retile": (128, 32, 2)},
     "blocks 32, retile 128x32x4": {"blocks": 32, "device_retile": (128, 32, 4)},
     "no fill ahead": {"fill_ahead": 0},  # the traceback's blocks one after the other
+    "fill ahead 1, no trace ahead": {"trace_ahead": False},
     "fill ahead 2": {"fill_ahead": 2},  # two blocks ahead, on two queues
-    "fill ahead 1, retile 128x32x4": {"device_retile": (128, 32, 4)},
+    "fill ahead 3": {"fill_ahead": 3},
     "fill ahead 2, retile 128x32x4": {"fill_ahead": 2, "device_retile": (128, 32, 4)},
 }
-#: --quick: the default runs, their profiles, and these variants only (no pruning, no CPU)
+#: --quick: the default runs, their profiles, and these variants only, in global mode (no
+#: pruning, no CPU)
 QUICK = tuple(name for name in VARIANTS if "fill ahead" in name)
 
 
@@ -151,7 +153,7 @@ def main() -> None:
             print(f"identical to the CPU path, {mode}: traceback {same}, score {score_same}")
             records.append({"check": mode, "traceback_same": same, "score_same": score_same})
     for name in VARIANTS:
-        for mode in ("global", "local"):
+        for mode in ("global", "local") if not args.quick else ("global",):
             if name == "default" or time.perf_counter() - began > args.budget:
                 continue
             if args.quick and name not in QUICK:

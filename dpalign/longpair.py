@@ -57,6 +57,7 @@ from .reference import PairwiseResult
 from .scoring import Scoring, free_ends_tuple
 
 STATE_H = 0  # the traceback's state in H (D and I are 1 and 2)
+_NO_RECORD = np.empty((0, 4), np.int64)  # trace_blocks_merge: record nothing, meet nothing
 OP_MATCH, OP_DEL, OP_INS = ord("="), ord("D"), ord("I")
 #: Ops re-scored at a time by the check of every traced path (bounded scratch memory).
 CHECK_CHUNK = 1 << 20
@@ -109,6 +110,12 @@ class Tiling:
         this many blocks up and to the left of it along the diagonal in full (the next ones
         on a path near the diagonal; a path that misses one leaves that fill unused), each
         on a queue of its own; 0: none. Same result either way.
+    trace_ahead : bool
+        With ``fill_ahead``: a CPU thread traces each block filled ahead from its last cell
+        as soon as it is filled; the traceback, once it enters that block, traces only
+        until its path meets that one (paths from nearby cells soon meet; from a cell and
+        state on, a path is determined), so the CPU traces blocks side by side. Same
+        result either way.
     """
 
     tile_rows: int = 1024
@@ -123,6 +130,7 @@ class Tiling:
     device_retile: tuple[int, int, int] | None = None
     leaf_bytes: int | None = None
     fill_ahead: int = 1
+    trace_ahead: bool = True
 
     def __post_init__(self) -> None:
         if self.lane_bits not in (None, 16, 32, 64):
@@ -259,6 +267,8 @@ class _Aligner:
         if self.redevice is not None:
             self.streams.put(self.redevice)
         self._pool = None  # the threads that fill blocks ahead of the traceback
+        self._tracers = None  # the threads that trace them ahead
+        self.merged = 0  # blocks whose path met the one traced ahead
         self.ahead_filled = self.ahead_used = 0  # blocks filled ahead, and those traced
         store = np.dtype(lanes.store).itemsize
         self.leaf_bytes = tiling.leaf_bytes
@@ -271,7 +281,8 @@ class _Aligner:
         """The whole matrix with the boundaries of the mode (reference ``_fill_pairwise``)."""
         m, n = len(self.a), len(self.b)
         a_lead, _, b_lead, _ = self.ends
-        gap = lambda k: -(self.o + self.e * np.arange(k + 1, dtype=np.int64))  # noqa: E731
+        # in the store's type: the bounds of plan_lanes hold every gap of the pair
+        gap = lambda k: -(self.o + self.e * np.arange(k + 1, dtype=self.lanes.store))  # noqa: E731
         top = np.empty((2, n + 1), self.lanes.store)
         left = np.empty((2, m + 1), self.lanes.store)
         top[0] = 0 if (self.local or a_lead) else gap(n)
@@ -400,27 +411,31 @@ class _Aligner:
         cropped = _crop(region, i, j)
         return self.walk(cropped, self.fill(cropped, keep=True, recompute=True), i, j, state)
 
-    def walk(self, region: _Region, points: _Checkpoints, i: int, j: int, state: int):
-        """Trace through the blocks of a filled region, recomputing each block on the path."""
+    def walk(self, region: _Region, points: _Checkpoints, i: int, j: int, state: int, spec=None):
+        """Trace through the blocks of a filled region, recomputing each block on the path
+        (``spec``: a trace of this leaf-level region traced ahead, see :meth:`_trace_ahead`,
+        which this one follows from where they meet)."""
         rc, cc = points.row_cuts, points.col_cuts
         rows, cols = points.fill.row_store, points.fill.col_store
         if points.leaves:
             i0, j0 = i, j
-            i, j, state, stopped, self.pos = self.cpu.trace_blocks(
-                region.r0,
-                region.c0,
-                rc,
-                cc,
-                region.top,
-                region.left,
-                rows,
-                cols,
-                i,
-                j,
-                state,
-                self.ops,
-                self.pos,
-            )
+            args = (region.r0, region.c0, rc, cc, region.top, region.left, rows, cols)
+            if spec is None:
+                i, j, state, stopped, self.pos = self.cpu.trace_blocks(
+                    *args, i, j, state, self.ops, self.pos
+                )
+            else:
+                record, n, ops, end, final = spec
+                i, j, state, stopped, pos, _, met = self.cpu.trace_blocks_merge(
+                    *args, i, j, state, self.ops, self.pos, _NO_RECORD, record, n
+                )
+                if met >= 0:  # the same path from here on: the ops traced ahead
+                    start = int(record[met, 3])
+                    self.ops[pos : pos + end - start] = ops[start:end]
+                    pos += end - start
+                    i, j, state, stopped = final
+                    self.merged += 1
+                self.pos = pos
             if self.plan is not None and self.plan.progress is not None:
                 # the leaves recomputed on the path, about half a block each (a progress
                 # bar's estimate: the compiled loop does not count them)
@@ -440,9 +455,10 @@ class _Aligner:
                 r0, c0 = rc[bi], cc[bj]
                 li, lj = i - r0, j - c0
                 hit = next((k for k, e in enumerate(ahead) if e[:2] == (bi, bj)), None)
+                traced = None
                 if hit is not None:
                     _, _, block, current, future = ahead.pop(hit)
-                    filled = future.result()
+                    filled, traced = future.result()
                     self.ahead_used += 1
                 else:
                     block = self._block(region, points, bi, bj)
@@ -475,31 +491,80 @@ class _Aligner:
                         continue
                     nxt = self._block(region, points, *nb)
                     slot = self._free_slot(ahead, dropped, current)
-                    args = (nxt, True, False, False, True, slot)
-                    future = self._ahead_pool().submit(self.fill, *args)
+                    future = self._ahead_pool().submit(self._fill_ahead, nxt, slot)
                     ahead.append((*nb, nxt, slot, future))
                     pending.append(future)
                     self.ahead_filled += 1
-                i, j, state, stopped = self.walk(block, filled, li, lj, state)
+                # (the blocks after it are filling by now: then wait for its trace ahead)
+                spec = traced.result() if traced is not None else None
+                i, j, state, stopped = self.walk(block, filled, li, lj, state, spec)
                 i, j = i + r0, j + c0
                 if stopped:
                     return i, j, state, True
             return i, j, state, False
         finally:
-            for future in pending:  # never a fill still running after the traceback
-                future.exception()
+            for future in pending:  # never a fill or trace still running after the traceback
+                if future.exception() is None and future.result()[1] is not None:
+                    future.result()[1].exception()
+
+    def _fill_ahead(self, block: _Region, slot: int):
+        """Fill a block ahead of the path (on a device, into staging ``slot``), and start
+        tracing it from its last cell on a CPU thread (:meth:`_trace_ahead`, with
+        ``Tiling.trace_ahead``): ``(checkpoints, future of that trace or None)``."""
+        filled = self.fill(block, True, False, False, True, slot)
+        traced = None
+        if self.tiling.trace_ahead and filled.leaves:
+            traced = self._trace_pool().submit(self._trace_ahead, block, filled)
+        return filled, traced
+
+    def _trace_ahead(self, block: _Region, points: _Checkpoints):
+        """Trace a leaf-level block from its last cell in state H, recording the leaves the
+        path enters: paths from nearby cells soon meet, so the walk, once it knows where the
+        path enters this block, traces only until it meets this one (the CPU traces two
+        blocks at once). ``(record, n, ops, end, (i, j, state, stopped))``."""
+        rc, cc = points.row_cuts, points.col_cuts
+        ops = np.empty(block.h + block.w + 1, np.uint8)
+        record = np.empty((len(rc) + len(cc), 4), np.int64)
+        i, j, state, stopped, end, n, _ = self.cpu.trace_blocks_merge(
+            block.r0,
+            block.c0,
+            rc,
+            cc,
+            block.top,
+            block.left,
+            points.fill.row_store,
+            points.fill.col_store,
+            block.h,
+            block.w,
+            STATE_H,
+            ops,
+            0,
+            record,
+            _NO_RECORD,
+            0,
+        )
+        return record, n, ops, end, (i, j, state, stopped)
 
     def _free_slot(self, ahead, dropped, current) -> int:
-        """A staging slot that no block filled ahead, none still being filled and not the
-        block traced now holds (``self.ahead + 1`` slots: there always is one, once the
-        blocks the path passed by are filled)."""
+        """A staging slot that no block filled ahead, none still being filled or traced
+        ahead and not the block traced now holds (``self.ahead + 1`` slots: there always is
+        one, once the blocks the path passed by are done)."""
+
+        def running(future) -> bool:
+            if not future.done():
+                return True
+            traced = future.result()[1] if future.exception() is None else None
+            return traced is not None and not traced.done()
+
         while True:
-            dropped[:] = [entry for entry in dropped if not entry[1].done()]
+            dropped[:] = [entry for entry in dropped if running(entry[1])]
             busy = {entry[3] for entry in ahead} | {slot for slot, _ in dropped} | {current}
             for slot in range(self.ahead + 1):
                 if slot not in busy:
                     return slot
-            dropped[0][1].exception()  # wait for the oldest one passed by
+            future = dropped[0][1]  # wait for the oldest one passed by
+            if future.exception() is None and future.result()[1] is not None:
+                future.result()[1].exception()
 
     def _blocks_ahead(self, rc, cc, i: int, j: int):
         """The blocks (of cuts ``rc``, ``cc``) that a straight line from cell (i, j) towards
@@ -583,11 +648,19 @@ class _Aligner:
             self._pool = ThreadPoolExecutor(self.ahead, thread_name_prefix="dpalign-ahead")
         return self._pool
 
+    def _trace_pool(self):
+        if self._tracers is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._tracers = ThreadPoolExecutor(self.ahead, thread_name_prefix="dpalign-trace")
+        return self._tracers
+
     def close(self) -> None:
-        """Stop the thread that fills blocks ahead of the traceback, if one was started."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        """Stop the threads that fill and trace blocks ahead of the traceback, if any."""
+        for pool in (self._pool, self._tracers):
+            if pool is not None:
+                pool.shutdown(wait=True)
+        self._pool = self._tracers = None
 
     def finish(self, score: int, a_end: int, b_end: int, stop) -> PairwiseResult:
         """The result, from where the traceback stopped: free end gaps left out, penalised
@@ -776,7 +849,8 @@ def align_long(
             stats.notes.append(f"block pruning skipped about {pair.pruned_cells} cells")
         if job.ahead_filled:
             stats.notes.append(
-                f"traceback: {job.ahead_filled} blocks filled ahead, {job.ahead_used} traced"
+                f"traceback: {job.ahead_filled} blocks filled ahead, {job.ahead_used} traced, "
+                f"{job.merged} met the trace ahead"
             )
     for k, held in enumerate(others[1:] if stats is not None else [], 1):  # bands' devices
         stats.record(f"{held.label} #{k}", held.cells, held.kernel_seconds)

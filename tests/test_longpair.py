@@ -11,7 +11,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from dpalign import reference as R
@@ -273,3 +273,46 @@ def test_bad_input_is_a_clear_error():
         align_long(np.array([0, 99], np.uint8), "ACG", scoring)
     with pytest.raises(OptionError, match="blocks"):
         Tiling(blocks=1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(pairs(max_len=150), modes(), st.data())
+def test_a_trace_that_meets_another_follows_it(pair, mode_ends, data):
+    """trace_blocks_merge: traced from a leaf-level region's last cell first (recording the
+    leaves it enters), then from any cell, following the first trace from where they meet:
+    the same ops, end and state as trace_blocks from that cell alone."""
+    from dpalign.longpair import _NO_RECORD, STATE_H, _Aligner
+
+    scoring, a, b = pair
+    mode, free = mode_ends
+    ends = free_ends_tuple(mode, free)
+    m, n = len(a), len(b)
+    assume(m > 0 and n > 0)
+    tiling = Tiling(tile_rows=5, tile_cols=7, blocks=3, leaf_rows=5, leaf_cols=7)
+    lanes = plan_lanes(scoring, m, n, mode, tiling)
+    job = _Aligner(a, b, scoring, mode, ends, tiling, 1, lanes)
+    region = job.global_region()
+    points = job.fill(region, keep=True)
+    assert points.leaves
+    rc, cc = points.row_cuts, points.col_cuts
+    args = (0, 0, rc, cc, region.top, region.left, points.fill.row_store, points.fill.col_store)
+    record = np.empty((len(rc) + len(cc), 4), np.int64)
+    first = np.empty(m + n + 1, np.uint8)
+    *end, k, _ = job.cpu.trace_blocks_merge(*args, m, n, STATE_H, first, 0, record, _NO_RECORD, 0)
+    i = data.draw(st.integers(1, m), label="i")
+    j = data.draw(st.integers(1, n), label="j")
+    state = data.draw(st.sampled_from([0, 1, 2]), label="state")
+    want_ops = np.empty(m + n + 1, np.uint8)
+    want = job.cpu.trace_blocks(*args, i, j, state, want_ops, 0)
+    ops = np.empty(m + n + 1, np.uint8)
+    got = job.cpu.trace_blocks_merge(*args, i, j, state, ops, 0, _NO_RECORD, record, k)
+    pos, met = got[4], got[6]
+    if met >= 0:
+        start = int(record[met, 3])
+        ops[pos : pos + end[4] - start] = first[start : end[4]]
+        pos += end[4] - start
+        got = (*end[:4], pos)
+    assert tuple(got[:5]) == tuple(want)
+    assert bytes(ops[:pos]) == bytes(want_ops[: want[4]])
+    if (i, j, state) == (m, n, STATE_H):
+        assert met == 0
