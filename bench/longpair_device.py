@@ -40,8 +40,8 @@ VARIANTS = {
     "no fill ahead": {"fill_ahead": 0},  # the traceback's blocks one after the other
     "fill ahead 1, no trace ahead": {"trace_ahead": False},
     "fill ahead 2": {"fill_ahead": 2},  # two blocks ahead, on two queues
+    "fill ahead 2, no trace ahead": {"fill_ahead": 2, "trace_ahead": False},
     "fill ahead 3": {"fill_ahead": 3},
-    "fill ahead 2, retile 128x32x4": {"fill_ahead": 2, "device_retile": (128, 32, 4)},
 }
 #: --quick: the default runs, their profiles, and these variants only, in global mode (no
 #: pruning, no CPU)

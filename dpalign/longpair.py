@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import bisect
 import queue
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -269,6 +270,8 @@ class _Aligner:
         self._pool = None  # the threads that fill blocks ahead of the traceback
         self._tracers = None  # the threads that trace them ahead
         self.merged = 0  # blocks whose path met the one traced ahead
+        # the walk's main thread: leaf traces, waits for blocks filled / traced ahead
+        self.seconds = {"trace": 0.0, "wait fill": 0.0, "wait trace": 0.0}
         self.ahead_filled = self.ahead_used = 0  # blocks filled ahead, and those traced
         store = np.dtype(lanes.store).itemsize
         self.leaf_bytes = tiling.leaf_bytes
@@ -418,7 +421,7 @@ class _Aligner:
         rc, cc = points.row_cuts, points.col_cuts
         rows, cols = points.fill.row_store, points.fill.col_store
         if points.leaves:
-            i0, j0 = i, j
+            i0, j0, began = i, j, time.perf_counter()
             args = (region.r0, region.c0, rc, cc, region.top, region.left, rows, cols)
             if spec is None:
                 i, j, state, stopped, self.pos = self.cpu.trace_blocks(
@@ -436,6 +439,7 @@ class _Aligner:
                     i, j, state, stopped = final
                     self.merged += 1
                 self.pos = pos
+            self.seconds["trace"] += time.perf_counter() - began
             if self.plan is not None and self.plan.progress is not None:
                 # the leaves recomputed on the path, about half a block each (a progress
                 # bar's estimate: the compiled loop does not count them)
@@ -458,7 +462,9 @@ class _Aligner:
                 traced = None
                 if hit is not None:
                     _, _, block, current, future = ahead.pop(hit)
+                    began = time.perf_counter()
                     filled, traced = future.result()
+                    self.seconds["wait fill"] += time.perf_counter() - began
                     self.ahead_used += 1
                 else:
                     block = self._block(region, points, bi, bj)
@@ -496,7 +502,9 @@ class _Aligner:
                     pending.append(future)
                     self.ahead_filled += 1
                 # (the blocks after it are filling by now: then wait for its trace ahead)
+                began = time.perf_counter()
                 spec = traced.result() if traced is not None else None
+                self.seconds["wait trace"] += time.perf_counter() - began
                 i, j, state, stopped = self.walk(block, filled, li, lj, state, spec)
                 i, j = i + r0, j + c0
                 if stopped:
@@ -847,10 +855,11 @@ def align_long(
                 stats.record(pair.label, held.cells, held.kernel_seconds, blocks=0)
         if prune:
             stats.notes.append(f"block pruning skipped about {pair.pruned_cells} cells")
-        if job.ahead_filled:
+        if traceback:
             stats.notes.append(
                 f"traceback: {job.ahead_filled} blocks filled ahead, {job.ahead_used} traced, "
-                f"{job.merged} met the trace ahead"
+                f"{job.merged} met the trace ahead; the walk's thread: "
+                + ", ".join(f"{k} {v:.3f} s" for k, v in job.seconds.items())
             )
     for k, held in enumerate(others[1:] if stats is not None else [], 1):  # bands' devices
         stats.record(f"{held.label} #{k}", held.cells, held.kernel_seconds)
