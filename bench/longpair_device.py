@@ -44,7 +44,8 @@ VARIANTS = {
     "fill ahead 3": {"fill_ahead": 3},
 }
 #: --quick: the default runs, their profiles, and these variants only, in global mode (no
-#: pruning, no CPU)
+#: pruning, no CPU), those of BOTH in local mode too
+BOTH = ("fill ahead 2",)
 QUICK = tuple(name for name in VARIANTS if "fill ahead" in name)
 
 
@@ -153,7 +154,7 @@ def main() -> None:
             print(f"identical to the CPU path, {mode}: traceback {same}, score {score_same}")
             records.append({"check": mode, "traceback_same": same, "score_same": score_same})
     for name in VARIANTS:
-        for mode in ("global", "local") if not args.quick else ("global",):
+        for mode in ("global", "local") if not args.quick or name in BOTH else ("global",):
             if name == "default" or time.perf_counter() - began > args.budget:
                 continue
             if args.quick and name not in QUICK:
