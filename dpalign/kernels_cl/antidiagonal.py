@@ -238,6 +238,7 @@ class PairOnDevice:
         self.widened = 0  # packed fills that did not fit 16 bits and ran again in 32
         # staging slot -> (buffer, mapped array): page-locked host memory, reused
         self._staging: dict[int, tuple] = {}
+        self._scratch: dict[str, object] = {}  # device buffers of the leaf-level fills
 
     def _wide_buffers(self):
         """The 32-bit kernel's ``a`` (residue codes) and profile (``s + o + e`` per residue
@@ -375,6 +376,7 @@ class PairOnDevice:
             other.packed = other._packed_pair(a, b, scores, oe, shuffle)
             other._kernel(True, False, True)
         other._staging = {}
+        other._scratch = {}
         other.kernel_seconds, other.launches, other.cells, other.pruned_cells = 0.0, 0, 0, 0
         return other
 
@@ -392,6 +394,7 @@ class PairOnDevice:
         other = copy.copy(self)
         other.dctx = device_context(self.dctx.ident, stream)
         other._kernels = {}
+        other._scratch = {}
         for key in self._kernels:
             other._kernel(*key)
         other.kernel_seconds, other.launches, other.cells, other.pruned_cells = 0.0, 0, 0, 0
@@ -531,6 +534,17 @@ class PairOnDevice:
             data = data if data.size else np.zeros(1, i32)
             return cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data)
 
+        def scratch(name, nbytes):
+            # the traceback's leaf-level fills (one a block, ~366 MB each at 1 Mb) keep their
+            # device buffers for the next one: a free can wait for the whole device, and
+            # another queue may be filling the next block. Every byte read is written first.
+            if not reuse_stores:
+                return cl.Buffer(ctx, mf.READ_WRITE, nbytes)
+            kept = self._scratch.get(name)
+            if kept is None or kept.size < nbytes:
+                self._scratch[name] = kept = cl.Buffer(ctx, mf.READ_WRITE, nbytes)
+            return kept
+
         if prune and not self.local:
             raise OptionError("block pruning is for local alignments")
         packed = self.packed if not (prune or wide) else None
@@ -547,12 +561,12 @@ class PairOnDevice:
                 prof_buf,
                 upload(top),
                 upload(left),
-                cl.Buffer(ctx, mf.READ_WRITE, 3 * (w + 1) * 8),
-                cl.Buffer(ctx, mf.READ_WRITE, (h + 1) * 8),
+                scratch("hrow", 3 * (w + 1) * 8),
+                scratch("vcol", (h + 1) * 8),
                 upload(row_slot),
                 upload(col_slot),
-                cl.Buffer(ctx, mf.READ_WRITE, max(n_rows * 2 * (w + 1) * 4, 4)),
-                cl.Buffer(ctx, mf.READ_WRITE, max(n_cols * 2 * (h + 1) * 4, 4)),
+                scratch("rstore", max(n_rows * 2 * (w + 1) * 4, 4)),
+                scratch("cstore", max(n_cols * 2 * (h + 1) * 4, 4)),
                 cl.Buffer(  # local mode: each tile row's first maximum (H, i, j, 0)
                     ctx,
                     mf.READ_WRITE | mf.COPY_HOST_PTR,
