@@ -108,9 +108,10 @@ class Tiling:
         constant); 0: never.
     fill_ahead : int
         With a device: while the CPU traces a recomputed block's leaves, the device fills
-        this many blocks up and to the left of it along the diagonal in full (the next ones
-        on a path near the diagonal; a path that misses one leaves that fill unused), each
-        on a queue of its own; 0: none. Same result either way.
+        the next this many blocks in full that a straight line from the path's cell towards
+        the region's start crosses (where a path near the diagonal goes; a path that misses
+        one leaves that fill unused), each on a queue of its own; 0: none. Same result
+        either way.
     trace_ahead : bool
         With ``fill_ahead``: a CPU thread traces each block filled ahead from its last cell
         as soon as it is filled; the traceback, once it enters that block, traces only
@@ -512,6 +513,8 @@ class _Aligner:
             return i, j, state, False
         finally:
             for future in pending:  # never a fill or trace still running after the traceback
+                if future.cancel():  # not started (a local alignment stopped early)
+                    continue
                 if future.exception() is None and future.result()[1] is not None:
                     future.result()[1].exception()
 
