@@ -11,7 +11,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpalign import reference as R
@@ -286,8 +286,9 @@ def test_a_trace_that_meets_another_follows_it(pair, mode_ends, data):
     scoring, a, b = pair
     mode, free = mode_ends
     ends = free_ends_tuple(mode, free)
+    a = a if len(a) else np.zeros(1, np.uint8)  # a trace needs cells (no assume: the
+    b = b if len(b) else np.zeros(1, np.uint8)  # health check fails when it filters much)
     m, n = len(a), len(b)
-    assume(m > 0 and n > 0)
     tiling = Tiling(tile_rows=5, tile_cols=7, blocks=3, leaf_rows=5, leaf_cols=7)
     lanes = plan_lanes(scoring, m, n, mode, tiling)
     job = _Aligner(a, b, scoring, mode, ends, tiling, 1, lanes)
