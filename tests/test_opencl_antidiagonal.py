@@ -426,12 +426,13 @@ def test_the_traceback_uses_blocks_filled_ahead(cl_device, mode, ahead):
 
 
 def test_staging_is_pinned_while_the_forward_pass_runs(cl_device, monkeypatch):
-    """The forward pass reserves both staging slots (on the copy queue, after its launches)
-    large enough for every leaf-level fill of the traceback: none of those pins memory."""
+    """The forward pass reserves page-locked memory (on the copy queue, after its launches)
+    for its own checkpoints and for both slots of the traceback's leaf-level fills, each
+    large enough: none of those fills pins memory."""
     from dpalign.kernels_cl import antidiagonal as AD
 
     ptr = device_context(cl_device).context.int_ptr
-    for slot in (0, 1):  # an empty pool: what a new process starts with
+    for slot in (0, 1, 2):  # an empty pool: what a new process starts with
         monkeypatch.delitem(AD._STAGING, (ptr, slot), raising=False)
     calls, real = [], AD.PairOnDevice._host_staging
 
@@ -456,9 +457,10 @@ def test_staging_is_pinned_while_the_forward_pass_runs(cl_device, monkeypatch):
     got = align_long(a, b, scoring, "global", tiling=tiling, backend="opencl", device=cl_device)
     assert got == reference.pairwise_align(a, b, scoring.matrix, 5, 2, "global", (False,) * 4)
     reserved = [c for c in calls if c[2]]
-    assert [c[1] for c in reserved] == [0, 1]
+    assert [c[1] for c in reserved] == [2, 0, 1]  # the forward pass's own slot first
     later = [c for c in calls if not c[2]]
     assert later and all(nbytes <= pinned for nbytes, _, _, pinned in later)
+    assert [c[1] for c in later].count(2) == 1  # the forward pass copied into its slot
 
 
 @pytest.mark.parametrize("mode", ["global", "local"])
