@@ -112,12 +112,13 @@ class Tiling:
         the region's start crosses (where a path near the diagonal goes; a path that misses
         one leaves that fill unused), each on a queue of its own; 0: none. Same result
         either way.
-    trace_ahead : bool
-        With ``fill_ahead``: a CPU thread traces each block filled ahead from its last cell
-        as soon as it is filled; the traceback, once it enters that block, traces only
-        until its path meets that one (paths from nearby cells soon meet; from a cell and
-        state on, a path is determined), so the CPU traces blocks side by side. Same
-        result either way.
+    trace_ahead : int
+        With ``fill_ahead``: CPU threads trace each block filled ahead, as soon as it is
+        filled, in this many segments from cells along its diagonal (0: none); the
+        traceback, once it enters that block, traces only until its path meets the first
+        segment (paths from nearby cells soon meet; from a cell and state on, a path is
+        determined), follows it, and so on, so the CPU traces blocks, and parts of a block,
+        side by side. Same result either way.
     """
 
     tile_rows: int = 1024
@@ -131,8 +132,8 @@ class Tiling:
     device_tile: tuple[int, ...] | None = None
     device_retile: tuple[int, int, int] | None = None
     leaf_bytes: int | None = None
-    fill_ahead: int = 1
-    trace_ahead: bool = True
+    fill_ahead: int = 2
+    trace_ahead: int = 3
 
     def __post_init__(self) -> None:
         if self.lane_bits not in (None, 16, 32, 64):
@@ -422,30 +423,42 @@ class _Aligner:
 
     def walk(self, region: _Region, points: _Checkpoints, i: int, j: int, state: int, spec=None):
         """Trace through the blocks of a filled region, recomputing each block on the path
-        (``spec``: a trace of this leaf-level region traced ahead, see :meth:`_trace_ahead`,
-        which this one follows from where they meet)."""
+        (``spec``: futures of this leaf-level region's segments traced ahead, in path order,
+        see :meth:`_trace_ahead`, which this one follows from where they meet)."""
         rc, cc = points.row_cuts, points.col_cuts
         rows, cols = points.fill.row_store, points.fill.col_store
         if points.leaves:
             i0, j0, began = i, j, time.perf_counter()
+            waits = self.seconds["wait trace"]
             args = (region.r0, region.c0, rc, cc, region.top, region.left, rows, cols)
             if spec is None:
                 i, j, state, stopped, self.pos = self.cpu.trace_blocks(
                     *args, i, j, state, self.ops, self.pos
                 )
             else:
-                record, n, ops, end, final = spec
-                i, j, state, stopped, pos, _, met = self.cpu.trace_blocks_merge(
-                    *args, i, j, state, self.ops, self.pos, _NO_RECORD, record, n
-                )
-                if met >= 0:  # the same path from here on: the ops traced ahead
-                    start = int(record[met, 3])
-                    self.ops[pos : pos + end - start] = ops[start:end]
-                    pos += end - start
-                    i, j, state, stopped = final
-                    self.merged += 1
-                self.pos = pos
-            self.seconds["trace"] += time.perf_counter() - began
+                for segment in spec:  # traced ahead from cells along the block's diagonal
+                    waited = time.perf_counter()
+                    record, n, ops, end, final, bounds = segment.result()
+                    self.seconds["wait trace"] += time.perf_counter() - waited
+                    # until the path meets this segment, or passes its end: then the next
+                    i, j, state, stopped, pos, _, met = self.cpu.trace_blocks_merge(
+                        *args, i, j, state, self.ops, self.pos, _NO_RECORD, record, n, *bounds
+                    )
+                    if met >= 0:  # the same path from here on: the ops traced ahead
+                        start = int(record[met, 3])
+                        self.ops[pos : pos + end - start] = ops[start:end]
+                        pos += end - start
+                        i, j, state, stopped = final
+                        self.merged += 1
+                    self.pos = pos
+                    if stopped or i == 0 or j == 0:
+                        break
+                if not stopped and i > 0 and j > 0:  # past the last segment's start
+                    i, j, state, stopped, self.pos = self.cpu.trace_blocks(
+                        *args, i, j, state, self.ops, self.pos
+                    )
+            waits = self.seconds["wait trace"] - waits
+            self.seconds["trace"] += time.perf_counter() - began - waits
             if self.plan is not None and self.plan.progress is not None:
                 # the leaves recomputed on the path, about half a block each (a progress
                 # bar's estimate: the compiled loop does not count them)
@@ -507,11 +520,8 @@ class _Aligner:
                     ahead.append((*nb, nxt, slot, future))
                     pending.append(future)
                     self.ahead_filled += 1
-                # (the blocks after it are filling by now: then wait for its trace ahead)
-                began = time.perf_counter()
-                spec = traced.result() if traced is not None else None
-                self.seconds["wait trace"] += time.perf_counter() - began
-                i, j, state, stopped = self.walk(block, filled, li, lj, state, spec)
+                # (the blocks after it are filling by now)
+                i, j, state, stopped = self.walk(block, filled, li, lj, state, traced)
                 i, j = i + r0, j + c0
                 if stopped:
                     return i, j, state, True
@@ -520,26 +530,38 @@ class _Aligner:
             for future in pending:  # never a fill or trace still running after the traceback
                 if future.cancel():  # not started (a local alignment stopped early)
                     continue
-                if future.exception() is None and future.result()[1] is not None:
-                    future.result()[1].exception()
+                if future.exception() is None:
+                    for part in future.result()[1] or ():
+                        part.exception()
 
     def _fill_ahead(self, block: _Region, slot: int):
         """Fill a block ahead of the path (on a device, into staging ``slot``), and start
-        tracing it from its last cell on a CPU thread (:meth:`_trace_ahead`, with
-        ``Tiling.trace_ahead``): ``(checkpoints, future of that trace or None)``."""
+        tracing it on CPU threads (:meth:`_trace_ahead`, ``Tiling.trace_ahead`` segments):
+        ``(checkpoints, futures of those traces, in path order, or None)``."""
         filled = self.fill(block, True, False, False, True, slot)
-        traced = None
-        if self.tiling.trace_ahead and filled.leaves:
-            traced = self._trace_pool().submit(self._trace_ahead, block, filled)
-        return filled, traced
+        parts = int(self.tiling.trace_ahead)
+        if not parts or not filled.leaves:
+            return filled, None
+        h, w = block.h, block.w
+        cuts = [(h * k // parts, w * k // parts) for k in range(parts, -1, -1)]
+        segments = []
+        for (i, j), (i_stop, j_stop) in zip(cuts, cuts[1:], strict=False):
+            if i > i_stop and j > j_stop:
+                args = (block, filled, i, j, i_stop, j_stop)
+                segments.append(self._trace_pool().submit(self._trace_ahead, *args))
+        return filled, segments
 
-    def _trace_ahead(self, block: _Region, points: _Checkpoints):
-        """Trace a leaf-level block from its last cell in state H, recording the leaves the
-        path enters: paths from nearby cells soon meet, so the walk, once it knows where the
-        path enters this block, traces only until it meets this one (the CPU traces two
-        blocks at once). ``(record, n, ops, end, (i, j, state, stopped))``."""
+    def _trace_ahead(self, block: _Region, points: _Checkpoints, i, j, i_stop, j_stop):
+        """Trace a leaf-level block from cell (i, j) in state H until it enters a leaf past
+        row ``i_stop`` or column ``j_stop``, recording the leaves the path enters. Paths
+        from nearby cells soon meet, and from a cell and state on a path is determined: so
+        the walk, once it knows where the path enters the block, traces only until it meets
+        the first of these segments, takes its ops, traces on from its end until it meets
+        the next one, and so on (the CPU traces a block in pieces, side by side).
+        ``(record, n, ops, end, (i, j, state, stopped), (i_stop, j_stop))``."""
         rc, cc = points.row_cuts, points.col_cuts
-        ops = np.empty(block.h + block.w + 1, np.uint8)
+        bounds = (i_stop, j_stop)
+        ops = np.empty(i + j + 1, np.uint8)
         record = np.empty((len(rc) + len(cc), 4), np.int64)
         i, j, state, stopped, end, n, _ = self.cpu.trace_blocks_merge(
             block.r0,
@@ -550,16 +572,18 @@ class _Aligner:
             block.left,
             points.fill.row_store,
             points.fill.col_store,
-            block.h,
-            block.w,
+            i,
+            j,
             STATE_H,
             ops,
             0,
             record,
             _NO_RECORD,
             0,
+            i_stop,
+            j_stop,
         )
-        return record, n, ops, end, (i, j, state, stopped)
+        return record, n, ops, end, (i, j, state, stopped), bounds
 
     def _free_slot(self, ahead, dropped, current) -> int:
         """A staging slot that no block filled ahead, none still being filled or traced
@@ -570,7 +594,7 @@ class _Aligner:
             if not future.done():
                 return True
             traced = future.result()[1] if future.exception() is None else None
-            return traced is not None and not traced.done()
+            return any(not part.done() for part in traced or ())
 
         while True:
             dropped[:] = [entry for entry in dropped if running(entry[1])]
@@ -579,8 +603,9 @@ class _Aligner:
                 if slot not in busy:
                     return slot
             future = dropped[0][1]  # wait for the oldest one passed by
-            if future.exception() is None and future.result()[1] is not None:
-                future.result()[1].exception()
+            if future.exception() is None:
+                for part in future.result()[1] or ():
+                    part.exception()
 
     def _blocks_ahead(self, rc, cc, i: int, j: int):
         """The blocks (of cuts ``rc``, ``cc``) that a straight line from cell (i, j) towards
@@ -677,7 +702,8 @@ class _Aligner:
         if self._tracers is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            self._tracers = ThreadPoolExecutor(self.ahead, thread_name_prefix="dpalign-trace")
+            workers = max(1, self.ahead * int(self.tiling.trace_ahead))
+            self._tracers = ThreadPoolExecutor(workers, thread_name_prefix="dpalign-trace")
         return self._tracers
 
     def close(self) -> None:

@@ -372,7 +372,7 @@ def test_blocks_filled_ahead_of_the_traceback_change_nothing(cl_device, data):
     blocks = data.draw(st.integers(2, 5), label="blocks")
     leaf = data.draw(st.sampled_from([4, 8, 16]), label="leaf")
     depth = data.draw(st.integers(1, 3), label="blocks filled ahead")
-    traced = data.draw(st.booleans(), label="traced ahead")
+    traced = data.draw(st.integers(0, 3), label="segments traced ahead")
     runs = []
     for ahead in (depth, 0):
         tiling = Tiling(
@@ -432,7 +432,8 @@ def test_staging_is_pinned_while_the_forward_pass_runs(cl_device, monkeypatch):
     from dpalign.kernels_cl import antidiagonal as AD
 
     ptr = device_context(cl_device).context.int_ptr
-    for slot in (0, 1, 2):  # an empty pool: what a new process starts with
+    ahead = Tiling().fill_ahead  # the walk's slots 0 .. ahead, the forward pass's next
+    for slot in range(ahead + 2):  # an empty pool: what a new process starts with
         monkeypatch.delitem(AD._STAGING, (ptr, slot), raising=False)
     calls, real = [], AD.PairOnDevice._host_staging
 
@@ -457,10 +458,10 @@ def test_staging_is_pinned_while_the_forward_pass_runs(cl_device, monkeypatch):
     got = align_long(a, b, scoring, "global", tiling=tiling, backend="opencl", device=cl_device)
     assert got == reference.pairwise_align(a, b, scoring.matrix, 5, 2, "global", (False,) * 4)
     reserved = [c for c in calls if c[2]]
-    assert [c[1] for c in reserved] == [2, 0, 1]  # the forward pass's own slot first
+    assert [c[1] for c in reserved] == [ahead + 1, *range(ahead + 1)]  # the forward's first
     later = [c for c in calls if not c[2]]
     assert later and all(nbytes <= pinned for nbytes, _, _, pinned in later)
-    assert [c[1] for c in later].count(2) == 1  # the forward pass copied into its slot
+    assert [c[1] for c in later].count(ahead + 1) == 1  # the forward pass copied into it
 
 
 @pytest.mark.parametrize("mode", ["global", "local"])

@@ -677,9 +677,12 @@ def trace_blocks_merge(
     record,
     other,
     n_other,
+    i_stop,
+    j_stop,
 ):
     """:func:`trace_blocks`, recording where the path enters each leaf and stopping where
-    it meets another trace of the same region.
+    it meets another trace of the same region, or once it enters a leaf at a row at most
+    ``i_stop`` or a column at most ``j_stop`` (0, 0: the region's edge).
 
     ``record`` (k, 4) receives ``(i, j, state, pos)`` at each leaf the path enters (at
     most k; the path goes on unrecorded after that). ``other[:n_other]`` is such a record of
@@ -697,7 +700,7 @@ def trace_blocks_merge(
     n_record = 0
     p = 0
     met = -1
-    while i > 0 and j > 0:
+    while i > i_stop and j > j_stop:
         while p < n_other and (other[p, 0] > i or other[p, 1] > j):
             p += 1  # the other path is past here: the rest of this one cannot meet it there
         if p < n_other and other[p, 0] == i and other[p, 1] == j and other[p, 2] == state:

@@ -194,10 +194,29 @@ class NumbaRegions(RegionFiller):
         )
 
     def trace_blocks_merge(
-        self, r0, c0, rc, cc, top, left, rows, cols, i, j, state, ops, pos, record, other, n
+        self,
+        r0,
+        c0,
+        rc,
+        cc,
+        top,
+        left,
+        rows,
+        cols,
+        i,
+        j,
+        state,
+        ops,
+        pos,
+        record,
+        other,
+        n,
+        i_stop=0,
+        j_stop=0,
     ):
         """:meth:`trace_blocks`, recording the leaves it enters and stopping where it meets
-        the record ``other[:n]`` of another trace of the region (see the kernel)."""
+        the record ``other[:n]`` of another trace of the region, or past row ``i_stop`` or
+        column ``j_stop`` (see the kernel)."""
         return self.K.trace_blocks_merge(
             self.a,
             self.b,
@@ -221,6 +240,8 @@ class NumbaRegions(RegionFiller):
             record,
             other,
             n,
+            i_stop,
+            j_stop,
         )
 
     def fill_bits(self, top, left, bits, last_col):
