@@ -510,7 +510,10 @@ class _Aligner:
                 ahead = [entry for entry in ahead if entry[:2] in want]
                 if hit is None:
                     current = self._free_slot(ahead, dropped, None)
-                    filled = self.fill(block, keep=True, recompute=True, slot=current)
+                    # filled here, traced in segments on the tracer threads like the blocks
+                    # ahead (the first block of a walk: its first segment starts at the
+                    # path's own cell)
+                    filled, traced = self._fill_ahead(block, current)
                 for nb in want:
                     if any(entry[:2] == nb for entry in ahead):
                         continue
@@ -539,7 +542,7 @@ class _Aligner:
         tracing it on CPU threads (:meth:`_trace_ahead`, ``Tiling.trace_ahead`` segments):
         ``(checkpoints, futures of those traces, in path order, or None)``."""
         filled = self.fill(block, True, False, False, True, slot)
-        parts = int(self.tiling.trace_ahead)
+        parts = int(self.tiling.trace_ahead) if self.ahead else 0
         if not parts or not filled.leaves:
             return filled, None
         h, w = block.h, block.w
@@ -702,7 +705,8 @@ class _Aligner:
         if self._tracers is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            workers = max(1, self.ahead * int(self.tiling.trace_ahead))
+            # the segments of the block traced now and of every block filled ahead at once
+            workers = max(1, (self.ahead + 1) * int(self.tiling.trace_ahead))
             self._tracers = ThreadPoolExecutor(workers, thread_name_prefix="dpalign-trace")
         return self._tracers
 
