@@ -42,6 +42,7 @@ VARIANTS = {
     "fill ahead 3, trace ahead 1": {"fill_ahead": 3, "trace_ahead": 1},
     "fill ahead 1, trace ahead 4": {"fill_ahead": 1, "trace_ahead": 4},
     "fill ahead 3, trace ahead 3": {"fill_ahead": 3, "trace_ahead": 3},
+    "fill ahead 2, trace ahead 3, switch interval as is": {"switch_interval": None},
 }
 #: --quick: the default runs and these variants only, in global mode (no profiles, no
 #: pruning, no CPU), those of BOTH in local mode too

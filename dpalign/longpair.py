@@ -46,7 +46,10 @@ from __future__ import annotations
 
 import bisect
 import queue
+import sys
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,6 +122,11 @@ class Tiling:
         segment (paths from nearby cells soon meet; from a cell and state on, a path is
         determined), follows it, and so on, so the CPU traces blocks, and parts of a block,
         side by side. Same result either way.
+    switch_interval : float, optional
+        The interpreter's thread switch interval (``sys.setswitchinterval``) while a walk
+        fills or traces ahead, restored after (None: left as it is). The threads that
+        launch fills run Python loops; a waiting thread gets the interpreter lock only
+        after this long (5 ms by default), several times a block.
     """
 
     tile_rows: int = 1024
@@ -134,6 +142,7 @@ class Tiling:
     leaf_bytes: int | None = None
     fill_ahead: int = 2
     trace_ahead: int = 3
+    switch_interval: float | None = 2e-4
 
     def __post_init__(self) -> None:
         if self.lane_bits not in (None, 16, 32, 64):
@@ -735,6 +744,31 @@ class _Aligner:
         return PairwiseResult(score, i, a_end, j, b_end, ops)
 
 
+_SWITCH_LOCK = threading.Lock()
+_SWITCH_USERS = [0, None]  # walks in the process that shortened it, the interval before
+
+
+@contextmanager
+def _switch_interval(seconds: float | None):
+    """``sys.setswitchinterval(seconds)`` while the block runs (the first of concurrent
+    walks sets it, the last restores the one before)."""
+    if seconds is None:
+        yield
+        return
+    with _SWITCH_LOCK:
+        if _SWITCH_USERS[0] == 0:
+            _SWITCH_USERS[1] = sys.getswitchinterval()
+            sys.setswitchinterval(min(seconds, _SWITCH_USERS[1]))
+        _SWITCH_USERS[0] += 1
+    try:
+        yield
+    finally:
+        with _SWITCH_LOCK:
+            _SWITCH_USERS[0] -= 1
+            if _SWITCH_USERS[0] == 0:
+                sys.setswitchinterval(_SWITCH_USERS[1])
+
+
 def _crop(region: _Region, i: int, j: int) -> _Region:
     """Rows ``0 .. i`` and columns ``0 .. j`` of a region (the path only moves up and left)."""
     return _Region(
@@ -889,7 +923,8 @@ def align_long(
         result = PairwiseResult(score, a_end, a_end, b_end, b_end)
     else:
         try:
-            stop = job.walk(region, points, a_end, b_end, STATE_H)
+            with _switch_interval(tiling.switch_interval if job.ahead else None):
+                stop = job.walk(region, points, a_end, b_end, STATE_H)
         finally:
             job.close()
         result = job.finish(score, a_end, b_end, stop)

@@ -663,3 +663,43 @@ def test_profiles_built_on_the_device_equal_numpy(cl_device, scoring):
     one[:, : len(b)] = scores[:, b].astype(np.int16).view(np.uint16)
     want = (one[:, None, :stride] | (one[None, :, half : half + stride] << 16)).reshape(-1, stride)
     assert (read(prof, letters * letters, stride, np.uint32) == want).all()
+
+
+def test_the_walk_shortens_the_switch_interval_and_restores_it(cl_device, monkeypatch):
+    """Tiling.switch_interval: set while a walk fills ahead, the one before restored after
+    (also when the walk fails); None leaves it alone."""
+    import sys
+
+    from dpalign import longpair
+
+    seen, real = [], longpair._Aligner.walk
+
+    def spy(self, *args, **kwargs):
+        seen.append(sys.getswitchinterval())
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(longpair._Aligner, "walk", spy)
+    rng = np.random.default_rng(5)
+    scoring = Scoring((2, -3), (5, 2))
+    a, b = random_pair(rng, 300, 310, 4, True)
+    before = sys.getswitchinterval()
+    for interval, want in ((1e-4, 1e-4), (None, before)):
+        tiling = Tiling(
+            tile_rows=16,
+            blocks=4,
+            leaf_rows=16,
+            leaf_cols=16,
+            device_cells=1 << 10,
+            device_tile=(8, 4, 2),
+            leaf_bytes=20_000,
+            switch_interval=interval,
+        )
+        seen.clear()
+        align_long(a, b, scoring, "global", tiling=tiling, backend="opencl", device=cl_device)
+        assert seen and seen[0] == pytest.approx(want)
+        assert sys.getswitchinterval() == pytest.approx(before)
+    monkeypatch.setattr(longpair._Aligner, "walk", lambda *args: 1 / 0)
+    failing = Tiling(device_cells=1 << 10, device_tile=(8, 4, 2), blocks=4, leaf_bytes=20_000)
+    with pytest.raises(ZeroDivisionError):
+        align_long(a, b, scoring, "global", tiling=failing, backend="opencl", device=cl_device)
+    assert sys.getswitchinterval() == pytest.approx(before)
