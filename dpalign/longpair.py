@@ -382,15 +382,10 @@ class _Aligner:
             more["reuse_stores"] = True
             if slot:
                 more["stores_slot"] = slot
-        if keep and not recompute and device is not None and not leaves and filler.reuses_stores:
-            # the forward pass of a traceback: its checkpoints into page-locked memory of a
-            # slot of its own (the walk's fills take 0 .. fill_ahead), reserved with theirs
-            # while it runs (pageable: ~75 ms for 256 MB at 1 Mb on the H100 host)
-            slot = self.ahead + 1
-            nbytes = (len(kept_rows) * (w + 1) + (len(kept_cols) + final_col) * (h + 1)) * 8
-            reserve = self._reserve_ahead(row_cuts, col_cuts, (nbytes, slot))
+        if keep and not recompute and device is not None and not leaves:
+            reserve = self._reserve_ahead(row_cuts, col_cuts)
             if reserve is not None:
-                more.update(while_running=reserve, reuse_stores=True, stores_slot=slot)
+                more["while_running"] = reserve
         args = (region.r0, region.c0, region.top, region.left, row_slot, col_slot, th, tw)
         if device is None or not recompute:
             fill = filler.fill_region(*args, threads, **more)
@@ -675,27 +670,38 @@ class _Aligner:
         device, *_, leaves = self.layout(block.h, block.w, True, recompute=True)
         return device is not None and leaves
 
-    def _reserve_ahead(self, row_cuts, col_cuts, forward):
-        """What the forward pass runs while the device fills: page-locked host memory for
-        its own checkpoints (``forward``: bytes, slot) and for the leaf-level checkpoints
-        of the largest of its blocks, in every slot that the walk's fills take turns in
-        (pinning 2 x 366 MB took up to ~1.4 s on the H100 host, else paid by the
-        traceback's first fills of each process), or None."""
+    def _reserve_ahead(self, row_cuts, col_cuts):
+        """What the forward pass of a traceback runs while the device fills: the walk's
+        compiled traces loaded (:meth:`_warm_traces`), and page-locked host memory for the
+        leaf-level checkpoints of the largest of its blocks in every slot that the walk's
+        fills take turns in (pinning 2 x 366 MB took up to ~1.4 s on the H100 host, else
+        paid by the traceback's first fills of each process), or None."""
         reserve = getattr(self.redevice, "reserve_stores", None)
-        own = getattr(self.device, "reserve_stores", None)
         bh, bw = int(np.diff(row_cuts).max()), int(np.diff(col_cuts).max())
-        if reserve is None or own is None:
-            return None
-        if not self._fills_ahead(_Region(0, 0, bh, bw, None, None)):
+        if reserve is None or not self._fills_ahead(_Region(0, 0, bh, bw, None, None)):
             return None
         _, th, tw, kr, kc, _ = self.layout(bh, bw, True, recompute=True)
         nbytes = ((-(-bh // (th * kr)) - 1) * (bw + 1) + (-(-bw // (tw * kc)) - 1) * (bh + 1)) * 8
 
         def run():
-            own(forward[0], (forward[1],))  # first: the forward pass copies into it next
+            self._warm_traces()
             reserve(nbytes, range(self.ahead + 1))
 
         return run
+
+    def _warm_traces(self) -> None:
+        """Call the walk's compiled traces once on a one-cell region with the argument
+        types the walk passes: a process's first traceback loads (or compiles) them while
+        the device runs its forward pass, not while the walk waits for them."""
+        store = self.lanes.store
+        top, left = np.zeros((2, 2), store), np.zeros((2, 2), store)
+        none = np.zeros((0, 2, 2), store)
+        ops, cuts = np.empty(4, np.uint8), np.array([0, 1], np.int64)
+        record = np.empty((2, 4), np.int64)
+        self.cpu.trace_leaf(0, 0, top, left, 1, 1, STATE_H, ops, 0)
+        self.cpu.trace_blocks(0, 0, cuts, cuts, top, left, none, none, 1, 1, STATE_H, ops, 0)
+        args = (0, 0, cuts, cuts, top, left, none, none, 1, 1, STATE_H, ops, 0, record)
+        self.cpu.trace_blocks_merge(*args, _NO_RECORD, 0, 0, 0)
 
     def _ahead_pool(self):
         if self._pool is None:

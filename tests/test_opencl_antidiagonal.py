@@ -426,14 +426,14 @@ def test_the_traceback_uses_blocks_filled_ahead(cl_device, mode, ahead):
 
 
 def test_staging_is_pinned_while_the_forward_pass_runs(cl_device, monkeypatch):
-    """The forward pass reserves page-locked memory (on the copy queue, after its launches)
-    for its own checkpoints and for both slots of the traceback's leaf-level fills, each
-    large enough: none of those fills pins memory."""
+    """The forward pass loads the walk's compiled traces and reserves page-locked memory (on
+    the copy queue, after its launches) for every slot of the traceback's leaf-level fills,
+    each large enough: none of those fills pins memory."""
     from dpalign.kernels_cl import antidiagonal as AD
 
     ptr = device_context(cl_device).context.int_ptr
-    ahead = Tiling().fill_ahead  # the walk's slots 0 .. ahead, the forward pass's next
-    for slot in range(ahead + 2):  # an empty pool: what a new process starts with
+    ahead = Tiling().fill_ahead  # the walk's slots 0 .. ahead
+    for slot in range(ahead + 1):  # an empty pool: what a new process starts with
         monkeypatch.delitem(AD._STAGING, (ptr, slot), raising=False)
     calls, real = [], AD.PairOnDevice._host_staging
 
@@ -443,6 +443,21 @@ def test_staging_is_pinned_while_the_forward_pass_runs(cl_device, monkeypatch):
         return real(self, nbytes, slot, queue)
 
     monkeypatch.setattr(AD.PairOnDevice, "_host_staging", spy)
+    from dpalign import longpair
+
+    events, warm, walk = [], longpair._Aligner._warm_traces, longpair._Aligner.walk
+
+    def warm_spy(self):
+        events.append("warm traces")
+        return warm(self)
+
+    def walk_spy(self, *args, **kwargs):
+        if "walk" not in events:
+            events.append("walk")
+        return walk(self, *args, **kwargs)
+
+    monkeypatch.setattr(longpair._Aligner, "_warm_traces", warm_spy)
+    monkeypatch.setattr(longpair._Aligner, "walk", walk_spy)
     rng = np.random.default_rng(5)
     scoring = Scoring((2, -3), (5, 2))
     a, b = random_pair(rng, 600, 620, 4, True)
@@ -458,10 +473,10 @@ def test_staging_is_pinned_while_the_forward_pass_runs(cl_device, monkeypatch):
     got = align_long(a, b, scoring, "global", tiling=tiling, backend="opencl", device=cl_device)
     assert got == reference.pairwise_align(a, b, scoring.matrix, 5, 2, "global", (False,) * 4)
     reserved = [c for c in calls if c[2]]
-    assert [c[1] for c in reserved] == [ahead + 1, *range(ahead + 1)]  # the forward's first
+    assert [c[1] for c in reserved] == list(range(ahead + 1))
+    assert events == ["warm traces", "walk"]  # loaded while the forward pass ran
     later = [c for c in calls if not c[2]]
     assert later and all(nbytes <= pinned for nbytes, _, _, pinned in later)
-    assert [c[1] for c in later].count(ahead + 1) == 1  # the forward pass copied into it
 
 
 @pytest.mark.parametrize("mode", ["global", "local"])
