@@ -272,7 +272,9 @@ class _Aligner:
         self.ops = np.empty(len(a) + len(b), np.uint8)
         self.pos = 0
         self.plan = None  # dpalign.bands.Plan: bands across fillers, progress
-        self.ahead = int(tiling.fill_ahead)  # blocks filled ahead of the traceback
+        # blocks filled ahead of the traceback: a device's only (on the CPU the fill of a
+        # block takes every core; tracing in segments made a 60 kb pair on 2 cores slower)
+        self.ahead = int(tiling.fill_ahead) if self.redevice is not None else 0
         # the traceback's device fills take one of these (the pair on a queue each)
         self.streams: queue.SimpleQueue = queue.SimpleQueue()
         self.stream_devices = [self.redevice] if self.redevice is not None else []
