@@ -9,8 +9,9 @@ reported apart). Traceback runs once more per variant of the traceback's
 tiling (``leaf_bytes=0`` is the recursion through every level of fills that this session
 replaced, measured in the same run), and the CPU path (every core) once per mode for the
 identity check (before the variants). Prints one line per run and writes
-``longpair_device.json`` (and the cProfile of the default traceback runs) under ``--out``
-(default ``$OUT``). Stops starting new runs after ``--budget`` seconds.
+``longpair_device.json`` (and the cProfile of a default run of each mode) under ``--out``
+(default ``$OUT``). Stops starting new runs after ``--budget`` seconds. ``--quick``: the
+default runs and the variants of ``QUICK`` only (no profiles: cProfile mixes threads).
 """
 
 from __future__ import annotations
@@ -36,7 +37,17 @@ VARIANTS = {
     "retile 128x32x4": {"device_retile": (128, 32, 4)},
     "retile 128x32x2": {"device_retile": (128, 32, 2)},
     "blocks 32, retile 128x32x4": {"blocks": 32, "device_retile": (128, 32, 4)},
+    "no fill ahead": {"fill_ahead": 0},  # the traceback's blocks one after the other
+    "fill ahead 1, trace ahead 1": {"fill_ahead": 1, "trace_ahead": 1},  # request 2's default
+    "fill ahead 3, trace ahead 1": {"fill_ahead": 3, "trace_ahead": 1},
+    "fill ahead 1, trace ahead 4": {"fill_ahead": 1, "trace_ahead": 4},
+    "fill ahead 3, trace ahead 3": {"fill_ahead": 3, "trace_ahead": 3},
+    "fill ahead 2, trace ahead 3, switch interval as is": {"switch_interval": None},
 }
+#: --quick: the default runs and these variants only, in global mode (no profiles, no
+#: pruning, no CPU), those of BOTH in local mode too
+BOTH = ()
+QUICK = tuple(name for name in VARIANTS if "fill ahead" in name)
 
 
 def main() -> None:
@@ -45,7 +56,11 @@ def main() -> None:
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     parser.add_argument("--budget", type=float, default=200.0)
     parser.add_argument("--no-cpu", action="store_true", help="skip the CPU identity runs")
+    parser.add_argument(
+        "--quick", action="store_true", help="no pruning, no CPU, only the variants of QUICK"
+    )
     args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
     began = time.perf_counter()
     scoring = Scoring("NUC.4.4", (10, 1))
     a_text, b_text = workloads.long_pair(args.length)
@@ -54,6 +69,9 @@ def main() -> None:
     for mode in ("global", "local"):  # Numba and the OpenCL programs build here
         for traceback in (False, True):
             align_long(a[:3000], b[:3000], scoring, mode, traceback=traceback, backend="opencl")
+        # and the traceback's kernels of blocks filled and traced ahead (device blocks)
+        warm = Tiling(device_cells=1 << 20, leaf_bytes=4 << 20)
+        align_long(a[:20000], b[:20000], scoring, mode, tiling=warm, backend="opencl")
     records = []
 
     def run(mode, traceback, name="default", backend="opencl", profile=False, prune=False):
@@ -116,14 +134,16 @@ def main() -> None:
         for traceback in (False, True):
             run(mode, traceback)  # warm-up at full size (buffers, caches)
             results[mode, traceback] = run(mode, traceback)
-    for mode in ("global", "local"):
-        run(mode, True, profile=True)
-    for traceback in (False, True):  # block pruning, reported apart from the plain figures
+    for mode in ("global", "local") if not args.quick else ():  # cProfile mixes threads
+        for traceback in (False, True):
+            run(mode, traceback, profile=True)
+    # block pruning, reported apart from the plain figures
+    for traceback in (False, True) if not args.quick else ():
         for _ in range(2):
             got = run("local", traceback, prune=True)
         if got != results["local", traceback]:
             print(f"MISMATCH local traceback={traceback} with block pruning", flush=True)
-    if not args.no_cpu:
+    if not (args.no_cpu or args.quick):
         for mode in ("global", "local"):
             if time.perf_counter() - began > args.budget:
                 print(f"skipped the CPU check of {mode}: over budget", flush=True)
@@ -138,11 +158,14 @@ def main() -> None:
             print(f"identical to the CPU path, {mode}: traceback {same}, score {score_same}")
             records.append({"check": mode, "traceback_same": same, "score_same": score_same})
     for name in VARIANTS:
-        for mode in ("global", "local"):
+        for mode in ("global", "local") if not args.quick or name in BOTH else ("global",):
             if name == "default" or time.perf_counter() - began > args.budget:
                 continue
+            if args.quick and name not in QUICK:
+                continue
             try:
-                got = run(mode, True, name)
+                for _ in range(2 if args.quick else 1):  # --quick: the second one warm
+                    got = run(mode, True, name)
             except OptionError as exc:  # e.g. a retile wider than a CPU device's tiles
                 print(f"skipped {name}: {exc}", flush=True)
                 continue

@@ -197,6 +197,10 @@ class RegionFiller(abc.ABC):
     reuses_stores : bool
         ``fill_region`` takes ``reuse_stores=True``: the checkpoints it returns may live in
         host memory that its next such call overwrites (a device's page-locked staging).
+    stores_slots : int
+        With ``reuses_stores``: how many such host buffers ``fill_region`` keeps apart
+        (``stores_slot=k``, ``0 <= k < stores_slots``: a call overwrites only what the last
+        call with the same slot returned).
     """
 
     tile_cols: int | None = None
@@ -204,6 +208,7 @@ class RegionFiller(abc.ABC):
     label: str = "cpu"
     prunes: bool = False
     reuses_stores: bool = False
+    stores_slots: int = 1
     cells: int = 0
     kernel_seconds: float = 0.0
 

@@ -45,6 +45,11 @@ corner H, which the 16-bit lanes count from; the CPU's fills then use absolute l
 from __future__ import annotations
 
 import bisect
+import queue
+import sys
+import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,6 +61,7 @@ from .reference import PairwiseResult
 from .scoring import Scoring, free_ends_tuple
 
 STATE_H = 0  # the traceback's state in H (D and I are 1 and 2)
+_NO_RECORD = np.empty((0, 4), np.int64)  # trace_blocks_merge: record nothing, meet nothing
 OP_MATCH, OP_DEL, OP_INS = ord("="), ord("D"), ord("I")
 #: Ops re-scored at a time by the check of every traced path (bounded scratch memory).
 CHECK_CHUNK = 1 << 20
@@ -103,6 +109,24 @@ class Tiling:
         of its time in the Python calls of those small levels). Default: what the whole
         pair's ``blocks`` boundaries take, at least 1 GiB (memory stays near-linear plus a
         constant); 0: never.
+    fill_ahead : int
+        With a device: while the CPU traces a recomputed block's leaves, the device fills
+        the next this many blocks in full that a straight line from the path's cell towards
+        the region's start crosses (where a path near the diagonal goes; a path that misses
+        one leaves that fill unused), each on a queue of its own; 0: none. Same result
+        either way.
+    trace_ahead : int
+        With ``fill_ahead``: CPU threads trace each block filled ahead, as soon as it is
+        filled, in this many segments from cells along its diagonal (0: none); the
+        traceback, once it enters that block, traces only until its path meets the first
+        segment (paths from nearby cells soon meet; from a cell and state on, a path is
+        determined), follows it, and so on, so the CPU traces blocks, and parts of a block,
+        side by side. Same result either way.
+    switch_interval : float, optional
+        The interpreter's thread switch interval (``sys.setswitchinterval``) while a walk
+        fills or traces ahead, restored after (None: left as it is). The threads that
+        launch fills run Python loops; a waiting thread gets the interpreter lock only
+        after this long (5 ms by default), several times a block.
     """
 
     tile_rows: int = 1024
@@ -116,6 +140,9 @@ class Tiling:
     device_tile: tuple[int, ...] | None = None
     device_retile: tuple[int, int, int] | None = None
     leaf_bytes: int | None = None
+    fill_ahead: int = 2
+    trace_ahead: int = 3
+    switch_interval: float | None = 2e-4
 
     def __post_init__(self) -> None:
         if self.lane_bits not in (None, 16, 32, 64):
@@ -245,6 +272,20 @@ class _Aligner:
         self.ops = np.empty(len(a) + len(b), np.uint8)
         self.pos = 0
         self.plan = None  # dpalign.bands.Plan: bands across fillers, progress
+        # blocks filled ahead of the traceback: a device's only (on the CPU the fill of a
+        # block takes every core; tracing in segments made a 60 kb pair on 2 cores slower)
+        self.ahead = int(tiling.fill_ahead) if self.redevice is not None else 0
+        # the traceback's device fills take one of these (the pair on a queue each)
+        self.streams: queue.SimpleQueue = queue.SimpleQueue()
+        self.stream_devices = [self.redevice] if self.redevice is not None else []
+        if self.redevice is not None:
+            self.streams.put(self.redevice)
+        self._pool = None  # the threads that fill blocks ahead of the traceback
+        self._tracers = None  # the threads that trace them ahead
+        self.merged = 0  # blocks whose path met the one traced ahead
+        # the walk's main thread: leaf traces, waits for blocks filled / traced ahead
+        self.seconds = {"trace": 0.0, "wait fill": 0.0, "wait trace": 0.0}
+        self.ahead_filled = self.ahead_used = 0  # blocks filled ahead, and those traced
         store = np.dtype(lanes.store).itemsize
         self.leaf_bytes = tiling.leaf_bytes
         if self.leaf_bytes is None:  # the forward pass's checkpoints: H and D or I, per block
@@ -256,7 +297,8 @@ class _Aligner:
         """The whole matrix with the boundaries of the mode (reference ``_fill_pairwise``)."""
         m, n = len(self.a), len(self.b)
         a_lead, _, b_lead, _ = self.ends
-        gap = lambda k: -(self.o + self.e * np.arange(k + 1, dtype=np.int64))  # noqa: E731
+        # in the store's type: the bounds of plan_lanes hold every gap of the pair
+        gap = lambda k: -(self.o + self.e * np.arange(k + 1, dtype=self.lanes.store))  # noqa: E731
         top = np.empty((2, n + 1), self.lanes.store)
         left = np.empty((2, m + 1), self.lanes.store)
         top[0] = 0 if (self.local or a_lead) else gap(n)
@@ -265,19 +307,11 @@ class _Aligner:
         top[1] = left[1] = self.lanes.neg_store
         return _Region(0, 0, m, n, top, left)
 
-    def fill(
-        self,
-        region: _Region,
-        keep: bool,
-        final_col: bool = False,
-        prune: bool = False,
-        recompute: bool = False,
-    ) -> _Checkpoints:
-        """Fill ``region``; keep block boundaries when ``keep`` (and the last column if asked);
-        ``prune``: the forward pass of a local alignment may skip hopeless tiles (devices);
-        ``recompute``: a block of the traceback (the device's recomputation tiles)."""
+    def layout(self, h: int, w: int, keep: bool, recompute: bool = False):
+        """How a region of ``h x w`` cells is filled: ``(device, th, tw, kr, kc, leaves)``,
+        the device region filler or None (the CPU), the tile size, tiles per kept block, and
+        whether every kept block is a leaf."""
         t = self.tiling
-        h, w = region.h, region.w
         if keep:
             bh = max(t.leaf_rows, -(-h // t.blocks))
             bw = max(t.leaf_cols, -(-w // t.blocks))
@@ -307,6 +341,25 @@ class _Aligner:
             same_tiles = fine[:2] == (th, tw)
             if same_tiles and 2 * kept * np.dtype(self.lanes.store).itemsize <= self.leaf_bytes:
                 (th, tw, kr, kc), leaves = fine, True
+        return device, th, tw, kr, kc, leaves
+
+    def fill(
+        self,
+        region: _Region,
+        keep: bool,
+        final_col: bool = False,
+        prune: bool = False,
+        recompute: bool = False,
+        slot: int = 0,
+    ) -> _Checkpoints:
+        """Fill ``region``; keep block boundaries when ``keep`` (and the last column if asked);
+        ``prune``: the forward pass of a local alignment may skip hopeless tiles (devices);
+        ``recompute``: a block of the traceback (the device's recomputation tiles); ``slot``:
+        the host buffer a device leaves a leaf-level fill's checkpoints in (of its
+        ``stores_slots``)."""
+        t = self.tiling
+        h, w = region.h, region.w
+        device, th, tw, kr, kc, leaves = self.layout(h, w, keep, recompute)
         n_rows, n_cols = -(-h // th), -(-w // tw)
         row_slot = np.full(n_rows, -1, np.int64)
         col_slot = np.full(n_cols, -1, np.int64)
@@ -326,20 +379,28 @@ class _Aligner:
         if more and self.lanes.relative:  # pragma: no cover - align_long chose absolute lanes
             raise InternalError("internal error: block pruning with 16-bit relative lanes")
         if leaves and filler.reuses_stores:
-            # only trace_blocks reads a leaf-level fill's checkpoints, before any other fill
+            # only trace_blocks reads a leaf-level fill's checkpoints, before the next fill
+            # into the same slot (walk: the block traced and the one filled ahead)
             more["reuse_stores"] = True
-        fill = filler.fill_region(
-            region.r0,
-            region.c0,
-            region.top,
-            region.left,
-            row_slot,
-            col_slot,
-            th,
-            tw,
-            threads,
-            **more,
-        )
+            if slot:
+                more["stores_slot"] = slot
+        if keep and not recompute and device is not None and not leaves:
+            reserve = self._reserve_ahead(row_cuts, col_cuts)
+            if reserve is not None:
+                more["while_running"] = reserve
+        args = (region.r0, region.c0, region.top, region.left, row_slot, col_slot, th, tw)
+        if device is None or not recompute:
+            fill = filler.fill_region(*args, threads, **more)
+        else:
+            # the walk fills ahead in threads: each fill takes one of the pair's device
+            # copies (a queue each), and gives it back
+            held = self.streams.get()
+            try:
+                if held is not device:
+                    filler = held if self.plan is None else self.plan(held, True, h * w)
+                fill = filler.fill_region(*args, threads, **more)
+            finally:
+                self.streams.put(held)
         return _Checkpoints(row_cuts, col_cuts, fill, leaves)
 
     def end_cell(self, points: _Checkpoints) -> tuple[int, int, int]:
@@ -369,37 +430,47 @@ class _Aligner:
                 i, j, state, self.ops, self.pos,
             )  # fmt: skip
             return i, j, state, stopped
-        cropped = _Region(
-            region.r0,
-            region.c0,
-            i,
-            j,
-            np.ascontiguousarray(region.top[:, : j + 1]),
-            np.ascontiguousarray(region.left[:, : i + 1]),
-        )
+        cropped = _crop(region, i, j)
         return self.walk(cropped, self.fill(cropped, keep=True, recompute=True), i, j, state)
 
-    def walk(self, region: _Region, points: _Checkpoints, i: int, j: int, state: int):
-        """Trace through the blocks of a filled region, recomputing each block on the path."""
+    def walk(self, region: _Region, points: _Checkpoints, i: int, j: int, state: int, spec=None):
+        """Trace through the blocks of a filled region, recomputing each block on the path
+        (``spec``: futures of this leaf-level region's segments traced ahead, in path order,
+        see :meth:`_trace_ahead`, which this one follows from where they meet)."""
         rc, cc = points.row_cuts, points.col_cuts
         rows, cols = points.fill.row_store, points.fill.col_store
         if points.leaves:
-            i0, j0 = i, j
-            i, j, state, stopped, self.pos = self.cpu.trace_blocks(
-                region.r0,
-                region.c0,
-                rc,
-                cc,
-                region.top,
-                region.left,
-                rows,
-                cols,
-                i,
-                j,
-                state,
-                self.ops,
-                self.pos,
-            )
+            i0, j0, began = i, j, time.perf_counter()
+            waits = self.seconds["wait trace"]
+            args = (region.r0, region.c0, rc, cc, region.top, region.left, rows, cols)
+            if spec is None:
+                i, j, state, stopped, self.pos = self.cpu.trace_blocks(
+                    *args, i, j, state, self.ops, self.pos
+                )
+            else:
+                for segment in spec:  # traced ahead from cells along the block's diagonal
+                    waited = time.perf_counter()
+                    record, n, ops, end, final, bounds = segment.result()
+                    self.seconds["wait trace"] += time.perf_counter() - waited
+                    # until the path meets this segment, or passes its end: then the next
+                    i, j, state, stopped, pos, _, met = self.cpu.trace_blocks_merge(
+                        *args, i, j, state, self.ops, self.pos, _NO_RECORD, record, n, *bounds
+                    )
+                    if met >= 0:  # the same path from here on: the ops traced ahead
+                        start = int(record[met, 3])
+                        self.ops[pos : pos + end - start] = ops[start:end]
+                        pos += end - start
+                        i, j, state, stopped = final
+                        self.merged += 1
+                    self.pos = pos
+                    if stopped or i == 0 or j == 0:
+                        break
+                if not stopped and i > 0 and j > 0:  # past the last segment's start
+                    i, j, state, stopped, self.pos = self.cpu.trace_blocks(
+                        *args, i, j, state, self.ops, self.pos
+                    )
+            waits = self.seconds["wait trace"] - waits
+            self.seconds["trace"] += time.perf_counter() - began - waits
             if self.plan is not None and self.plan.progress is not None:
                 # the leaves recomputed on the path, about half a block each (a progress
                 # bar's estimate: the compiled loop does not count them)
@@ -408,24 +479,266 @@ class _Aligner:
                 if cells > 0:
                     self.plan.progress(cells)
             return i, j, state, stopped
-        while i > 0 and j > 0:
-            bi, bj = bisect.bisect_left(rc, i) - 1, bisect.bisect_left(cc, j) - 1
-            r0, r1, c0, c1 = rc[bi], rc[bi + 1], cc[bj], cc[bj + 1]
-            top = region.top[:, c0 : c1 + 1] if bi == 0 else rows[bi - 1, :, c0 : c1 + 1]
-            left = region.left[:, r0 : r1 + 1] if bj == 0 else cols[bj - 1, :, r0 : r1 + 1]
-            block = _Region(
-                region.r0 + r0,
-                region.c0 + c0,
-                r1 - r0,
-                c1 - c0,
-                np.ascontiguousarray(top),
-                np.ascontiguousarray(left),
-            )
-            i, j, state, stopped = self.trace(block, i - r0, j - c0, state)
-            i, j = i + r0, j + c0
-            if stopped:
-                return i, j, state, True
-        return i, j, state, False
+        t = self.tiling
+        ahead = []  # blocks filled ahead of the path, nearest first: (bi, bj, block, slot, fill)
+        dropped = []  # (slot, fill) of blocks filled ahead that the path passed by
+        pending = []  # every block filled ahead: the device finishes them before we return
+        current = None  # the staging slot of the block traced now
+        try:
+            while i > 0 and j > 0:
+                bi, bj = bisect.bisect_left(rc, i) - 1, bisect.bisect_left(cc, j) - 1
+                r0, c0 = rc[bi], cc[bj]
+                li, lj = i - r0, j - c0
+                hit = next((k for k, e in enumerate(ahead) if e[:2] == (bi, bj)), None)
+                traced = None
+                if hit is not None:
+                    _, _, block, current, future = ahead.pop(hit)
+                    began = time.perf_counter()
+                    filled, traced = future.result()
+                    self.seconds["wait fill"] += time.perf_counter() - began
+                    self.ahead_used += 1
+                else:
+                    block = self._block(region, points, bi, bj)
+                    if li <= t.leaf_rows and lj <= t.leaf_cols:
+                        current = None
+                        i, j, state, stopped = self.trace(block, li, lj, state)
+                        i, j = i + r0, j + c0
+                        if stopped:
+                            return i, j, state, True
+                        continue
+                    block = _crop(block, li, lj)
+                # the blocks that a line from here to the region's start crosses next, in
+                # full, on the device while the CPU traces this one: a path near that line
+                # enters them (after a corner of a neighbour, maybe); any entry cell can be
+                # traced from a full block. The others filled ahead are passed by.
+                want = []
+                if self.ahead:
+                    for nb in self._blocks_ahead(rc, cc, i, j):
+                        if len(want) == self.ahead:
+                            break
+                        if self._fills_ahead(self._block(region, points, *nb, crop=False)):
+                            want.append(nb)
+                dropped += [entry[3:] for entry in ahead if entry[:2] not in want]
+                ahead = [entry for entry in ahead if entry[:2] in want]
+                if hit is None:
+                    current = self._free_slot(ahead, dropped, None)
+                    # filled here, traced in segments on the tracer threads like the blocks
+                    # ahead (the first block of a walk: its first segment starts at the
+                    # path's own cell)
+                    filled, traced = self._fill_ahead(block, current)
+                for nb in want:
+                    if any(entry[:2] == nb for entry in ahead):
+                        continue
+                    nxt = self._block(region, points, *nb)
+                    slot = self._free_slot(ahead, dropped, current)
+                    future = self._ahead_pool().submit(self._fill_ahead, nxt, slot)
+                    ahead.append((*nb, nxt, slot, future))
+                    pending.append(future)
+                    self.ahead_filled += 1
+                # (the blocks after it are filling by now)
+                i, j, state, stopped = self.walk(block, filled, li, lj, state, traced)
+                i, j = i + r0, j + c0
+                if stopped:
+                    return i, j, state, True
+            return i, j, state, False
+        finally:
+            for future in pending:  # never a fill or trace still running after the traceback
+                if future.cancel():  # not started (a local alignment stopped early)
+                    continue
+                if future.exception() is None:
+                    for part in future.result()[1] or ():
+                        part.exception()
+
+    def _fill_ahead(self, block: _Region, slot: int):
+        """Fill a block ahead of the path (on a device, into staging ``slot``), and start
+        tracing it on CPU threads (:meth:`_trace_ahead`, ``Tiling.trace_ahead`` segments):
+        ``(checkpoints, futures of those traces, in path order, or None)``."""
+        filled = self.fill(block, True, False, False, True, slot)
+        parts = int(self.tiling.trace_ahead) if self.ahead else 0
+        if not parts or not filled.leaves:
+            return filled, None
+        h, w = block.h, block.w
+        cuts = [(h * k // parts, w * k // parts) for k in range(parts, -1, -1)]
+        segments = []
+        for (i, j), (i_stop, j_stop) in zip(cuts, cuts[1:], strict=False):
+            if i > i_stop and j > j_stop:
+                args = (block, filled, i, j, i_stop, j_stop)
+                segments.append(self._trace_pool().submit(self._trace_ahead, *args))
+        return filled, segments
+
+    def _trace_ahead(self, block: _Region, points: _Checkpoints, i, j, i_stop, j_stop):
+        """Trace a leaf-level block from cell (i, j) in state H until it enters a leaf past
+        row ``i_stop`` or column ``j_stop``, recording the leaves the path enters. Paths
+        from nearby cells soon meet, and from a cell and state on a path is determined: so
+        the walk, once it knows where the path enters the block, traces only until it meets
+        the first of these segments, takes its ops, traces on from its end until it meets
+        the next one, and so on (the CPU traces a block in pieces, side by side).
+        ``(record, n, ops, end, (i, j, state, stopped), (i_stop, j_stop))``."""
+        rc, cc = points.row_cuts, points.col_cuts
+        bounds = (i_stop, j_stop)
+        ops = np.empty(i + j + 1, np.uint8)
+        record = np.empty((len(rc) + len(cc), 4), np.int64)
+        i, j, state, stopped, end, n, _ = self.cpu.trace_blocks_merge(
+            block.r0,
+            block.c0,
+            rc,
+            cc,
+            block.top,
+            block.left,
+            points.fill.row_store,
+            points.fill.col_store,
+            i,
+            j,
+            STATE_H,
+            ops,
+            0,
+            record,
+            _NO_RECORD,
+            0,
+            i_stop,
+            j_stop,
+        )
+        return record, n, ops, end, (i, j, state, stopped), bounds
+
+    def _free_slot(self, ahead, dropped, current) -> int:
+        """A staging slot that no block filled ahead, none still being filled or traced
+        ahead and not the block traced now holds (``self.ahead + 1`` slots: there always is
+        one, once the blocks the path passed by are done)."""
+
+        def running(future) -> bool:
+            if not future.done():
+                return True
+            traced = future.result()[1] if future.exception() is None else None
+            return any(not part.done() for part in traced or ())
+
+        while True:
+            dropped[:] = [entry for entry in dropped if running(entry[1])]
+            busy = {entry[3] for entry in ahead} | {slot for slot, _ in dropped} | {current}
+            for slot in range(self.ahead + 1):
+                if slot not in busy:
+                    return slot
+            future = dropped[0][1]  # wait for the oldest one passed by
+            if future.exception() is None:
+                for part in future.result()[1] or ():
+                    part.exception()
+
+    def _blocks_ahead(self, rc, cc, i: int, j: int):
+        """The blocks (of cuts ``rc``, ``cc``) that a straight line from cell (i, j) towards
+        the region's start crosses after the block of (i, j), except those it only cuts a
+        corner of (less than a quarter of their height and width): where a path near the
+        diagonal goes next. The line runs to (0, 0) in global mode, else at 45 degrees."""
+        slope = i / j if not self.local and not any(self.ends) else 1.0  # rows per column
+        bi, bj = bisect.bisect_left(rc, i) - 1, bisect.bisect_left(cc, j) - 1
+        x, y, first = float(i), float(j), True
+        while bi >= 0 and bj >= 0:
+            r0, c0 = rc[bi], cc[bj]
+            rows = min(x - r0, (y - c0) * slope)  # rows of the line in this block
+            h, w = rc[bi + 1] - r0, cc[bj + 1] - c0
+            if not first and (rows >= h / 4 or rows / slope >= w / 4):
+                yield bi, bj
+            first = False
+            x, y = x - rows, y - rows / slope
+            up, left = x <= r0 + 1e-9, y <= c0 + 1e-9
+            bi, bj = bi - up, bj - left
+            if not (up or left):  # pragma: no cover - the line always leaves by an edge
+                return
+
+    def _block(
+        self, region: _Region, points: _Checkpoints, bi: int, bj: int, crop: bool = True
+    ) -> _Region:
+        """Block ``(bi, bj)`` of a filled region, with its boundaries (``crop=False``: its
+        size only)."""
+        rc, cc = points.row_cuts, points.col_cuts
+        rows, cols = points.fill.row_store, points.fill.col_store
+        r0, r1, c0, c1 = rc[bi], rc[bi + 1], cc[bj], cc[bj + 1]
+        if not crop:
+            return _Region(region.r0 + r0, region.c0 + c0, r1 - r0, c1 - c0, None, None)
+        top = region.top[:, c0 : c1 + 1] if bi == 0 else rows[bi - 1, :, c0 : c1 + 1]
+        left = region.left[:, r0 : r1 + 1] if bj == 0 else cols[bj - 1, :, r0 : r1 + 1]
+        return _Region(
+            region.r0 + r0,
+            region.c0 + c0,
+            r1 - r0,
+            c1 - c0,
+            np.ascontiguousarray(top),
+            np.ascontiguousarray(left),
+        )
+
+    def _fills_ahead(self, block: _Region) -> bool:
+        """Whether the walk fills ``block`` ahead of the path: a leaf-level fill on the
+        device (a larger one would cost too much when the path misses it), whose filler
+        keeps two fills' checkpoints apart, and no bands of several fillers."""
+        if not self.ahead or self.redevice is None:
+            return False
+        if getattr(self.redevice, "stores_slots", 1) < self.ahead + 1:
+            return False
+        plan = self.plan
+        if plan is not None and (len(plan.device_fillers) > 1 or plan.remote):
+            return False
+        device, *_, leaves = self.layout(block.h, block.w, True, recompute=True)
+        return device is not None and leaves
+
+    def _reserve_ahead(self, row_cuts, col_cuts):
+        """What the forward pass of a traceback runs while the device fills: the walk's
+        compiled traces loaded (:meth:`_warm_traces`), and page-locked host memory for the
+        leaf-level checkpoints of the largest of its blocks in every slot that the walk's
+        fills take turns in (pinning 2 x 366 MB took up to ~1.4 s on the H100 host, else
+        paid by the traceback's first fills of each process), or None."""
+        reserve = getattr(self.redevice, "reserve_stores", None)
+        bh, bw = int(np.diff(row_cuts).max()), int(np.diff(col_cuts).max())
+        if reserve is None or not self._fills_ahead(_Region(0, 0, bh, bw, None, None)):
+            return None
+        _, th, tw, kr, kc, _ = self.layout(bh, bw, True, recompute=True)
+        nbytes = ((-(-bh // (th * kr)) - 1) * (bw + 1) + (-(-bw // (tw * kc)) - 1) * (bh + 1)) * 8
+
+        def run():
+            self._warm_traces()
+            reserve(nbytes, range(self.ahead + 1))
+
+        return run
+
+    def _warm_traces(self) -> None:
+        """Call the walk's compiled traces once on a one-cell region with the argument
+        types the walk passes: a process's first traceback loads (or compiles) them while
+        the device runs its forward pass, not while the walk waits for them."""
+        store = self.lanes.store
+        top, left = np.zeros((2, 2), store), np.zeros((2, 2), store)
+        none = np.zeros((0, 2, 2), store)
+        ops, cuts = np.empty(4, np.uint8), np.array([0, 1], np.int64)
+        record = np.empty((2, 4), np.int64)
+        self.cpu.trace_leaf(0, 0, top, left, 1, 1, STATE_H, ops, 0)
+        self.cpu.trace_blocks(0, 0, cuts, cuts, top, left, none, none, 1, 1, STATE_H, ops, 0)
+        args = (0, 0, cuts, cuts, top, left, none, none, 1, 1, STATE_H, ops, 0, record)
+        self.cpu.trace_blocks_merge(*args, _NO_RECORD, 0, 0, 0)
+
+    def _ahead_pool(self):
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            # more than one block ahead: the others on queues of their own (a recomputed
+            # block has too few tiles per tile diagonal to fill a GPU alone)
+            on_stream = getattr(self.redevice, "on_stream", None)
+            for k in range(1, self.ahead if on_stream is not None else 1):
+                self.stream_devices.append(on_stream(k))
+                self.streams.put(self.stream_devices[-1])
+            self._pool = ThreadPoolExecutor(self.ahead, thread_name_prefix="dpalign-ahead")
+        return self._pool
+
+    def _trace_pool(self):
+        if self._tracers is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            # the segments of the block traced now and of every block filled ahead at once
+            workers = max(1, (self.ahead + 1) * int(self.tiling.trace_ahead))
+            self._tracers = ThreadPoolExecutor(workers, thread_name_prefix="dpalign-trace")
+        return self._tracers
+
+    def close(self) -> None:
+        """Stop the threads that fill and trace blocks ahead of the traceback, if any."""
+        for pool in (self._pool, self._tracers):
+            if pool is not None:
+                pool.shutdown(wait=True)
+        self._pool = self._tracers = None
 
     def finish(self, score: int, a_end: int, b_end: int, stop) -> PairwiseResult:
         """The result, from where the traceback stopped: free end gaps left out, penalised
@@ -443,6 +756,43 @@ class _Aligner:
                 self.pos, i = self.pos + i, 0
         ops = self.ops[: self.pos][::-1].tobytes().decode("ascii")
         return PairwiseResult(score, i, a_end, j, b_end, ops)
+
+
+_SWITCH_LOCK = threading.Lock()
+_SWITCH_USERS = [0, None]  # walks in the process that shortened it, the interval before
+
+
+@contextmanager
+def _switch_interval(seconds: float | None):
+    """``sys.setswitchinterval(seconds)`` while the block runs (the first of concurrent
+    walks sets it, the last restores the one before)."""
+    if seconds is None:
+        yield
+        return
+    with _SWITCH_LOCK:
+        if _SWITCH_USERS[0] == 0:
+            _SWITCH_USERS[1] = sys.getswitchinterval()
+            sys.setswitchinterval(min(seconds, _SWITCH_USERS[1]))
+        _SWITCH_USERS[0] += 1
+    try:
+        yield
+    finally:
+        with _SWITCH_LOCK:
+            _SWITCH_USERS[0] -= 1
+            if _SWITCH_USERS[0] == 0:
+                sys.setswitchinterval(_SWITCH_USERS[1])
+
+
+def _crop(region: _Region, i: int, j: int) -> _Region:
+    """Rows ``0 .. i`` and columns ``0 .. j`` of a region (the path only moves up and left)."""
+    return _Region(
+        region.r0,
+        region.c0,
+        i,
+        j,
+        np.ascontiguousarray(region.top[:, : j + 1]),
+        np.ascontiguousarray(region.left[:, : i + 1]),
+    )
 
 
 def _end_cell(last_row, last_col, best, local, ends) -> tuple[int, int, int]:
@@ -604,16 +954,27 @@ def align_long(
     if not traceback:
         result = PairwiseResult(score, a_end, a_end, b_end, b_end)
     else:
-        stop = job.walk(region, points, a_end, b_end, STATE_H)
+        try:
+            with _switch_interval(tiling.switch_interval if job.ahead else None):
+                stop = job.walk(region, points, a_end, b_end, STATE_H)
+        finally:
+            job.close()
         result = job.finish(score, a_end, b_end, stop)
         label = getattr(pair, "label", "cpu") if pair is not None else "cpu"
         check_path(result, a, b, scoring, f"{mode} mode, {label}{', pruned' if prune else ''}")
     if pair is not None and stats is not None:
         stats.record(pair.label, pair.cells, pair.kernel_seconds)
-        if job.redevice is not pair:
-            stats.record(pair.label, job.redevice.cells, job.redevice.kernel_seconds, blocks=0)
+        for held in job.stream_devices:  # the traceback's fills, on one queue or more
+            if held is not pair:
+                stats.record(pair.label, held.cells, held.kernel_seconds, blocks=0)
         if prune:
             stats.notes.append(f"block pruning skipped about {pair.pruned_cells} cells")
+        if traceback:
+            stats.notes.append(
+                f"traceback: {job.ahead_filled} blocks filled ahead, {job.ahead_used} traced, "
+                f"{job.merged} met the trace ahead; the walk's thread: "
+                + ", ".join(f"{k} {v:.3f} s" for k, v in job.seconds.items())
+            )
     for k, held in enumerate(others[1:] if stats is not None else [], 1):  # bands' devices
         stats.record(f"{held.label} #{k}", held.cells, held.kernel_seconds)
     return result

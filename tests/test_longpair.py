@@ -11,7 +11,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpalign import reference as R
@@ -320,3 +320,84 @@ def test_warm_up_halves_load_what_a_long_alignment_takes(mode):
     assert got == _oracle(a, b, scoring, mode, None)[0]
     with pytest.raises(OptionError):
         warm_up(scoring, mode, "both", 202)
+
+@settings(max_examples=40, deadline=None)
+@given(pairs(max_len=150), modes(), st.data())
+def test_a_trace_that_meets_another_follows_it(pair, mode_ends, data):
+    """trace_blocks_merge: traced from a leaf-level region's last cell first (recording the
+    leaves it enters), then from any cell, following the first trace from where they meet:
+    the same ops, end and state as trace_blocks from that cell alone."""
+    from dpalign.longpair import _NO_RECORD, STATE_H, _Aligner
+
+    scoring, a, b = pair
+    mode, free = mode_ends
+    ends = free_ends_tuple(mode, free)
+    a = a if len(a) else np.zeros(1, np.uint8)  # a trace needs cells (no assume: the
+    b = b if len(b) else np.zeros(1, np.uint8)  # health check fails when it filters much)
+    m, n = len(a), len(b)
+    tiling = Tiling(tile_rows=5, tile_cols=7, blocks=3, leaf_rows=5, leaf_cols=7)
+    lanes = plan_lanes(scoring, m, n, mode, tiling)
+    job = _Aligner(a, b, scoring, mode, ends, tiling, 1, lanes)
+    region = job.global_region()
+    points = job.fill(region, keep=True)
+    assert points.leaves
+    rc, cc = points.row_cuts, points.col_cuts
+    args = (0, 0, rc, cc, region.top, region.left, points.fill.row_store, points.fill.col_store)
+    record = np.empty((len(rc) + len(cc), 4), np.int64)
+    first = np.empty(m + n + 1, np.uint8)
+    *end, k, _ = job.cpu.trace_blocks_merge(*args, m, n, STATE_H, first, 0, record, _NO_RECORD, 0)
+    i = data.draw(st.integers(1, m), label="i")
+    j = data.draw(st.integers(1, n), label="j")
+    state = data.draw(st.sampled_from([0, 1, 2]), label="state")
+    want_ops = np.empty(m + n + 1, np.uint8)
+    want = job.cpu.trace_blocks(*args, i, j, state, want_ops, 0)
+    ops = np.empty(m + n + 1, np.uint8)
+    got = job.cpu.trace_blocks_merge(*args, i, j, state, ops, 0, _NO_RECORD, record, k)
+    pos, met = got[4], got[6]
+    if met >= 0:
+        start = int(record[met, 3])
+        ops[pos : pos + end[4] - start] = first[start : end[4]]
+        pos += end[4] - start
+        got = (*end[:4], pos)
+    assert tuple(got[:5]) == tuple(want)
+    assert bytes(ops[:pos]) == bytes(want_ops[: want[4]])
+    if (i, j, state) == (m, n, STATE_H):
+        assert met == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(pairs(max_len=150), modes(), st.data())
+def test_a_trace_stops_past_its_bounds(pair, mode_ends, data):
+    """trace_blocks_merge with bounds (a segment traced ahead): it stops at the first leaf
+    it enters at a row <= i_stop or a column <= j_stop, its ops a prefix of trace_blocks's,
+    and going on from there gives trace_blocks's path."""
+    from dpalign.longpair import _NO_RECORD, STATE_H, _Aligner
+
+    scoring, a, b = pair
+    mode, free = mode_ends
+    a = a if len(a) else np.zeros(1, np.uint8)
+    b = b if len(b) else np.zeros(1, np.uint8)
+    m, n = len(a), len(b)
+    tiling = Tiling(tile_rows=5, tile_cols=7, blocks=3, leaf_rows=5, leaf_cols=7)
+    lanes = plan_lanes(scoring, m, n, mode, tiling)
+    job = _Aligner(a, b, scoring, mode, free_ends_tuple(mode, free), tiling, 1, lanes)
+    region = job.global_region()
+    points = job.fill(region, keep=True)
+    rc, cc = points.row_cuts, points.col_cuts
+    args = (0, 0, rc, cc, region.top, region.left, points.fill.row_store, points.fill.col_store)
+    want_ops = np.empty(m + n + 1, np.uint8)
+    want = job.cpu.trace_blocks(*args, m, n, STATE_H, want_ops, 0)
+    i_stop = data.draw(st.integers(0, m - 1), label="i_stop")
+    j_stop = data.draw(st.integers(0, n - 1), label="j_stop")
+    ops = np.empty(m + n + 1, np.uint8)
+    record = np.empty((len(rc) + len(cc), 4), np.int64)
+    i, j, state, stopped, pos, k, met = job.cpu.trace_blocks_merge(
+        *args, m, n, STATE_H, ops, 0, record, _NO_RECORD, 0, i_stop, j_stop
+    )
+    assert met == -1 and bytes(ops[:pos]) == bytes(want_ops[:pos])
+    assert stopped or i <= i_stop or j <= j_stop or i == 0 or j == 0
+    if k:  # every leaf it entered was within bounds
+        assert (record[:k, 0] > i_stop).all() and (record[:k, 1] > j_stop).all()
+    if not stopped:
+        rest = job.cpu.trace_blocks(*args, i, j, state, ops, pos)
+        assert tuple(rest) == tuple(want) and bytes(ops[: rest[4]]) == bytes(want_ops[: want[4]])

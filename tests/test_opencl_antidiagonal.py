@@ -7,9 +7,11 @@ as the CPU's (:func:`dpalign.simd.antidiagonal.fill_region`).
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pairwise_cases import draw_long_pair, random_pair
 
@@ -327,8 +329,9 @@ def test_traceback_recomputes_in_narrower_tiles(cl_device, mode):
 
 
 def test_page_locked_stores_pass_from_pair_torandom_pair(cl_device):
-    """The leaf-level fills' staging buffer goes back to its context's pool when a pair is
-    done, and the next pair takes the same one (pinning is slow); results stay exact."""
+    """The leaf-level fills' staging buffers (the block traced and the block filled ahead)
+    go back to their context's pool when a pair is done, and the next pair takes the same
+    ones (pinning is slow); results stay exact."""
     from dpalign.kernels_cl import antidiagonal as AD
 
     rng = np.random.default_rng(21)
@@ -343,13 +346,137 @@ def test_page_locked_stores_pass_from_pair_torandom_pair(cl_device):
         leaf_bytes=30_000,  # leaf-level boundaries in the recomputed blocks only
     )
     kept = []
+    gc.collect()  # pairs of earlier tests held in cycles: their buffers go to the pool now
     for _ in range(2):
         a, b = random_pair(rng, 500, 480, 4, True)
         got = align_long(a, b, scoring, "local", tiling=tiling, backend="opencl", device=cl_device)
+        gc.collect()
         want = reference.pairwise_align(a, b, scoring.matrix, 5, 2, "local", (False,) * 4)
         assert got == want
-        kept.append(AD._STAGING[device_context(cl_device).context.int_ptr][0])
-    assert kept[0] is kept[1]
+        ptr = device_context(cl_device).context.int_ptr
+        kept.append([AD._STAGING[ptr, slot][0] for slot in (0, 1)])
+    assert kept[0][0] is kept[1][0] and kept[0][1] is kept[1][1]
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_blocks_filled_ahead_of_the_traceback_change_nothing(cl_device, data):
+    """Tiling.fill_ahead: the device fills the next blocks along the diagonal, in full, into
+    other staging slots (more than one: on queues of their own), while the CPU traces; the
+    alignment equals the oracle's and the one without filling ahead, whether the path
+    enters those blocks or not (similar pairs: near the diagonal; unrelated ones: anywhere)."""
+    scoring, a, b = draw_long_pair(data, SCORINGS, 400)
+    mode = data.draw(st.sampled_from(["local", "global", "semiglobal"]), label="mode")
+    packed = data.draw(st.booleans(), label="packed 16-bit tiles")
+    tile = (data.draw(st.integers(3, 9), label="tile rows"), 2, 2, packed)
+    blocks = data.draw(st.integers(2, 5), label="blocks")
+    leaf = data.draw(st.sampled_from([4, 8, 16]), label="leaf")
+    depth = data.draw(st.integers(1, 3), label="blocks filled ahead")
+    traced = data.draw(st.integers(0, 3), label="segments traced ahead")
+    runs = []
+    for ahead in (depth, 0):
+        tiling = Tiling(
+            tile_rows=16,
+            blocks=blocks,
+            leaf_rows=leaf,
+            leaf_cols=leaf,
+            device_cells=1 << 6,
+            device_tile=tile,
+            # leaf-level boundaries in the recomputed blocks, not in the whole matrix
+            leaf_bytes=8 * (len(a) + len(b)) * max(len(a), len(b)) // (leaf * blocks),
+            fill_ahead=ahead,
+            trace_ahead=traced,
+        )
+        stats = RunStats()
+        args = dict(tiling=tiling, backend="opencl", device=cl_device, stats=stats)
+        runs.append((align_long(a, b, scoring, mode, **args), stats.notes))
+    want = reference.pairwise_align(
+        a, b, scoring.matrix, scoring.gap_open, scoring.gap_extend, mode, free_ends_tuple(mode)
+    )
+    assert runs[0][0] == runs[1][0] == want
+    assert all("traceback: 0 blocks filled ahead" in note for note in runs[1][1])
+
+
+@pytest.mark.parametrize("ahead", [1, 2])
+@pytest.mark.parametrize("mode", ["global", "local"])
+def test_the_traceback_uses_blocks_filled_ahead(cl_device, mode, ahead):
+    """A similar pair's path runs near the diagonal: the blocks filled ahead are traced."""
+    rng = np.random.default_rng(5)
+    scoring = Scoring((2, -3), (5, 2))
+    a, b = random_pair(rng, 600, 620, 4, True)
+    tiling = Tiling(
+        tile_rows=16,
+        blocks=6,
+        leaf_rows=16,
+        leaf_cols=16,
+        device_cells=1 << 10,
+        device_tile=(8, 4, 2),
+        leaf_bytes=60_000,
+        fill_ahead=ahead,
+    )
+    stats = RunStats()
+    got = align_long(
+        a, b, scoring, mode, tiling=tiling, backend="opencl", device=cl_device, stats=stats
+    )
+    assert got == reference.pairwise_align(a, b, scoring.matrix, 5, 2, mode, free_ends_tuple(mode))
+    (note,) = [note for note in stats.notes if "ahead" in note]
+    counts = note.split(";")[0].split()
+    filled, used, met = (int(word.strip(",")) for word in counts if word[0].isdigit())
+    assert filled >= 4 and used == filled and met >= used - 1, note
+
+
+def test_staging_is_pinned_while_the_forward_pass_runs(cl_device, monkeypatch):
+    """The forward pass loads the walk's compiled traces and reserves page-locked memory (on
+    the copy queue, after its launches) for every slot of the traceback's leaf-level fills,
+    each large enough: none of those fills pins memory."""
+    from dpalign.kernels_cl import antidiagonal as AD
+
+    ptr = device_context(cl_device).context.int_ptr
+    ahead = Tiling().fill_ahead  # the walk's slots 0 .. ahead
+    for slot in range(ahead + 1):  # an empty pool: what a new process starts with
+        monkeypatch.delitem(AD._STAGING, (ptr, slot), raising=False)
+    calls, real = [], AD.PairOnDevice._host_staging
+
+    def spy(self, nbytes, slot=0, queue=None):
+        pinned = {k: v[1].nbytes for k, v in self._staging.items()}
+        calls.append((nbytes, slot, queue is not None, pinned.get(slot, 0)))
+        return real(self, nbytes, slot, queue)
+
+    monkeypatch.setattr(AD.PairOnDevice, "_host_staging", spy)
+    from dpalign import longpair
+
+    events, warm, walk = [], longpair._Aligner._warm_traces, longpair._Aligner.walk
+
+    def warm_spy(self):
+        events.append("warm traces")
+        return warm(self)
+
+    def walk_spy(self, *args, **kwargs):
+        if "walk" not in events:
+            events.append("walk")
+        return walk(self, *args, **kwargs)
+
+    monkeypatch.setattr(longpair._Aligner, "_warm_traces", warm_spy)
+    monkeypatch.setattr(longpair._Aligner, "walk", walk_spy)
+    rng = np.random.default_rng(5)
+    scoring = Scoring((2, -3), (5, 2))
+    a, b = random_pair(rng, 600, 620, 4, True)
+    tiling = Tiling(
+        tile_rows=16,
+        blocks=6,
+        leaf_rows=16,
+        leaf_cols=16,
+        device_cells=1 << 10,
+        device_tile=(8, 4, 2),
+        leaf_bytes=60_000,
+    )
+    got = align_long(a, b, scoring, "global", tiling=tiling, backend="opencl", device=cl_device)
+    assert got == reference.pairwise_align(a, b, scoring.matrix, 5, 2, "global", (False,) * 4)
+    reserved = [c for c in calls if c[2]]
+    assert [c[1] for c in reserved] == list(range(ahead + 1))
+    assert events == ["warm traces", "walk"]  # loaded while the forward pass ran
+    later = [c for c in calls if not c[2]]
+    assert later and all(nbytes <= pinned for nbytes, _, _, pinned in later)
 
 
 @pytest.mark.parametrize("mode", ["global", "local"])
@@ -518,3 +645,76 @@ def test_align_and_the_cli_take_the_device_path(cl_device, mode, monkeypatch, tm
     assert out.split("\t")[2] == str(want.score) and out.split("\t")[-1].strip() == want.cigar
     assert main([*argv, "--device", "cpu"]) == 1
     assert "--device applies to --backend opencl" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("scoring", [Scoring("NUC.4.4", (10, 1)), Scoring("BLOSUM62", (11, 1))])
+def test_profiles_built_on_the_device_equal_numpy(cl_device, scoring):
+    """The 32-bit and packed profiles that antidiagonal_profile.cl builds from b's codes:
+    every word as the numpy construction gives it (negative scores wrap into 16 bits)."""
+    import pyopencl as cl
+
+    rng = np.random.default_rng(8)
+    letters = 20 if scoring.matrix.shape[0] > 16 else 4
+    a, b = random_pair(rng, 90, 77, letters, False)
+    a[:letters] = np.arange(letters)  # every residue: the packed rows are dense
+    shape = TileShape(8, 2, 4, True)
+    pair = PairOnDevice(device_context(cl_device), a, b, scoring.matrix, 11, 1, False, shape)
+    scores = np.asarray(scoring.matrix, np.int64)[:letters] + 12
+    queue = pair.dctx.queue
+
+    def read(buf, rows, stride, dtype):
+        out = np.empty((rows, stride), dtype)
+        cl.enqueue_copy(queue, out, buf)
+        return out
+
+    wide = read(pair._wide_buffers()[1], letters, pair.stride, np.int32)
+    want = np.zeros_like(wide)
+    want[:, : len(b)] = scores[:, b]
+    assert (wide == want).all()
+    _, prof, count, stride = pair.packed
+    assert count == letters
+    half = shape.items * shape.per_item
+    one = np.zeros((letters, stride + half), np.uint32)
+    one[:, : len(b)] = scores[:, b].astype(np.int16).view(np.uint16)
+    want = (one[:, None, :stride] | (one[None, :, half : half + stride] << 16)).reshape(-1, stride)
+    assert (read(prof, letters * letters, stride, np.uint32) == want).all()
+
+
+def test_the_walk_shortens_the_switch_interval_and_restores_it(cl_device, monkeypatch):
+    """Tiling.switch_interval: set while a walk fills ahead, the one before restored after
+    (also when the walk fails); None leaves it alone."""
+    import sys
+
+    from dpalign import longpair
+
+    seen, real = [], longpair._Aligner.walk
+
+    def spy(self, *args, **kwargs):
+        seen.append(sys.getswitchinterval())
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(longpair._Aligner, "walk", spy)
+    rng = np.random.default_rng(5)
+    scoring = Scoring((2, -3), (5, 2))
+    a, b = random_pair(rng, 300, 310, 4, True)
+    before = sys.getswitchinterval()
+    for interval, want in ((1e-4, 1e-4), (None, before)):
+        tiling = Tiling(
+            tile_rows=16,
+            blocks=4,
+            leaf_rows=16,
+            leaf_cols=16,
+            device_cells=1 << 10,
+            device_tile=(8, 4, 2),
+            leaf_bytes=20_000,
+            switch_interval=interval,
+        )
+        seen.clear()
+        align_long(a, b, scoring, "global", tiling=tiling, backend="opencl", device=cl_device)
+        assert seen and seen[0] == pytest.approx(want)
+        assert sys.getswitchinterval() == pytest.approx(before)
+    monkeypatch.setattr(longpair._Aligner, "walk", lambda *args: 1 / 0)
+    failing = Tiling(device_cells=1 << 10, device_tile=(8, 4, 2), blocks=4, leaf_bytes=20_000)
+    with pytest.raises(ZeroDivisionError):
+        align_long(a, b, scoring, "global", tiling=failing, backend="opencl", device=cl_device)
+    assert sys.getswitchinterval() == pytest.approx(before)

@@ -25,8 +25,9 @@ from .programs import build
 
 KERNELS = {f"{family}_fill_opencl_antidiagonal_i32": family for family in ("nw", "sw")}
 
-#: Page-locked staging buffers between pairs, one per OpenCL context (the largest one given
-#: back): pinning ~365 MB took ~0.7 s on the H100 host, once per pair (GPU result 2).
+#: Page-locked staging buffers between pairs, one per OpenCL context and staging slot (the
+#: largest one given back): pinning ~365 MB took ~0.7 s on the H100 host, once per pair (GPU
+#: result 2).
 _STAGING: dict[int, tuple] = {}
 _STAGING_LOCK = threading.Lock()
 
@@ -79,6 +80,10 @@ PACKED_PROFILE_BYTES = 1 << 30
 #: Launches enqueued between flushes of a fill (a fill of 1 Mb has ~6k-12k; enqueueing
 #: them all before the first flush left the GPU idle for ~10 us a launch).
 FLUSH_EVERY = 256
+#: A fill waits for every this-many-th launch of its own and reads the others' times then.
+DRAIN_EVERY = 64
+#: The first flush of a fill comes after this many launches (the device starts sooner).
+FIRST_FLUSH = 16
 #: More -D settings of the 32-bit kernel (benchmarks: {"VECLOAD": 0}, the loads before).
 WIDE_DEFINES: dict[str, int] = {}
 #: More -D settings of the packed kernel (benchmarks: {"CHAIN": 2}).
@@ -104,6 +109,28 @@ def _packs(scores: np.ndarray, o: int, e: int, a: np.ndarray, n: int, shape: Til
         return False
     letters = int(np.count_nonzero(np.bincount(a, minlength=1))) or 1
     return letters * letters * (n + shape.cols + 4) * 4 <= PACKED_PROFILE_BYTES
+
+
+def _drain(events) -> float:
+    """Wait for a fill's launches and return their kernel seconds, read from the events as
+    they complete: the host reads the profiles while the device runs the later launches
+    (read after the last one, the ~6k events of a 1 Mb fill took ~40 ms of host time on the
+    H100 host, after the device was done). One in-order queue: a launch is complete once a
+    later one is, so the host waits for every :data:`DRAIN_EVERY`-th only."""
+    import pyopencl as cl
+
+    start, end = cl.profiling_info.START, cl.profiling_info.END
+    nanoseconds = 0
+    for k in range(0, len(events), DRAIN_EVERY):
+        chunk = events[k : k + DRAIN_EVERY]
+        wait(chunk[-1])
+        for ev in chunk:
+            try:
+                nanoseconds += ev.get_profiling_info(end) - ev.get_profiling_info(start)
+            except cl.Error:  # a driver that completes events out of order: wait for it
+                wait(ev)
+                nanoseconds += ev.get_profiling_info(end) - ev.get_profiling_info(start)
+    return nanoseconds * 1e-9
 
 
 def default_tile(caps) -> TileShape:
@@ -184,6 +211,7 @@ class PairOnDevice:
         # the 32-bit kernel's inputs, uploaded on first use (a packed pair's score-only fill
         # never needs them) and shared with reshaped copies
         self._wide_bufs: dict[str, object] = {}
+        self._b_buf = None  # b's codes on the device, which the profiles are built from
         if not self.shape.packed:
             self._wide_buffers()
         defines = {
@@ -208,7 +236,9 @@ class PairOnDevice:
         self.cells = 0
         self.pruned_cells = 0
         self.widened = 0  # packed fills that did not fit 16 bits and ran again in 32
-        self._staging = None  # (buffer, mapped array): page-locked host memory, reused
+        # staging slot -> (buffer, mapped array): page-locked host memory, reused
+        self._staging: dict[int, tuple] = {}
+        self._scratch: dict[str, object] = {}  # device buffers of the leaf-level fills
 
     def _wide_buffers(self):
         """The 32-bit kernel's ``a`` (residue codes) and profile (``s + o + e`` per residue
@@ -217,14 +247,45 @@ class PairOnDevice:
 
         if not self._wide_bufs:
             a, b, scores, oe, _ = self._inputs
-            prof = np.zeros((scores.shape[0], self.stride), dtype=np.int32)
-            prof[:, : self.n] = scores[:, b] + oe
             flags, ctx = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, self.dctx.context
             with driver_errors(self.dctx.caps, "uploading a long pair"):
                 codes = np.append(a, 0).astype(np.uint8)
                 self._wide_bufs["a"] = cl.Buffer(ctx, flags, hostbuf=codes)
-                self._wide_bufs["prof"] = cl.Buffer(ctx, flags, hostbuf=prof)
+            self._wide_bufs["prof"] = self._profile(scores + oe, self.stride)
         return self._wide_bufs["a"], self._wide_bufs["prof"]
+
+    def _profile(self, table: np.ndarray, stride: int, half: int | None = None):
+        """A profile built on the device from ``b``'s codes (``antidiagonal_profile.cl``):
+        ``table`` (rows x alphabet, ``s + o + e``) per column of ``b``, 32-bit, or with
+        ``half`` packed (row ``x * L + y``: ``x``'s value in the low half, ``y``'s ``half``
+        columns to the right in the high half). The upload is ``n`` bytes, not the
+        profile's ``L x n`` (or ``L^2 x n``) words."""
+        import pyopencl as cl
+
+        dctx, mf = self.dctx, cl.mem_flags
+        given = mf.READ_ONLY | mf.COPY_HOST_PTR
+        rows = table.shape[0] if half is None else table.shape[0] ** 2
+        with driver_errors(dctx.caps, "building a long pair's profile"):
+            if self._b_buf is None:
+                _, b, *_ = self._inputs
+                codes = np.ascontiguousarray(b, np.uint8) if len(b) else np.zeros(1, np.uint8)
+                self._b_buf = cl.Buffer(dctx.context, given, hostbuf=codes)
+            scores = np.ascontiguousarray(table, np.int32)
+            table_buf = cl.Buffer(dctx.context, given, hostbuf=scores)
+            prof = cl.Buffer(dctx.context, mf.READ_WRITE, rows * stride * 4)
+            program, _ = build(dctx, "antidiagonal_profile.cl", {})
+            name = "ad_profile32" if half is None else "ad_profile16"
+            kernel = cl.Kernel(program, name)
+            args = [self._b_buf, table_buf, np.int32(self.n), np.int32(stride)]
+            args.append(np.int32(scores.shape[1]))
+            if half is not None:
+                args += [np.int32(half), np.int32(table.shape[0])]
+            kernel.set_args(*args, prof)
+            group = 128
+            size = (-(-stride // group) * group, rows)
+            # the fills run on the same in-order queue: no wait here
+            cl.enqueue_nd_range_kernel(dctx.queue, kernel, size, (group, 1))
+        return prof
 
     def _kernel(self, packed: bool, prune: bool, aligned: bool, tall: bool = False):
         """The kernel (built on first use): 16-bit (``packed``) or 32-bit lanes, with block
@@ -264,15 +325,7 @@ class PairOnDevice:
         letters = present.size
         half = shape.items * shape.per_item
         stride = -(-(self.n + shape.cols) // 4) * 4
-        # in 32-bit arithmetic, a row pair at a time (int64 temporaries of all L * L rows
-        # took 0.8 s for 1 Mb on a 2-core machine, this 0.05 s)
-        one = np.zeros((letters, stride + half), np.uint32)
-        one[:, : self.n] = (scores[present][:, b] + oe).astype(np.int16).view(np.uint16)
-        hi = one[:, half : half + stride] << 16
-        prof = np.empty((letters, letters, stride), np.uint32)
-        for x in range(letters):
-            np.bitwise_or(one[x, None, :stride], hi, out=prof[x])
-        prof = prof.reshape(letters * letters, stride)
+        prof_buf = self._profile(scores[present] + oe, stride, half)
         # the profile row of each row and the row TW above it (antidiagonal16.cl's pairs)
         items = shape.items
         codes = dense[a].astype(np.uint16)
@@ -282,7 +335,6 @@ class PairOnDevice:
         mf = cl.mem_flags
         with driver_errors(caps, "uploading a long pair"):
             a_buf = cl.Buffer(self.dctx.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=pairs)
-            prof_buf = cl.Buffer(self.dctx.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=prof)
         can_shuffle = caps.nvidia and shape.items == 32
         defines = {
             "TW": shape.items,
@@ -323,20 +375,46 @@ class PairOnDevice:
         if shape.packed:  # its own packed profile: the halves lie half a tile width apart
             other.packed = other._packed_pair(a, b, scores, oe, shuffle)
             other._kernel(True, False, True)
-        other._staging = None
+        other._staging = {}
+        other._scratch = {}
         other.kernel_seconds, other.launches, other.cells, other.pruned_cells = 0.0, 0, 0, 0
         return other
 
-    def _host_staging(self, nbytes: int) -> np.ndarray:
-        """At least ``nbytes`` of page-locked host memory (int32), mapped once and reused
-        (taken from the context's pool when one is there and large enough)."""
+    def on_stream(self, stream: int) -> PairOnDevice:
+        """The same pair on queues of their own (``device_context(..., stream)``: the same
+        context, buffers and programs), so that two host threads fill two regions on the
+        device at once; the staging slots are shared (a fill's slot is its own)."""
+        import copy
+
+        from .context import device_context
+
+        if not self.shape.packed:
+            self._wide_buffers()  # built on this queue, before the other one reads it
+        self.dctx.queue.finish()
+        other = copy.copy(self)
+        other.dctx = device_context(self.dctx.ident, stream)
+        other._kernels = {}
+        other._scratch = {}
+        for key in self._kernels:
+            other._kernel(*key)
+        other.kernel_seconds, other.launches, other.cells, other.pruned_cells = 0.0, 0, 0, 0
+        other.widened = 0
+        return other
+
+    def _host_staging(self, nbytes: int, slot: int = 0, queue=None) -> np.ndarray:
+        """At least ``nbytes`` of page-locked host memory (int32) for staging slot ``slot``,
+        mapped once and reused (taken from the context's pool when one is there and large
+        enough)."""
         import pyopencl as cl
 
-        if self._staging is None:
+        key = (self.dctx.context.int_ptr, slot)
+        if slot not in self._staging:
             with _STAGING_LOCK:
-                self._staging = _STAGING.pop(self.dctx.context.int_ptr, None)
-        if self._staging is None or self._staging[1].nbytes < nbytes:
-            self._unmap_staging()
+                kept = _STAGING.pop(key, None)
+            if kept is not None:
+                self._staging[slot] = kept
+        if slot not in self._staging or self._staging[slot][1].nbytes < nbytes:
+            self._unmap_staging(slot)
             size = max(nbytes, 4)
             with driver_errors(self.dctx.caps, "allocating page-locked host memory"):
                 buf = cl.Buffer(
@@ -344,30 +422,38 @@ class PairOnDevice:
                 )
                 flags = cl.map_flags.READ | cl.map_flags.WRITE
                 mapped, _ = cl.enqueue_map_buffer(
-                    self.dctx.queue, buf, flags, 0, (size // 4,), np.int32
+                    queue or self.dctx.queue, buf, flags, 0, (size // 4,), np.int32
                 )
-            self._staging = (buf, mapped)
-        return self._staging[1]
+            self._staging[slot] = (buf, mapped)
+        return self._staging[slot][1]
+
+    def reserve_stores(self, nbytes: int, slots) -> None:
+        """Have page-locked host memory of at least ``nbytes`` ready in each staging slot of
+        ``slots`` (pinning takes ~2 ms a MB on the H100 host: done while the forward pass
+        runs, not when the traceback's first fills need it). Maps on the copy queue, so
+        it does not wait for the kernels before it."""
+        for slot in slots:
+            self._host_staging(nbytes, slot, self.dctx.copy_queue)
 
     def release_staging(self) -> None:
         """Hand the page-locked host memory to the context's pool (the next pair on this
-        context takes it); the pool keeps the largest buffer and unmaps the other."""
-        staging, self._staging = self._staging, None
-        if staging is None:
-            return
-        key = self.dctx.context.int_ptr
-        with _STAGING_LOCK:
-            kept = _STAGING.get(key)
-            if kept is None or kept[1].nbytes < staging[1].nbytes:
-                _STAGING[key], staging = staging, kept
-        if staging is not None:
-            self._staging = staging
-            self._unmap_staging()
+        context takes it); the pool keeps the largest buffer of each slot and unmaps the
+        other."""
+        for slot in list(self._staging):
+            staging = self._staging.pop(slot)
+            key = (self.dctx.context.int_ptr, slot)
+            with _STAGING_LOCK:
+                kept = _STAGING.get(key)
+                if kept is None or kept[1].nbytes < staging[1].nbytes:
+                    _STAGING[key], staging = staging, kept
+            if staging is not None:
+                self._staging[slot] = staging
+                self._unmap_staging(slot)
 
-    def _unmap_staging(self) -> None:
-        if self._staging is not None:
-            buf, mapped = self._staging
-            self._staging = None
+    def _unmap_staging(self, slot: int) -> None:
+        staging = self._staging.pop(slot, None)
+        if staging is not None:
+            buf, mapped = staging
             mapped.base.release(self.dctx.queue)
             buf.release()
 
@@ -394,6 +480,8 @@ class PairOnDevice:
         prune: bool = False,
         reuse_stores: bool = False,
         wide: bool = False,
+        stores_slot: int = 0,
+        while_running=None,
     ) -> DeviceFill:
         """Fill rows ``r0 .. r0+h`` and columns ``c0 .. c0+w`` (h, w from the boundaries).
 
@@ -416,6 +504,13 @@ class PairOnDevice:
             ``reuse_stores`` overwrites (the caller is done with them by then). Copies from
             the device run at DMA speed; into fresh pageable arrays the H100 host managed
             ~3.4 GB/s, 1.7 s of a 1 Mb traceback.
+        stores_slot : int
+            With ``reuse_stores``: which page-locked buffer (a call overwrites only what the
+            last call with the same slot returned: the traceback traces one block while the
+            next one is filled into the other slot).
+        while_running : callable, optional
+            Called once every launch is enqueued, while the device runs them (host work
+            that would otherwise wait its turn, e.g. :meth:`reserve_stores`).
         wide : bool
             Packed tiles: fill in 32-bit lanes (what a fill does again when one of its
             tiles did not fit 16 bits; pruning always does).
@@ -439,6 +534,17 @@ class PairOnDevice:
             data = data if data.size else np.zeros(1, i32)
             return cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data)
 
+        def scratch(name, nbytes):
+            # the traceback's leaf-level fills (one a block, ~366 MB each at 1 Mb) keep their
+            # device buffers for the next one: a free can wait for the whole device, and
+            # another queue may be filling the next block. Every byte read is written first.
+            if not reuse_stores:
+                return cl.Buffer(ctx, mf.READ_WRITE, nbytes)
+            kept = self._scratch.get(name)
+            if kept is None or kept.size < nbytes:
+                self._scratch[name] = kept = cl.Buffer(ctx, mf.READ_WRITE, nbytes)
+            return kept
+
         if prune and not self.local:
             raise OptionError("block pruning is for local alignments")
         packed = self.packed if not (prune or wide) else None
@@ -455,12 +561,12 @@ class PairOnDevice:
                 prof_buf,
                 upload(top),
                 upload(left),
-                cl.Buffer(ctx, mf.READ_WRITE, 3 * (w + 1) * 8),
-                cl.Buffer(ctx, mf.READ_WRITE, (h + 1) * 8),
+                scratch("hrow", 3 * (w + 1) * 8),
+                scratch("vcol", (h + 1) * 8),
                 upload(row_slot),
                 upload(col_slot),
-                cl.Buffer(ctx, mf.READ_WRITE, max(n_rows * 2 * (w + 1) * 4, 4)),
-                cl.Buffer(ctx, mf.READ_WRITE, max(n_cols * 2 * (h + 1) * 4, 4)),
+                scratch("rstore", max(n_rows * 2 * (w + 1) * 4, 4)),
+                scratch("cstore", max(n_cols * 2 * (h + 1) * 4, 4)),
                 cl.Buffer(  # local mode: each tile row's first maximum (H, i, j, 0)
                     ctx,
                     mf.READ_WRITE | mf.COPY_HOST_PTR,
@@ -484,11 +590,12 @@ class PairOnDevice:
                 events.append(
                     cl.enqueue_nd_range_kernel(dctx.queue, kernel, (groups * items,), (items,))
                 )
-                if d % FLUSH_EVERY == FLUSH_EVERY - 1:
+                if d % FLUSH_EVERY == FLUSH_EVERY - 1 or d == FIRST_FLUSH:
                     dctx.queue.flush()  # the device starts while the host enqueues the rest
             dctx.queue.flush()
-            wait(events[-1])
-            seconds = sum((ev.profile.end - ev.profile.start) * 1e-9 for ev in events)
+            if while_running is not None:
+                while_running()
+            seconds = _drain(events)
             if packed:
                 flags = np.zeros(3, i32)
                 cl.enqueue_copy(dctx.queue, flags, bufs[12])
@@ -507,6 +614,7 @@ class PairOnDevice:
                         neg_store,
                         reuse_stores=reuse_stores,
                         wide=True,
+                        stores_slot=stores_slot,
                     )
                     fill.kernel_seconds += seconds
                     fill.launches += len(events)
@@ -515,7 +623,7 @@ class PairOnDevice:
             last = np.empty((w + 1, 2), i32)
             cl.enqueue_copy(dctx.queue, last, bufs[4], src_offset=((n_tr - 1) % 3) * (w + 1) * 8)
             if reuse_stores:
-                host = self._host_staging((n_rows * (w + 1) + n_cols * (h + 1)) * 8)
+                host = self._host_staging((n_rows * (w + 1) + n_cols * (h + 1)) * 8, stores_slot)
                 split = n_rows * 2 * (w + 1)
                 row_store = host[:split].reshape(n_rows, 2, w + 1)
                 col_store = host[split : split + n_cols * 2 * (h + 1)].reshape(n_cols, 2, h + 1)

@@ -71,6 +71,7 @@ class DeviceRegions(RegionFiller):
 
     prunes = True
     reuses_stores = True
+    stores_slots = 8  # page-locked buffers are pinned for the slots used only
     retile: tuple[int, int, int] | None = None  # the traceback's tiles, if not the same
 
     def __init__(self, pair, neg_store: int) -> None:
@@ -106,6 +107,17 @@ class DeviceRegions(RegionFiller):
             return None
         return SkewedRegions(self, pairs, **options)
 
+    def on_stream(self, stream: int) -> DeviceRegions:
+        """The same pair and tiles on queues of their own (``PairOnDevice.on_stream``)."""
+        other = DeviceRegions(self.pair.on_stream(stream), self.neg_store)
+        other.retile = self.retile
+        return other
+
+    def reserve_stores(self, nbytes: int, slots) -> None:
+        """Page-locked host memory for the fills with ``reuse_stores`` into ``slots``,
+        ready before they need it (see ``PairOnDevice.reserve_stores``)."""
+        self.pair.reserve_stores(nbytes, slots)
+
     def fill_region(
         self,
         r0,
@@ -119,9 +131,22 @@ class DeviceRegions(RegionFiller):
         threads,
         prune=False,
         reuse_stores=False,
+        stores_slot=0,
+        while_running=None,
     ):
         fill = self.pair.fill_region(
-            r0, c0, top, left, row_slot, col_slot, tile_rows, self.neg_store, prune, reuse_stores
+            r0,
+            c0,
+            top,
+            left,
+            row_slot,
+            col_slot,
+            tile_rows,
+            self.neg_store,
+            prune,
+            reuse_stores,
+            stores_slot=stores_slot,
+            while_running=while_running,
         )
         return RegionFill(fill.last_row, fill.row_store, fill.col_store, fill.best)
 

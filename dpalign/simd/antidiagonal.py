@@ -651,3 +651,96 @@ def trace_blocks(
         if stopped:
             break
     return i, j, state, stopped, pos
+
+
+@njit(nogil=True, cache=True)
+def trace_blocks_merge(
+    a,
+    b,
+    matrix,
+    o,
+    e,
+    local,
+    r0,
+    c0,
+    rc,
+    cc,
+    top,
+    left,
+    rows,
+    cols,
+    i,
+    j,
+    state,
+    ops,
+    pos,
+    record,
+    other,
+    n_other,
+    i_stop,
+    j_stop,
+):
+    """:func:`trace_blocks`, recording where the path enters each leaf and stopping where
+    it meets another trace of the same region, or once it enters a leaf at a row at most
+    ``i_stop`` or a column at most ``j_stop`` (0, 0: the region's edge).
+
+    ``record`` (k, 4) receives ``(i, j, state, pos)`` at each leaf the path enters (at
+    most k; the path goes on unrecorded after that). ``other[:n_other]`` is such a record of
+    another trace (from another start, e.g. a block's corner, traced ahead): the path is
+    deterministic from a cell and state on, so where it enters a leaf at a recorded
+    ``(i, j, state)`` it goes on exactly as that trace did, and this one stops there.
+
+    Returns
+    -------
+    (i, j, state, stopped, pos, n_record, met)
+        ``met``: the index into ``other`` where the paths met, or -1 (then the trace ran to
+        the region's edge or a local stop as :func:`trace_blocks` does).
+    """
+    stopped = False
+    n_record = 0
+    p = 0
+    met = -1
+    while i > i_stop and j > j_stop:
+        while p < n_other and (other[p, 0] > i or other[p, 1] > j):
+            p += 1  # the other path is past here: the rest of this one cannot meet it there
+        if p < n_other and other[p, 0] == i and other[p, 1] == j and other[p, 2] == state:
+            met = p
+            break
+        if n_record < record.shape[0]:
+            record[n_record, 0] = i
+            record[n_record, 1] = j
+            record[n_record, 2] = state
+            record[n_record, 3] = pos
+            n_record += 1
+        bi = np.searchsorted(rc, i) - 1
+        bj = np.searchsorted(cc, j) - 1
+        br0, br1, bc0, bc1 = rc[bi], rc[bi + 1], cc[bj], cc[bj + 1]
+        if bi == 0:
+            btop = top[:, bc0 : bc1 + 1]
+        else:
+            btop = rows[bi - 1, :, bc0 : bc1 + 1]
+        if bj == 0:
+            bleft = left[:, br0 : br1 + 1]
+        else:
+            bleft = cols[bj - 1, :, br0 : br1 + 1]
+        li, lj = i - br0, j - bc0
+        ra, cb = r0 + br0, c0 + bc0
+        li, lj, state, stopped, pos = trace_leaf(
+            a[ra : ra + li],
+            b[cb : cb + lj],
+            matrix,
+            o,
+            e,
+            local,
+            btop,
+            bleft,
+            li,
+            lj,
+            state,
+            ops,
+            pos,
+        )
+        i, j = li + br0, lj + bc0
+        if stopped:
+            break
+    return i, j, state, stopped, pos, n_record, met

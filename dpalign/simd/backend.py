@@ -193,6 +193,57 @@ class NumbaRegions(RegionFiller):
             pos,
         )
 
+    def trace_blocks_merge(
+        self,
+        r0,
+        c0,
+        rc,
+        cc,
+        top,
+        left,
+        rows,
+        cols,
+        i,
+        j,
+        state,
+        ops,
+        pos,
+        record,
+        other,
+        n,
+        i_stop=0,
+        j_stop=0,
+    ):
+        """:meth:`trace_blocks`, recording the leaves it enters and stopping where it meets
+        the record ``other[:n]`` of another trace of the region, or past row ``i_stop`` or
+        column ``j_stop`` (see the kernel)."""
+        return self.K.trace_blocks_merge(
+            self.a,
+            self.b,
+            self.matrix,
+            self.o,
+            self.e,
+            self.local,
+            r0,
+            c0,
+            np.asarray(rc, np.int64),
+            np.asarray(cc, np.int64),
+            top,
+            left,
+            rows,
+            cols,
+            i,
+            j,
+            state,
+            ops,
+            pos,
+            record,
+            other,
+            n,
+            i_stop,
+            j_stop,
+        )
+
     def fill_bits(self, top, left, bits, last_col):
         """The whole matrix on one thread, one direction byte per cell."""
         return self.K.fill_bits(
