@@ -65,6 +65,7 @@ def _records(path: str) -> list[str]:
 def run_pair(
     length: int, cases: list[str], mode: str, folder: str, tag: str, verbose: bool = False
 ) -> dict:
+    os.makedirs(folder, exist_ok=True)
     a_path, b_path = os.path.join(folder, f"{tag}_A.fa.gz"), os.path.join(folder, f"{tag}_B.fa")
     a, b = related(length, 0.05, 0.002, 1)
     write(a_path, "query", a)
