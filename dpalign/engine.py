@@ -20,6 +20,7 @@ define them are imported on first use, so ``import dpalign`` stays fast.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from functools import cache
@@ -43,7 +44,10 @@ from .errors import BackendUnavailable, OptionError
 _REGISTRY: dict[str, type[Backend]] = {}
 #: Preference order for "auto" (first available wins).
 _AUTO_ORDER = ["hybrid", "numba", "reference"]
-_LOADED = [False]
+_LOADED = [0]  # 0: not yet, 1: being loaded, 2: loaded
+# Held while the built-in backends load: a second thread (the PaPaRa driver's profiles beside
+# its backend's warm-up) waits for the registry to be complete instead of finding it empty.
+_LOADING = threading.RLock()
 
 
 def register(cls: type[Backend]) -> type[Backend]:
@@ -56,9 +60,19 @@ def _load_builtin_backends() -> None:
     # The modules defining the built-in backends, imported on first use; a backend whose
     # optional dependencies are missing reports available() False, or is left out when its
     # module cannot be imported at all.
-    if _LOADED[0]:
+    if _LOADED[0] == 2:
         return
-    _LOADED[0] = True
+    with _LOADING:
+        if _LOADED[0]:  # loaded meanwhile, or being loaded by this thread (an import's call)
+            return
+        _LOADED[0] = 1
+        try:
+            _register_builtin_backends()
+        finally:
+            _LOADED[0] = 2
+
+
+def _register_builtin_backends() -> None:
     try:
         from .simd.backend import NumbaBackend
 

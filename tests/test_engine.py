@@ -102,3 +102,30 @@ def test_bench_list_prints_the_table(capsys):
     assert [line.split("\t")[0] for line in lines] == [
         e.name for e in engine.kernel_table(backend="reference")
     ]
+
+
+def test_backends_load_once_for_every_thread(monkeypatch):
+    """A thread that asks for a backend while another is loading the built-in ones waits
+    for the registry to be complete (it used to find it empty: the PaPaRa profiles then ran
+    their NumPy form beside the backend's warm-up)."""
+    import threading
+    import time
+
+    started = threading.Event()
+
+    class Late:
+        name = "late-backend"
+
+    def register_slowly():
+        started.set()
+        time.sleep(0.2)
+        engine.register(Late)
+
+    monkeypatch.setattr(engine, "_LOADED", [0])
+    monkeypatch.setattr(engine, "_REGISTRY", {})
+    monkeypatch.setattr(engine, "_register_builtin_backends", register_slowly)
+    loader = threading.Thread(target=engine._load_builtin_backends)
+    loader.start()
+    assert started.wait(10)
+    assert engine.backend_names() == ["late-backend"]
+    loader.join()

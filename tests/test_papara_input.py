@@ -214,3 +214,42 @@ def test_bad_options(files, capsys):
     assert "o:e:m:mc" in _error(capsys)
     with pytest.raises(InputError):
         papara(files["tree"], [("t1", "AC"), ("t2", "ACG")], None, backend="reference")
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        ROWS,
+        # an all-gap column (dropped) and gap-state letters (N ? .) that are not '-'
+        [("t1", "AC-GN?"), ("t2", "AT-G.C"), ("t3", "CC-GTA"), ("t4", "AC-NGG")],
+        [("t1", "-A"), ("t2", "-C"), ("t3", "-G"), ("t4", "-T")],
+    ],
+)
+def test_reference_rows_encode_as_row_by_row(rows):
+    """The one-pass encoding of the reference rows gives the row-by-row encoder's states,
+    the kept columns' text and the gap fraction (literal '-' only)."""
+    import numpy as np
+
+    from dpalign.alphabet import DNA
+    from dpalign.papara import dataset
+
+    data = dataset.load_reference(TREE, rows).data
+    states = np.stack([DNA.encode_reference(seq) for _, seq in rows])
+    kept = np.flatnonzero((states != DNA.gap).any(axis=0))
+    assert np.array_equal(data.ref_states, states[:, kept])
+    assert data.ref_states.dtype == DNA.dtype and data.ref_states.flags.c_contiguous
+    texts = ["".join(seq[k] for k in kept) for _, seq in rows]
+    assert data.ref_rows == texts
+    assert data.gap_fraction == sum(t.count("-") for t in texts) / (len(rows) * kept.size)
+
+
+def test_non_ascii_reference_row_is_named():
+    """Rows given as objects skip the FASTA reader's byte check: the encoder names the
+    column (the one-pass encoding falls back to row by row for it)."""
+    from dpalign.papara import dataset
+
+    rows = list(ROWS)
+    rows[2] = ("t3", "ACGAACGTAC\u00e9GT")
+    with pytest.raises(InputError) as info:
+        dataset.load_reference(TREE, rows)
+    assert info.value.column == 11 and "non-ASCII" in info.value.message

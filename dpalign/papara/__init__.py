@@ -377,11 +377,13 @@ def papara(
     # The reads file is read on a thread of its own while the tree, the reference and the
     # edge profiles (Numba, without the GIL) are built on this one.
     reader = _Reader(reads, early)
+    loader = _ProfileKernel(PROTEIN if protein else DNA, early)
     try:
         with early.phase("read"), early.span("read: the tree and the reference"):
             reference = dataset.load_reference(tree, msa, protein)
         with _phase(early, "tree_profiles"):
             states, flags = profiles.dataset_profiles(reference.data, gap_model, threads)
+        loader.thread.join()  # done: the profiles waited for its load
         with _phase(early, "read"):  # the reads: what the profiles did not hide
             records, reads_path = reader.result()
             data = dataset.add_reads(reference, records, reads_path, accurate)
@@ -634,6 +636,29 @@ class _Reader:
         if self.error is not None and not quiet:
             raise self.error
         return self.records, self.path
+
+
+class _ProfileKernel:
+    """:func:`profiles.load_kernel` on a thread of its own, started with the run: Numba's
+    import and LLVM's set-up for the edge profiles begin beside the backend's warm-up and
+    the reading, not once the reference is read (an error is left for the profiles to
+    raise)."""
+
+    def __init__(self, alphabet, timeline: RunStats) -> None:
+        import threading
+
+        self.timeline = timeline
+        self.thread = threading.Thread(
+            target=self._run, args=(alphabet,), name="dpalign-profile-kernel", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self, alphabet) -> None:
+        try:
+            with self.timeline.span("profile kernel loaded (beside the reading)"):
+                profiles.load_kernel(alphabet.dtype, alphabet.gap)
+        except Exception as exc:  # the profiles themselves will meet and report it
+            log.debug("profile kernel load: %s", exc)
 
 
 class _ReadPrinter:

@@ -153,19 +153,22 @@ def load_reference(tree, msa, protein: bool = False, tree_path=None, msa_path=No
     )
     if alphabet is DNA:  # (protein settings look at the reference and the reads together)
         _check_alphabet(alphabet, ref_records, [])
-    states = np.stack([_encode_row(alphabet, rec, msa_path) for rec in ref_records])
+    states, text = _encode_rows(alphabet, ref_records, msa_path)
     kept = np.flatnonzero((states != alphabet.gap).any(axis=0))
     if kept.size == 0:
         raise InputError(
             "every column of the reference alignment is a gap",
             path=str(msa_path) if msa_path else None,
         )
-    states = np.ascontiguousarray(states[:, kept])
-    ref_rows = [
-        "".join(rec.seq[k] for k in kept) if kept.size < len(rec.seq) else rec.seq
-        for rec in ref_records
-    ]
-    n_dash = sum(row.count("-") for row in ref_rows)
+    if kept.size < states.shape[1]:
+        states = np.ascontiguousarray(states[:, kept])
+        text = np.ascontiguousarray(text[:, kept])
+        width = kept.size
+        joined = text.tobytes().decode("ascii")
+        ref_rows = [joined[k : k + width] for k in range(0, len(joined), width)]
+    else:
+        ref_rows = [rec.seq for rec in ref_records]
+    n_dash = int(np.count_nonzero(text == ord("-")))
     gap_fraction = n_dash / (len(ref_rows) * kept.size)
     name_to_row = {name: k for k, name in enumerate(r.name for r in ref_records)}
     tip_rows = {node: name_to_row[papara_tree.names[node]] for node in papara_tree.tips}
@@ -278,6 +281,29 @@ def _check_alphabet(alphabet: StateAlphabet, ref_records, read_records) -> None:
                 "reads are A, C, G, T, U or N; run without --protein (protein=False) for "
                 "nucleotide data"
             )
+
+
+def _encode_rows(alphabet: StateAlphabet, records, path) -> tuple[np.ndarray, np.ndarray]:
+    """The reference rows' states (T, n) and their text as a (T, n) byte matrix, encoded in
+    one pass over all the rows: a few NumPy calls per row, each of which may give up the
+    interpreter lock and then wait a switch interval to get it back beside a busy thread
+    (the backend's warm-up), cost more than the encoding itself. Rows that do not encode
+    (a bad character, non-ASCII text, rows of unequal length) go row by row for the
+    error that names them."""
+    seqs = [rec.seq for rec in records]
+    width = len(seqs[0]) if seqs else 0
+    try:
+        raw = np.frombuffer("".join(seqs).encode("ascii"), np.uint8)
+    except UnicodeEncodeError:
+        raw = None
+    if raw is not None and seqs and raw.size == width * len(seqs):
+        states = alphabet.reference_lut[raw]
+        if states.all():
+            shape = (len(seqs), width)
+            return states.astype(alphabet.dtype).reshape(shape), raw.reshape(shape)
+    states = np.stack([_encode_row(alphabet, rec, path) for rec in records])
+    text = np.stack([np.frombuffer(rec.seq.encode("ascii"), np.uint8) for rec in records])
+    return states, text
 
 
 def _encode_row(alphabet: StateAlphabet, rec: Record, path) -> np.ndarray:

@@ -176,6 +176,18 @@ def edge_profiles(
     return states, flags
 
 
+def load_kernel(dtype, gap_state: int) -> None:
+    """Load the CPU kernel of :func:`edge_profiles` for tip states of ``dtype`` (Numba's
+    cached machine code, and in a new process LLVM's set-up) by running a one-column
+    schedule: called on a thread of its own at the start of a run, so that the load is not
+    left until the reference is read (where a device scores, nothing else loads Numba
+    before the first launch; the load's LLVM calls run without the interpreter lock)."""
+    tips = np.full((2, 1), gap_state, dtype=dtype)
+    ops = np.array([[-1, 0, 1, 1]], dtype=np.int64)
+    trans = np.ones((1, 8), dtype=np.float64)
+    engine.cpu_papara_profiles(tips, gap_state, ops, trans, 1, False, 1)
+
+
 def dataset_profiles(
     data, gap_model: str = "likelihood", threads: int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..config import cpu_threads
 from .threads import map_threads
 
 _TINY = 2.0**-256
@@ -73,6 +74,18 @@ def _run_schedule(tips, gap_state, ops, trans, n_slots, lo, hi, cgap, out_states
                 out_flags[e, lo + x] = (1 if v == 1 else 0) if cgap else (1 if l0 < l1 else 0)
 
 
+@njit(nogil=True, cache=True)
+def _run_columns(tips, gap_state, ops, trans, n_slots, lo, hi, cgap, out_states, out_flags):
+    """:func:`_run_schedule` over columns ``lo:hi``, :data:`CHUNK` columns at a time (one
+    call per thread: each call from Python takes the interpreter lock twice, and beside a
+    thread that holds it, as pyopencl's import does, each take waits a switch interval)."""
+    for start in range(lo, hi, CHUNK):
+        stop = min(start + CHUNK, hi)
+        _run_schedule(
+            tips, gap_state, ops, trans, n_slots, start, stop, cgap, out_states, out_flags
+        )
+
+
 def run_profile_schedule(
     tips: np.ndarray,
     gap_state: int,
@@ -93,10 +106,13 @@ def run_profile_schedule(
     trans = np.ascontiguousarray(trans, dtype=np.float64)
     gap = tips.dtype.type(gap_state)
 
-    def run(lo: int) -> None:
-        hi = min(lo + CHUNK, n_cols)
-        _run_schedule(tips, gap, ops, trans, n_slots, lo, hi, cgap, states, flags)
+    # the columns' chunks in one contiguous range per thread (every column costs the same)
+    n_chunks = -(-n_cols // CHUNK)
+    workers = max(1, min(cpu_threads(threads), n_chunks))
+    cuts = [min(n_cols, CHUNK * (n_chunks * k // workers)) for k in range(workers + 1)]
 
-    starts = range(0, n_cols, CHUNK)
-    map_threads(run, starts, threads)
+    def run(k: int) -> None:
+        _run_columns(tips, gap, ops, trans, n_slots, cuts[k], cuts[k + 1], cgap, states, flags)
+
+    map_threads(run, range(workers), workers)
     return states, flags
