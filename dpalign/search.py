@@ -768,15 +768,26 @@ def _top_hits(strands, scores, ids, database, top, settings, end_cells) -> list[
     index = ids[ranked].tolist()
     score = scoring.user(best[ranked]).tolist()  # Python ints (floats for scaled scores)
     sign = ["+"] * len(index) if best_strand is None else ["+-"[s] for s in chosen.tolist()]
+    task = Task("pairwise", scoring, mode, ends)
     if end_cells is not None:
         q_end = end_cells[0][chosen, ranked].tolist()
         t_end = end_cells[1][chosen, ranked].tolist()
-        return [
+        hits = [
             Hit(names[k], k, v, s, context, a, b)
             for k, v, s, a, b in zip(index, score, sign, q_end, t_end, strict=True)
         ]
+        # Pairs the scoring pass rescored on the striped kernel (a few saturated lanes of a
+        # block) came without ends: they get them from an ends pass over them when asked,
+        # as the hits of a search without eager ends do, not from a traceback.
+        unknown = [h for h in hits if h._qend < 0]
+        if unknown:
+            pending = _HitEnds(unknown, strands, t_codes, task, backend)
+            for h in unknown:
+                h._qend = h._tend = None
+                h._ends = pending
+        return hits
     hits = []
-    pending = _HitEnds(hits, strands, t_codes, Task("pairwise", scoring, mode, ends), backend)
+    pending = _HitEnds(hits, strands, t_codes, task, backend)
     hits.extend(
         Hit(names[k], k, v, s, context, ends=pending)
         for k, v, s in zip(index, score, sign, strict=True)
