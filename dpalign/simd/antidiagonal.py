@@ -601,6 +601,33 @@ def trace_leaf(a, b, matrix, o, e, local, top, left, i, j, state, ops, pos):
 
 
 @njit(nogil=True, cache=True)
+def _trace_block_leaf(
+    a, b, matrix, o, e, local, r0, c0, rc, cc, top, left, rows, cols, i, j, state, ops, pos
+):  # fmt: skip
+    """One step of :func:`trace_blocks`' walk: the block holding cell ``(i, j)`` traced as a
+    leaf from there, with its kept boundaries (the region's ``top`` / ``left`` on its first
+    block row / column). Returns ``(i, j, state, stopped, pos)`` where the path leaves it."""
+    bi = np.searchsorted(rc, i) - 1
+    bj = np.searchsorted(cc, j) - 1
+    br0, br1, bc0, bc1 = rc[bi], rc[bi + 1], cc[bj], cc[bj + 1]
+    if bi == 0:
+        btop = top[:, bc0 : bc1 + 1]
+    else:
+        btop = rows[bi - 1, :, bc0 : bc1 + 1]
+    if bj == 0:
+        bleft = left[:, br0 : br1 + 1]
+    else:
+        bleft = cols[bj - 1, :, br0 : br1 + 1]
+    li, lj = i - br0, j - bc0
+    ra, cb = r0 + br0, c0 + bc0
+    li, lj, state, stopped, pos = trace_leaf(
+        a[ra : ra + li], b[cb : cb + lj], matrix, o, e, local, btop, bleft, li, lj, state, ops,
+        pos,
+    )  # fmt: skip
+    return li + br0, lj + bc0, state, stopped, pos
+
+
+@njit(nogil=True, cache=True)
 def trace_blocks(
     a, b, matrix, o, e, local, r0, c0, rc, cc, top, left, rows, cols, i, j, state, ops, pos
 ):
@@ -619,35 +646,10 @@ def trace_blocks(
     """
     stopped = False
     while i > 0 and j > 0:
-        bi = np.searchsorted(rc, i) - 1
-        bj = np.searchsorted(cc, j) - 1
-        br0, br1, bc0, bc1 = rc[bi], rc[bi + 1], cc[bj], cc[bj + 1]
-        if bi == 0:
-            btop = top[:, bc0 : bc1 + 1]
-        else:
-            btop = rows[bi - 1, :, bc0 : bc1 + 1]
-        if bj == 0:
-            bleft = left[:, br0 : br1 + 1]
-        else:
-            bleft = cols[bj - 1, :, br0 : br1 + 1]
-        li, lj = i - br0, j - bc0
-        ra, cb = r0 + br0, c0 + bc0
-        li, lj, state, stopped, pos = trace_leaf(
-            a[ra : ra + li],
-            b[cb : cb + lj],
-            matrix,
-            o,
-            e,
-            local,
-            btop,
-            bleft,
-            li,
-            lj,
-            state,
-            ops,
+        i, j, state, stopped, pos = _trace_block_leaf(
+            a, b, matrix, o, e, local, r0, c0, rc, cc, top, left, rows, cols, i, j, state, ops,
             pos,
-        )
-        i, j = li + br0, lj + bc0
+        )  # fmt: skip
         if stopped:
             break
     return i, j, state, stopped, pos
@@ -712,35 +714,10 @@ def trace_blocks_merge(
             record[n_record, 2] = state
             record[n_record, 3] = pos
             n_record += 1
-        bi = np.searchsorted(rc, i) - 1
-        bj = np.searchsorted(cc, j) - 1
-        br0, br1, bc0, bc1 = rc[bi], rc[bi + 1], cc[bj], cc[bj + 1]
-        if bi == 0:
-            btop = top[:, bc0 : bc1 + 1]
-        else:
-            btop = rows[bi - 1, :, bc0 : bc1 + 1]
-        if bj == 0:
-            bleft = left[:, br0 : br1 + 1]
-        else:
-            bleft = cols[bj - 1, :, br0 : br1 + 1]
-        li, lj = i - br0, j - bc0
-        ra, cb = r0 + br0, c0 + bc0
-        li, lj, state, stopped, pos = trace_leaf(
-            a[ra : ra + li],
-            b[cb : cb + lj],
-            matrix,
-            o,
-            e,
-            local,
-            btop,
-            bleft,
-            li,
-            lj,
-            state,
-            ops,
+        i, j, state, stopped, pos = _trace_block_leaf(
+            a, b, matrix, o, e, local, r0, c0, rc, cc, top, left, rows, cols, i, j, state, ops,
             pos,
-        )
-        i, j = li + br0, lj + bc0
+        )  # fmt: skip
         if stopped:
             break
     return i, j, state, stopped, pos, n_record, met
