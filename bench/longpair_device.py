@@ -3,9 +3,9 @@
     python bench/longpair_device.py [--length 1000000] [--out DIR] [--budget 200]
 
 Runs ``align_long(backend="opencl")`` on ``workloads.long_pair(L)`` (NUC.4.4, gaps 10/1) in
-global and local mode, score only and with traceback, each twice (the first run builds the
-kernel; the second is reported warm), then local mode with block pruning (``prune=True``,
-reported apart). Traceback runs once more per variant of the traceback's
+global, local and semiglobal mode (``--modes``), score only and with traceback, each twice
+(the first run builds the kernel; the second is reported warm), then local mode with block
+pruning (``prune=True``, reported apart). Traceback runs once more per variant of the traceback's
 tiling (``leaf_bytes=0`` is the recursion through every level of fills that this session
 replaced, measured in the same run), and the CPU path (every core) once per mode for the
 identity check (before the variants). Prints one line per run and writes
@@ -59,14 +59,18 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="no pruning, no CPU, only the variants of QUICK"
     )
+    parser.add_argument(
+        "--modes", default="global,local,semiglobal", help="comma-separated modes to time"
+    )
     args = parser.parse_args()
+    modes = tuple(args.modes.split(","))
     os.makedirs(args.out, exist_ok=True)
     began = time.perf_counter()
     scoring = Scoring("NUC.4.4", (10, 1))
     a_text, b_text = workloads.long_pair(args.length)
     a, b = scoring.encode(a_text), scoring.encode(b_text)
     cells = len(a) * len(b)
-    for mode in ("global", "local"):  # Numba and the OpenCL programs build here
+    for mode in modes:  # Numba and the OpenCL programs build here
         for traceback in (False, True):
             align_long(a[:3000], b[:3000], scoring, mode, traceback=traceback, backend="opencl")
         # and the traceback's kernels of blocks filled and traced ahead (device blocks)
@@ -130,21 +134,21 @@ def main() -> None:
         return result
 
     results = {}
-    for mode in ("global", "local"):
+    for mode in modes:
         for traceback in (False, True):
             run(mode, traceback)  # warm-up at full size (buffers, caches)
             results[mode, traceback] = run(mode, traceback)
-    for mode in ("global", "local") if not args.quick else ():  # cProfile mixes threads
+    for mode in modes if not args.quick else ():  # cProfile mixes threads
         for traceback in (False, True):
             run(mode, traceback, profile=True)
     # block pruning, reported apart from the plain figures
-    for traceback in (False, True) if not args.quick else ():
+    for traceback in (False, True) if "local" in modes and not args.quick else ():
         for _ in range(2):
             got = run("local", traceback, prune=True)
         if got != results["local", traceback]:
             print(f"MISMATCH local traceback={traceback} with block pruning", flush=True)
     if not (args.no_cpu or args.quick):
-        for mode in ("global", "local"):
+        for mode in modes:
             if time.perf_counter() - began > args.budget:
                 print(f"skipped the CPU check of {mode}: over budget", flush=True)
                 continue
