@@ -330,6 +330,10 @@ class CountingFiller(RegionFiller):
         return getattr(self.inner, "reuses_stores", False)
 
     @property
+    def spans_stores(self) -> bool:
+        return getattr(self.inner, "spans_stores", False)
+
+    @property
     def cells(self) -> int:
         return self.inner.cells
 

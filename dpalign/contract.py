@@ -168,12 +168,21 @@ class RegionFill:
     best : tuple (int, int, int)
         Local mode: the first maximum of H in row-major order ``(H, i, j)`` over the region's
         inner cells, or ``(0, 0, 0)``.
+    row_spans, col_spans : ndarray (R, 2), (C, 2), optional
+        A fill asked for ``spans``: the part of each checkpoint row (columns ``lo .. hi``,
+        inclusive) and column (rows ``lo .. hi``) that holds its values; the rest holds
+        anything. None: all of them.
+    fetch_rest : callable, optional
+        With spans: fetches every checkpoint in full (the spans then cover them).
     """
 
     last_row: np.ndarray
     row_store: np.ndarray
     col_store: np.ndarray
     best: tuple[int, int, int]
+    row_spans: np.ndarray | None = None
+    col_spans: np.ndarray | None = None
+    fetch_rest: Callable[[], None] | None = None
 
 
 class RegionFiller(abc.ABC):
@@ -201,6 +210,11 @@ class RegionFiller(abc.ABC):
         With ``reuses_stores``: how many such host buffers ``fill_region`` keeps apart
         (``stores_slot=k``, ``0 <= k < stores_slots``: a call overwrites only what the last
         call with the same slot returned).
+    spans_stores : bool
+        With ``reuses_stores``, ``fill_region`` also takes ``spans=(row_spans, col_spans)``:
+        only those parts of the checkpoints reach the host, the rest when the returned
+        fill's ``fetch_rest`` is called (a device's traceback copies a band around the
+        path's likely course instead of whole blocks).
     """
 
     tile_cols: int | None = None
@@ -209,6 +223,7 @@ class RegionFiller(abc.ABC):
     prunes: bool = False
     reuses_stores: bool = False
     stores_slots: int = 1
+    spans_stores: bool = False
     cells: int = 0
     kernel_seconds: float = 0.0
 

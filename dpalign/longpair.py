@@ -127,6 +127,16 @@ class Tiling:
         fills or traces ahead, restored after (None: left as it is). The threads that
         launch fills run Python loops; a waiting thread gets the interpreter lock only
         after this long (5 ms by default), several times a block.
+    staging_band : float
+        With a device that fills ``spans`` (OpenCL): of a traceback block filled leaf by
+        leaf, only the leaves within this fraction of the block's side (at least two
+        leaves) of the path's likely course (a line through its entry cell, or the cell
+        the walk is at, with the slope the path kept so far) reach the host, into pageable
+        memory; a path that leaves them has the block's checkpoints fetched in full and is
+        traced again (``band misses`` in the run's notes). 0: every checkpoint, into
+        page-locked memory pinned while the forward pass runs (~2 ms a MB: 2.2 s for the
+        1 Mb traceback's three 366 MB slots, of which a path reads ~2 MB a block). Same
+        result either way.
     """
 
     tile_rows: int = 1024
@@ -143,6 +153,7 @@ class Tiling:
     fill_ahead: int = 2
     trace_ahead: int = 3
     switch_interval: float | None = 2e-4
+    staging_band: float = 1 / 16
 
     def __post_init__(self) -> None:
         if self.lane_bits not in (None, 16, 32, 64):
@@ -286,6 +297,8 @@ class _Aligner:
         # the walk's main thread: leaf traces, waits for blocks filled / traced ahead
         self.seconds = {"trace": 0.0, "wait fill": 0.0, "wait trace": 0.0}
         self.ahead_filled = self.ahead_used = 0  # blocks filled ahead, and those traced
+        self.band_misses = 0  # blocks whose path left the checkpoints copied (spans)
+        self.path_start = None  # the traceback's first cell: the path's slope so far
         store = np.dtype(lanes.store).itemsize
         self.leaf_bytes = tiling.leaf_bytes
         if self.leaf_bytes is None:  # the forward pass's checkpoints: H and D or I, per block
@@ -351,12 +364,15 @@ class _Aligner:
         prune: bool = False,
         recompute: bool = False,
         slot: int = 0,
+        course=None,
     ) -> _Checkpoints:
         """Fill ``region``; keep block boundaries when ``keep`` (and the last column if asked);
         ``prune``: the forward pass of a local alignment may skip hopeless tiles (devices);
         ``recompute``: a block of the traceback (the device's recomputation tiles); ``slot``:
         the host buffer a device leaves a leaf-level fill's checkpoints in (of its
-        ``stores_slots``)."""
+        ``stores_slots``); ``course``: the line ``(i0, j0, i1, j1)`` a path is likely to
+        follow through a leaf-level fill (only a band around it reaches the host, see
+        ``Tiling.staging_band``)."""
         t = self.tiling
         h, w = region.h, region.w
         device, th, tw, kr, kc, leaves = self.layout(h, w, keep, recompute)
@@ -384,6 +400,8 @@ class _Aligner:
             more["reuse_stores"] = True
             if slot:
                 more["stores_slot"] = slot
+            if course is not None and self._bands_stores(filler):
+                more["spans"] = _band_spans(row_cuts, col_cuts, course, t.staging_band)
         if keep and not recompute and device is not None and not leaves:
             reserve = self._reserve_ahead(row_cuts, col_cuts)
             if reserve is not None:
@@ -441,6 +459,7 @@ class _Aligner:
         rows, cols = points.fill.row_store, points.fill.col_store
         if points.leaves:
             i0, j0, began = i, j, time.perf_counter()
+            state0, pos0 = state, self.pos
             waits = self.seconds["wait trace"]
             args = (region.r0, region.c0, rc, cc, region.top, region.left, rows, cols)
             if spec is None:
@@ -469,6 +488,15 @@ class _Aligner:
                     i, j, state, stopped, self.pos = self.cpu.trace_blocks(
                         *args, i, j, state, self.ops, self.pos
                     )
+            fill = points.fill
+            if getattr(fill, "row_spans", None) is not None and _outside_spans(
+                self.ops[pos0 : self.pos], i0, j0, rc, cc, fill.row_spans, fill.col_spans
+            ):  # the path read leaves whose checkpoints were not copied: again, with all
+                self.band_misses += 1
+                fill.fetch_rest()
+                i, j, state, stopped, self.pos = self.cpu.trace_blocks(
+                    *args, i0, j0, state0, self.ops, pos0
+                )
             waits = self.seconds["wait trace"] - waits
             self.seconds["trace"] += time.perf_counter() - began - waits
             if self.plan is not None and self.plan.progress is not None:
@@ -489,6 +517,7 @@ class _Aligner:
                 bi, bj = bisect.bisect_left(rc, i) - 1, bisect.bisect_left(cc, j) - 1
                 r0, c0 = rc[bi], cc[bj]
                 li, lj = i - r0, j - c0
+                slope = self._slope(region.r0 + i, region.c0 + j) if self._banding() else None
                 hit = next((k for k, e in enumerate(ahead) if e[:2] == (bi, bj)), None)
                 traced = None
                 if hit is not None:
@@ -525,13 +554,15 @@ class _Aligner:
                     # filled here, traced in segments on the tracer threads like the blocks
                     # ahead (the first block of a walk: its first segment starts at the
                     # path's own cell)
-                    filled, traced = self._fill_ahead(block, current)
+                    course = _course(block.h, block.w, block.h, block.w, slope)
+                    filled, traced = self._fill_ahead(block, current, course)
                 for nb in want:
                     if any(entry[:2] == nb for entry in ahead):
                         continue
                     nxt = self._block(region, points, *nb)
                     slot = self._free_slot(ahead, dropped, current)
-                    future = self._ahead_pool().submit(self._fill_ahead, nxt, slot)
+                    course = _course(nxt.h, nxt.w, i - rc[nb[0]], j - cc[nb[1]], slope)
+                    future = self._ahead_pool().submit(self._fill_ahead, nxt, slot, course)
                     ahead.append((*nb, nxt, slot, future))
                     pending.append(future)
                     self.ahead_filled += 1
@@ -549,16 +580,21 @@ class _Aligner:
                     for part in future.result()[1] or ():
                         part.exception()
 
-    def _fill_ahead(self, block: _Region, slot: int):
+    def _fill_ahead(self, block: _Region, slot: int, course=None):
         """Fill a block ahead of the path (on a device, into staging ``slot``), and start
-        tracing it on CPU threads (:meth:`_trace_ahead`, ``Tiling.trace_ahead`` segments):
-        ``(checkpoints, futures of those traces, in path order, or None)``."""
-        filled = self.fill(block, True, False, False, True, slot)
+        tracing it on CPU threads (:meth:`_trace_ahead`, ``Tiling.trace_ahead`` segments
+        from cells along its diagonal, or along ``course`` when only a band around it was
+        copied): ``(checkpoints, futures of those traces, in path order, or None)``."""
+        filled = self.fill(block, True, False, False, True, slot, course)
         parts = int(self.tiling.trace_ahead) if self.ahead else 0
         if not parts or not filled.leaves:
             return filled, None
-        h, w = block.h, block.w
-        cuts = [(h * k // parts, w * k // parts) for k in range(parts, -1, -1)]
+        i0, j0, i1, j1 = (block.h, block.w, 0, 0)
+        if getattr(filled.fill, "row_spans", None) is not None:
+            i0, j0, i1, j1 = course
+        cuts = [
+            (i1 + (i0 - i1) * k // parts, j1 + (j0 - j1) * k // parts) for k in range(parts, -1, -1)
+        ]
         segments = []
         for (i, j), (i_stop, j_stop) in zip(cuts, cuts[1:], strict=False):
             if i > i_stop and j > j_stop:
@@ -599,6 +635,24 @@ class _Aligner:
             j_stop,
         )
         return record, n, ops, end, (i, j, state, stopped), bounds
+
+    def _banding(self) -> bool:
+        """Whether the traceback's device fills copy bands (``Tiling.staging_band``)."""
+        return self.redevice is not None and self._bands_stores(self.redevice)
+
+    def _bands_stores(self, filler) -> bool:
+        return self.tiling.staging_band > 0 and getattr(filler, "spans_stores", False)
+
+    def _slope(self, i: int, j: int) -> float:
+        """Rows per column of the path's likely course at matrix cell ``(i, j)``: the slope
+        it kept since the traceback began, once that is a few thousand cells long; before,
+        the line to the matrix's start in global mode, else 45 degrees."""
+        if self.path_start is None:
+            self.path_start = (i, j)
+        di, dj = self.path_start[0] - i, self.path_start[1] - j
+        if di > 0 and dj > 0 and di + dj >= 4096:
+            return di / dj
+        return i / j if not self.local and not any(self.ends) else 1.0
 
     def _free_slot(self, ahead, dropped, current) -> int:
         """A staging slot that no block filled ahead, none still being filled or traced
@@ -685,6 +739,8 @@ class _Aligner:
         fills take turns in (pinning 2 x 366 MB took up to ~1.4 s on the H100 host, else
         paid by the traceback's first fills of each process), or None."""
         reserve = getattr(self.redevice, "reserve_stores", None)
+        if self._banding():  # the walk's fills copy bands into pageable memory
+            reserve = lambda nbytes, slots: None  # noqa: E731
         bh, bw = int(np.diff(row_cuts).max()), int(np.diff(col_cuts).max())
         if reserve is None or not self._fills_ahead(_Region(0, 0, bh, bw, None, None)):
             return None
@@ -972,12 +1028,84 @@ def align_long(
         if traceback:
             stats.notes.append(
                 f"traceback: {job.ahead_filled} blocks filled ahead, {job.ahead_used} traced, "
-                f"{job.merged} met the trace ahead; the walk's thread: "
-                + ", ".join(f"{k} {v:.3f} s" for k, v in job.seconds.items())
+                f"{job.merged} met the trace ahead, {job.band_misses} band misses; "
+                "the walk's thread: " + ", ".join(f"{k} {v:.3f} s" for k, v in job.seconds.items())
             )
     for k, held in enumerate(others[1:] if stats is not None else [], 1):  # bands' devices
         stats.record(f"{held.label} #{k}", held.cells, held.kernel_seconds)
     return result
+
+
+def _course(h: int, w: int, i: int, j: int, slope: float | None):
+    """Where a line through cell ``(i, j)`` (of a block of ``h x w`` cells; the cell may lie
+    outside it) with ``slope`` rows per column enters the block (its bottom or right edge)
+    and leaves it (top or left): ``(i0, j0, i1, j1)``; the block's diagonal if the line
+    misses it; None without a slope."""
+    if slope is None:
+        return None
+    slope = max(slope, 1e-9)
+    c_in, c_out = min(w, j + (h - i) / slope), max(0.0, j - i / slope)
+    if c_out >= c_in:
+        return h, w, 0, 0
+    r_in, r_out = i - (j - c_in) * slope, i - (j - c_out) * slope
+    i0, j0 = min(h, max(0, round(r_in))), min(w, max(0, round(c_in)))
+    i1, j1 = min(h, max(0, round(r_out))), min(w, max(0, round(c_out)))
+    return (i0, j0, i1, j1) if (i0, j0) != (i1, j1) else (h, w, 0, 0)
+
+
+def _band_spans(rc, cc, course, fraction: float):
+    """The parts of a leaf-level fill's checkpoints (cuts ``rc``, ``cc``) that a path near
+    ``course`` (``(i0, j0, i1, j1)``, see :func:`_course`) reads: per kept row (the top of
+    the next leaf row), columns ``lo .. hi``; per kept column, rows; whole leaves within
+    ``fraction`` of the region's larger side (at least two leaves) of the line."""
+    rc, cc = np.asarray(rc, np.int64), np.asarray(cc, np.int64)
+    i0, j0, i1, j1 = course
+    margin = max(2 * int(np.diff(rc).max()), 2 * int(np.diff(cc).max()))
+    margin = max(margin, fraction * max(int(rc[-1]), int(cc[-1])))
+
+    def leaves(cuts, lo, hi):  # whole leaves (cuts[t] .. cuts[t+1]) over lo .. hi
+        last = len(cuts) - 2
+        t_lo = np.clip(np.searchsorted(cuts, lo, "left") - 1, 0, last)
+        t_hi = np.maximum(np.clip(np.searchsorted(cuts, hi, "left") - 1, 0, last), t_lo)
+        return np.stack([cuts[t_lo], cuts[t_hi + 1]], axis=1)
+
+    def along(x, x0, x1, y0, y1):  # the line's other coordinate at x (clamped to its ends)
+        if x0 == x1:
+            return np.full(len(x), min(y0, y1)), np.full(len(x), max(y0, y1))
+        (x0, y0), (x1, y1) = sorted([(x0, y0), (x1, y1)])
+        y = np.interp(x, [x0, x1], [y0, y1])
+        return y, y
+
+    lo_a, hi_a = along(rc[1:-1], i0, i1, j0, j1)
+    lo_b, hi_b = along(rc[2:], i0, i1, j0, j1)
+    rows = leaves(cc, np.minimum(lo_a, lo_b) - margin, np.maximum(hi_a, hi_b) + margin)
+    lo_a, hi_a = along(cc[1:-1], j0, j1, i0, i1)
+    lo_b, hi_b = along(cc[2:], j0, j1, i0, i1)
+    cols = leaves(rc, np.minimum(lo_a, lo_b) - margin, np.maximum(hi_a, hi_b) + margin)
+    return rows, cols
+
+
+def _outside_spans(ops, i0: int, j0: int, rc, cc, row_spans, col_spans) -> bool:
+    """Whether the path traced through a leaf-level region from cell ``(i0, j0)`` (``ops``,
+    in the order traced) recomputed a leaf whose boundaries were not all copied (spans of
+    :func:`_band_spans`, or wider)."""
+    rc, cc = np.asarray(rc, np.int64), np.asarray(cc, np.int64)
+    ops = np.asarray(ops)
+    ii = i0 - np.concatenate(([0], np.cumsum(ops != OP_INS)))  # the cell before each op,
+    jj = j0 - np.concatenate(([0], np.cumsum(ops != OP_DEL)))  # and the last
+    inner = (ii > 0) & (jj > 0)  # the cells whose leaves were recomputed
+    ti = np.searchsorted(rc, ii[inner], "left") - 1
+    tj = np.searchsorted(cc, jj[inner], "left") - 1
+    key = np.unique(ti * len(cc) + tj)
+    ti, tj = key // len(cc), key % len(cc)
+    top, left = ti > 0, tj > 0
+    spans = row_spans[ti[top] - 1]  # each leaf's top: the kept row above it
+    ok = (spans[:, 0] <= cc[tj[top]]) & (cc[tj[top] + 1] <= spans[:, 1])
+    if not ok.all():
+        return True
+    spans = col_spans[tj[left] - 1]
+    ok = (spans[:, 0] <= rc[ti[left]]) & (rc[ti[left] + 1] <= spans[:, 1])
+    return not ok.all()
 
 
 def path_score(ops: np.ndarray, a, b, a_start: int, b_start: int, matrix, o: int, e: int):

@@ -321,6 +321,7 @@ def test_warm_up_halves_load_what_a_long_alignment_takes(mode):
     with pytest.raises(OptionError):
         warm_up(scoring, mode, "both", 202)
 
+
 @settings(max_examples=40, deadline=None)
 @given(pairs(max_len=150), modes(), st.data())
 def test_a_trace_that_meets_another_follows_it(pair, mode_ends, data):
@@ -401,3 +402,60 @@ def test_a_trace_stops_past_its_bounds(pair, mode_ends, data):
     if not stopped:
         rest = job.cpu.trace_blocks(*args, i, j, state, ops, pos)
         assert tuple(rest) == tuple(want) and bytes(ops[: rest[4]]) == bytes(want_ops[: want[4]])
+
+
+@st.composite
+def _cuts(draw, size):
+    inner = draw(st.lists(st.integers(1, size - 1), max_size=6, unique=True))
+    return np.array([0, *sorted(inner), size], np.int64)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_a_path_reads_a_leaf_outside_the_copied_spans_exactly_when_it_says(data):
+    """``_outside_spans`` (the traceback's check after a block's band was copied) against
+    a plain loop over the path's cells: the leaf of each cell before an op (and of a last
+    cell inside the region) needs its top row's columns and left column's rows copied."""
+    from dpalign.longpair import OP_DEL, OP_INS, OP_MATCH, _band_spans, _course, _outside_spans
+
+    h, w = data.draw(st.integers(2, 60), label="h"), data.draw(st.integers(2, 60), label="w")
+    rc, cc = data.draw(_cuts(h), label="rc"), data.draw(_cuts(w), label="cc")
+    slope = data.draw(st.floats(0.05, 20), label="slope")
+    i, j = data.draw(st.integers(-20, h + 20), label="i"), data.draw(st.integers(-20, w + 20))
+    course = _course(h, w, i, j, slope)
+    assert 0 <= min(course) and course[0] <= h and course[2] <= h and course[1] <= w
+    rows, cols = _band_spans(rc, cc, course, data.draw(st.sampled_from([0.0, 0.1, 0.5])))
+    assert rows.shape == (len(rc) - 2, 2) and cols.shape == (len(cc) - 2, 2)
+    assert set(rows.ravel()) <= set(cc) and set(cols.ravel()) <= set(rc)  # whole leaves
+    if data.draw(st.booleans(), label="narrower"):  # spans a fill copied: any parts
+        rows = np.sort(
+            data.draw(st.lists(st.integers(0, w), min_size=2 * len(rows), max_size=2 * len(rows))),
+            axis=None,
+        ).reshape(-1, 2)
+        cols = np.sort(
+            data.draw(st.lists(st.integers(0, h), min_size=2 * len(cols), max_size=2 * len(cols))),
+            axis=None,
+        ).reshape(-1, 2)
+    i0, j0 = data.draw(st.integers(1, h), label="i0"), data.draw(st.integers(1, w), label="j0")
+    moves = data.draw(st.lists(st.sampled_from([OP_MATCH, OP_DEL, OP_INS]), max_size=120))
+    ops, ci, cj, want = [], i0, j0, False
+    for op in moves:
+        if ci == 0 or cj == 0:
+            break
+        ops.append(op)
+        ci, cj = ci - (op != OP_INS), cj - (op != OP_DEL)
+    cells, ci, cj = [(i0, j0)], i0, j0
+    for op in ops:
+        ci, cj = ci - (op != OP_INS), cj - (op != OP_DEL)
+        cells.append((ci, cj))
+    for ci, cj in cells:
+        if ci == 0 or cj == 0:
+            continue
+        ti = next(t for t in range(len(rc) - 1) if rc[t] < ci <= rc[t + 1])
+        tj = next(t for t in range(len(cc) - 1) if cc[t] < cj <= cc[t + 1])
+        if ti > 0 and not (rows[ti - 1, 0] <= cc[tj] and cc[tj + 1] <= rows[ti - 1, 1]):
+            want = True
+        if tj > 0 and not (cols[tj - 1, 0] <= rc[ti] and rc[ti + 1] <= cols[tj - 1, 1]):
+            want = True
+    got = _outside_spans(np.array(ops, np.uint8), i0, j0, rc, cc, rows, cols)
+    assert got == want

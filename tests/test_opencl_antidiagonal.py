@@ -344,6 +344,7 @@ def test_page_locked_stores_pass_from_pair_torandom_pair(cl_device):
         device_cells=1 << 10,
         device_tile=(8, 4, 2),
         leaf_bytes=30_000,  # leaf-level boundaries in the recomputed blocks only
+        staging_band=0,  # every checkpoint, into page-locked memory
     )
     kept = []
     gc.collect()  # pairs of earlier tests held in cycles: their buffers go to the pool now
@@ -373,6 +374,7 @@ def test_blocks_filled_ahead_of_the_traceback_change_nothing(cl_device, data):
     leaf = data.draw(st.sampled_from([4, 8, 16]), label="leaf")
     depth = data.draw(st.integers(1, 3), label="blocks filled ahead")
     traced = data.draw(st.integers(0, 3), label="segments traced ahead")
+    band = data.draw(st.sampled_from([0.0, 1e-9, 1 / 16]), label="staging band")
     runs = []
     for ahead in (depth, 0):
         tiling = Tiling(
@@ -386,6 +388,7 @@ def test_blocks_filled_ahead_of_the_traceback_change_nothing(cl_device, data):
             leaf_bytes=8 * (len(a) + len(b)) * max(len(a), len(b)) // (leaf * blocks),
             fill_ahead=ahead,
             trace_ahead=traced,
+            staging_band=band if ahead else 0,
         )
         stats = RunStats()
         args = dict(tiling=tiling, backend="opencl", device=cl_device, stats=stats)
@@ -421,8 +424,51 @@ def test_the_traceback_uses_blocks_filled_ahead(cl_device, mode, ahead):
     assert got == reference.pairwise_align(a, b, scoring.matrix, 5, 2, mode, free_ends_tuple(mode))
     (note,) = [note for note in stats.notes if "ahead" in note]
     counts = note.split(";")[0].split()
-    filled, used, met = (int(word.strip(",")) for word in counts if word[0].isdigit())
+    filled, used, met, misses = (int(word.strip(",")) for word in counts if word[0].isdigit())
     assert filled >= 4 and used == filled and met >= used - 1, note
+    assert misses <= 1, note  # the bands copied hold the path of a similar pair
+
+
+@pytest.mark.parametrize("similar", [False, True])
+def test_paths_that_leave_the_copied_band_are_traced_again_in_full(cl_device, similar):
+    """Tiling.staging_band: a leaf-level fill copies only a band of leaves around the path's
+    likely course, into pageable memory (nothing is pinned). With the narrowest band
+    (two leaves), paths leave it (unrelated pairs: most blocks; similar ones: some); each
+    such block's checkpoints are fetched in full and traced again: the oracle's alignment,
+    in every mode."""
+    from dpalign.kernels_cl import antidiagonal as AD
+
+    rng = np.random.default_rng(7)
+    scoring = Scoring((2, -3), (5, 2))
+    a, b = random_pair(rng, 700, 900, 4, similar)
+    misses = 0
+    for mode in ("global", "local", "semiglobal"):
+        tiling = Tiling(
+            tile_rows=16,
+            blocks=3,
+            leaf_rows=8,
+            leaf_cols=8,
+            device_cells=1 << 10,
+            device_tile=(8, 4, 2),
+            leaf_bytes=(len(a) + len(b)) * max(len(a), len(b)) // 3,
+            staging_band=1e-9,
+        )
+        stats = RunStats()
+        pinned = AD.PairOnDevice._host_staging
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(AD.PairOnDevice, "_host_staging", lambda *_: pytest.fail("pinned"))
+            got = align_long(
+                a, b, scoring, mode, tiling=tiling, backend="opencl", device=cl_device,
+                stats=stats,
+            )  # fmt: skip
+        assert AD.PairOnDevice._host_staging is pinned
+        want = reference.pairwise_align(
+            a, b, scoring.matrix, 5, 2, mode, free_ends_tuple(mode)
+        )  # fmt: skip
+        assert got == want
+        (note,) = [note for note in stats.notes if "band misses" in note]
+        misses += int(note.split(" band misses")[0].split()[-1])
+    assert misses > 0  # the fall-back ran
 
 
 def test_staging_is_pinned_while_the_forward_pass_runs(cl_device, monkeypatch):
@@ -469,6 +515,7 @@ def test_staging_is_pinned_while_the_forward_pass_runs(cl_device, monkeypatch):
         device_cells=1 << 10,
         device_tile=(8, 4, 2),
         leaf_bytes=60_000,
+        staging_band=0,  # every checkpoint, into page-locked memory
     )
     got = align_long(a, b, scoring, "global", tiling=tiling, backend="opencl", device=cl_device)
     assert got == reference.pairwise_align(a, b, scoring.matrix, 5, 2, "global", (False,) * 4)

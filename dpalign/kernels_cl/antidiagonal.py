@@ -141,6 +141,33 @@ def default_tile(caps) -> TileShape:
     return GPU_TILE_PACKED if caps.ptx_s16x2 else GPU_TILE
 
 
+def _read_spans(queue, host: np.ndarray, buf, spans: np.ndarray, group: int = 16) -> np.ndarray:
+    """Copy ``spans`` (per checkpoint ``k`` of ``host`` (K, 2, L): entries ``lo .. hi``,
+    inclusive) from ``buf`` (the same layout on the device), ``group`` checkpoints to one
+    rectangle (their spans' union: a few dozen copies a block, not one a checkpoint), and
+    return what was copied per checkpoint."""
+    import pyopencl as cl
+
+    n, _, length = host.shape
+    got = np.empty((n, 2), np.int64)
+    pitch = (length * 4, 0)
+    for k0 in range(0, n, group):
+        k1 = min(n, k0 + group)
+        lo = max(int(spans[k0:k1, 0].min()), 0)
+        hi = min(int(spans[k0:k1, 1].max()), length - 1)
+        got[k0:k1] = lo, hi
+        if hi < lo:
+            continue
+        origin = (lo * 4, 2 * k0, 0)
+        cl.enqueue_copy(
+            queue, host, buf, buffer_origin=origin, host_origin=origin,
+            region=((hi - lo + 1) * 4, 2 * (k1 - k0), 1), buffer_pitches=pitch,
+            host_pitches=pitch, is_blocking=False,
+        )  # fmt: skip
+    queue.finish()
+    return got
+
+
 @dataclass
 class DeviceFill:
     """What :meth:`PairOnDevice.fill_region` leaves behind (the fields of
@@ -154,6 +181,9 @@ class DeviceFill:
     launches: int = 0
     pruned_tiles: int = 0
     widened: bool = False  # a packed fill that did not fit 16 bits, filled again in 32
+    row_spans: np.ndarray | None = None  # with ``spans``: what reached the host
+    col_spans: np.ndarray | None = None
+    fetch_rest: object = None  # with ``spans``: copies the rest of the checkpoints
 
 
 class PairOnDevice:
@@ -239,6 +269,12 @@ class PairOnDevice:
         # staging slot -> (buffer, mapped array): page-locked host memory, reused
         self._staging: dict[int, tuple] = {}
         self._scratch: dict[str, object] = {}  # device buffers of the leaf-level fills
+        # fills with spans: device checkpoint buffers per staging slot (shared by the pair's
+        # queues: a slot's checkpoints stay on the device until the slot is filled again,
+        # for ``fetch_rest``) and pageable host arrays per slot (pages touched only where
+        # spans are copied)
+        self._slot_stores: dict[tuple[str, int], object] = {}
+        self._span_hosts: dict[int, np.ndarray] = {}
 
     def _wide_buffers(self):
         """The 32-bit kernel's ``a`` (residue codes) and profile (``s + o + e`` per residue
@@ -377,6 +413,7 @@ class PairOnDevice:
             other._kernel(True, False, True)
         other._staging = {}
         other._scratch = {}
+        other._slot_stores, other._span_hosts = {}, {}
         other.kernel_seconds, other.launches, other.cells, other.pruned_cells = 0.0, 0, 0, 0
         return other
 
@@ -426,6 +463,15 @@ class PairOnDevice:
                 )
             self._staging[slot] = (buf, mapped)
         return self._staging[slot][1]
+
+    def _span_host(self, nbytes: int, slot: int) -> np.ndarray:
+        """At least ``nbytes`` of pageable host memory (int32) for staging slot ``slot``, kept
+        for the next fill into it: only the pages that spans are copied into are ever
+        touched."""
+        kept = self._span_hosts.get(slot)
+        if kept is None or kept.nbytes < nbytes:
+            self._span_hosts[slot] = kept = np.empty(max(nbytes, 4) // 4, np.int32)
+        return kept
 
     def reserve_stores(self, nbytes: int, slots) -> None:
         """Have page-locked host memory of at least ``nbytes`` ready in each staging slot of
@@ -482,6 +528,7 @@ class PairOnDevice:
         wide: bool = False,
         stores_slot: int = 0,
         while_running=None,
+        spans: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> DeviceFill:
         """Fill rows ``r0 .. r0+h`` and columns ``c0 .. c0+w`` (h, w from the boundaries).
 
@@ -514,6 +561,13 @@ class PairOnDevice:
         wide : bool
             Packed tiles: fill in 32-bit lanes (what a fill does again when one of its
             tiles did not fit 16 bits; pruning always does).
+        spans : (row_spans, col_spans), optional
+            With ``reuse_stores``: copy only these parts of the checkpoints (per kept row,
+            columns ``lo .. hi`` inclusive; per kept column, rows) into pageable host
+            memory, ``group`` checkpoints to a rectangle, instead of every checkpoint into
+            page-locked memory (pinning the 1 Mb traceback's 3 x 366 MB took ~2.2 s of a
+            process's first traceback, of which the path reads ~2 MB a block). The fill's
+            ``fetch_rest`` copies the rest while the slot is not filled again.
         """
         import pyopencl as cl
 
@@ -540,9 +594,12 @@ class PairOnDevice:
             # another queue may be filling the next block. Every byte read is written first.
             if not reuse_stores:
                 return cl.Buffer(ctx, mf.READ_WRITE, nbytes)
-            kept = self._scratch.get(name)
+            pool, key = self._scratch, name
+            if spans is not None and name in ("rstore", "cstore"):
+                pool, key = self._slot_stores, (name, stores_slot)
+            kept = pool.get(key)
             if kept is None or kept.size < nbytes:
-                self._scratch[name] = kept = cl.Buffer(ctx, mf.READ_WRITE, nbytes)
+                pool[key] = kept = cl.Buffer(ctx, mf.READ_WRITE, nbytes)
             return kept
 
         if prune and not self.local:
@@ -615,6 +672,7 @@ class PairOnDevice:
                         reuse_stores=reuse_stores,
                         wide=True,
                         stores_slot=stores_slot,
+                        spans=spans,
                     )
                     fill.kernel_seconds += seconds
                     fill.launches += len(events)
@@ -622,18 +680,27 @@ class PairOnDevice:
                     return fill
             last = np.empty((w + 1, 2), i32)
             cl.enqueue_copy(dctx.queue, last, bufs[4], src_offset=((n_tr - 1) % 3) * (w + 1) * 8)
+            nbytes = (n_rows * (w + 1) + n_cols * (h + 1)) * 8
+            row_spans = col_spans = None
+            if reuse_stores and spans is not None:
+                host = self._span_host(nbytes, stores_slot)
+            elif reuse_stores:
+                host = self._host_staging(nbytes, stores_slot)
             if reuse_stores:
-                host = self._host_staging((n_rows * (w + 1) + n_cols * (h + 1)) * 8, stores_slot)
                 split = n_rows * 2 * (w + 1)
                 row_store = host[:split].reshape(n_rows, 2, w + 1)
                 col_store = host[split : split + n_cols * 2 * (h + 1)].reshape(n_cols, 2, h + 1)
             else:
                 row_store = np.empty((n_rows, 2, w + 1), i32)
                 col_store = np.empty((n_cols, 2, h + 1), i32)
-            if n_rows:
-                cl.enqueue_copy(dctx.queue, row_store, bufs[8])
-            if n_cols:
-                cl.enqueue_copy(dctx.queue, col_store, bufs[9])
+            if spans is not None and reuse_stores:
+                row_spans = _read_spans(dctx.queue, row_store, bufs[8], spans[0])
+                col_spans = _read_spans(dctx.queue, col_store, bufs[9], spans[1])
+            else:
+                if n_rows:
+                    cl.enqueue_copy(dctx.queue, row_store, bufs[8])
+                if n_cols:
+                    cl.enqueue_copy(dctx.queue, col_store, bufs[9])
             tiles = np.empty((n_tr, 4), i32) if self.local else None
             if tiles is not None:
                 cl.enqueue_copy(dctx.queue, tiles, bufs[10])
@@ -647,17 +714,38 @@ class PairOnDevice:
         self.pruned_cells += pruned * tr * tc  # about: edge tiles are smaller
         last_row = np.ascontiguousarray(last.T)
         last_row[0, 0], last_row[1, 0] = left[0, h], neg_store
-        for ti in np.flatnonzero(np.asarray(row_slot) >= 0):
-            rs = row_slot[ti]
-            row_store[rs, 0, 0] = left[0, min((ti + 1) * tr, h)]
-            row_store[rs, 1, 0] = neg_store
-        for tj in np.flatnonzero(np.asarray(col_slot) >= 0):
-            cs = col_slot[tj]
-            col_store[cs, 0, 0] = top[0, min((tj + 1) * tc, w)]
-            col_store[cs, 1, 0] = neg_store
+
+        def first_entries():  # the checkpoints' first entries come from the boundaries
+            for ti in np.flatnonzero(np.asarray(row_slot) >= 0):
+                rs = row_slot[ti]
+                row_store[rs, 0, 0] = left[0, min((ti + 1) * tr, h)]
+                row_store[rs, 1, 0] = neg_store
+            for tj in np.flatnonzero(np.asarray(col_slot) >= 0):
+                cs = col_slot[tj]
+                col_store[cs, 0, 0] = top[0, min((tj + 1) * tc, w)]
+                col_store[cs, 1, 0] = neg_store
+
+        first_entries()
+        fetch_rest = None
+        if row_spans is not None:
+            stores, queue = (bufs[8], bufs[9]), dctx.copy_queue
+
+            def fetch_rest():
+                with driver_errors(dctx.caps, f"copying {self.name} checkpoints"):
+                    if n_rows:
+                        cl.enqueue_copy(queue, row_store, stores[0], is_blocking=True)
+                    if n_cols:
+                        cl.enqueue_copy(queue, col_store, stores[1], is_blocking=True)
+                first_entries()
+                row_spans[:] = 0, w
+                col_spans[:] = 0, h
+
         best = (0, 0, 0)
         if tiles is not None:  # the tile rows' maxima: the first in row-major order
             order = np.lexsort((tiles[:, 2], tiles[:, 1], -tiles[:, 0].astype(np.int64)))
             v, i, j = (int(x) for x in tiles[order[0], :3])
             best = (v, i, j) if v > 0 else (0, 0, 0)
-        return DeviceFill(last_row, row_store, col_store, best, seconds, len(events), pruned)
+        return DeviceFill(
+            last_row, row_store, col_store, best, seconds, len(events), pruned,
+            row_spans=row_spans, col_spans=col_spans, fetch_rest=fetch_rest,
+        )  # fmt: skip

@@ -72,6 +72,7 @@ class DeviceRegions(RegionFiller):
     prunes = True
     reuses_stores = True
     stores_slots = 8  # page-locked buffers are pinned for the slots used only
+    spans_stores = True
     retile: tuple[int, int, int] | None = None  # the traceback's tiles, if not the same
 
     def __init__(self, pair, neg_store: int) -> None:
@@ -133,6 +134,7 @@ class DeviceRegions(RegionFiller):
         reuse_stores=False,
         stores_slot=0,
         while_running=None,
+        spans=None,
     ):
         fill = self.pair.fill_region(
             r0,
@@ -147,8 +149,12 @@ class DeviceRegions(RegionFiller):
             reuse_stores,
             stores_slot=stores_slot,
             while_running=while_running,
+            spans=spans,
         )
-        return RegionFill(fill.last_row, fill.row_store, fill.col_store, fill.best)
+        return RegionFill(
+            fill.last_row, fill.row_store, fill.col_store, fill.best,
+            fill.row_spans, fill.col_spans, fill.fetch_rest,
+        )  # fmt: skip
 
 
 class SkewedRegions(RegionFiller):
@@ -187,6 +193,7 @@ class SkewedRegions(RegionFiller):
             r0, c0, top, left, row_slot, col_slot, tile_rows, self.first.neg_store
         )
         return RegionFill(fill.last_row, fill.row_store, fill.col_store, fill.best)
+
 
 def _prepare_quietly(runner, codes, scoring, mode, ends) -> None:
     """:meth:`SearchRunner.prepare` of later queries, ahead of their turn; an error is left
