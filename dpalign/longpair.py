@@ -131,12 +131,12 @@ class Tiling:
         With a device that fills ``spans`` (OpenCL): of a traceback block filled leaf by
         leaf, only the leaves within this fraction of the block's side (at least two
         leaves) of the path's likely course (a line through its entry cell, or the cell
-        the walk is at, with the slope the path kept so far) reach the host, into pageable
-        memory; a path that leaves them has the block's checkpoints fetched in full and is
-        traced again (``band misses`` in the run's notes). 0: every checkpoint, into
-        page-locked memory pinned while the forward pass runs (~2 ms a MB: 2.2 s for the
-        1 Mb traceback's three 366 MB slots, of which a path reads ~2 MB a block). Same
-        result either way.
+        the walk is at, with the slope the path kept so far) reach the host: through
+        page-locked staging of about that size (pinned while the forward pass runs, ~2 ms
+        a MB) into pageable memory touched only there. A path that leaves them has the
+        block's checkpoints fetched in full and is traced again (``band misses`` in the
+        run's notes). 0: every checkpoint through page-locked memory (3 x 366 MB at 1 Mb,
+        of which a path reads ~2 MB a block). Same result either way.
     """
 
     tile_rows: int = 1024
@@ -739,13 +739,13 @@ class _Aligner:
         fills take turns in (pinning 2 x 366 MB took up to ~1.4 s on the H100 host, else
         paid by the traceback's first fills of each process), or None."""
         reserve = getattr(self.redevice, "reserve_stores", None)
-        if self._banding():  # the walk's fills copy bands into pageable memory
-            reserve = lambda nbytes, slots: None  # noqa: E731
         bh, bw = int(np.diff(row_cuts).max()), int(np.diff(col_cuts).max())
         if reserve is None or not self._fills_ahead(_Region(0, 0, bh, bw, None, None)):
             return None
         _, th, tw, kr, kc, _ = self.layout(bh, bw, True, recompute=True)
         nbytes = ((-(-bh // (th * kr)) - 1) * (bw + 1) + (-(-bw // (tw * kc)) - 1) * (bh + 1)) * 8
+        if self._banding():  # a band of each block passes through: about this much of it
+            nbytes = int(nbytes * min(1.0, 4 * self.tiling.staging_band + 0.05))
 
         def run():
             self._warm_traces()
@@ -1091,13 +1091,25 @@ def _outside_spans(ops, i0: int, j0: int, rc, cc, row_spans, col_spans) -> bool:
     :func:`_band_spans`, or wider)."""
     rc, cc = np.asarray(rc, np.int64), np.asarray(cc, np.int64)
     ops = np.asarray(ops)
-    ii = i0 - np.concatenate(([0], np.cumsum(ops != OP_INS)))  # the cell before each op,
-    jj = j0 - np.concatenate(([0], np.cumsum(ops != OP_DEL)))  # and the last
-    inner = (ii > 0) & (jj > 0)  # the cells whose leaves were recomputed
-    ti = np.searchsorted(rc, ii[inner], "left") - 1
-    tj = np.searchsorted(cc, jj[inner], "left") - 1
-    key = np.unique(ti * len(cc) + tj)
-    ti, tj = key // len(cc), key % len(cc)
+    # the cell before each op, and the last: rows and columns never grow along the path
+    ii, jj = np.empty(len(ops) + 1, np.int64), np.empty(len(ops) + 1, np.int64)
+    ii[0], jj[0] = 0, 0
+    np.cumsum(ops != OP_INS, out=ii[1:])
+    np.cumsum(ops != OP_DEL, out=jj[1:])
+    # where the path enters a leaf: its first cell, or one past a row or column cut (the
+    # cuts' cells belong to the leaves before them); O(ops) once, the rest per leaf
+    starts = np.concatenate(
+        (
+            [0],
+            np.searchsorted(ii, i0 - rc[1:-1], "left"),
+            np.searchsorted(jj, j0 - cc[1:-1], "left"),
+        )
+    )
+    starts = np.unique(starts[starts < len(ii)])
+    ci, cj = i0 - ii[starts], j0 - jj[starts]
+    inner = (ci > 0) & (cj > 0)  # the cells whose leaves were recomputed
+    ti = np.searchsorted(rc, ci[inner], "left") - 1
+    tj = np.searchsorted(cc, cj[inner], "left") - 1
     top, left = ti > 0, tj > 0
     spans = row_spans[ti[top] - 1]  # each leaf's top: the kept row above it
     ok = (spans[:, 0] <= cc[tj[top]]) & (cc[tj[top] + 1] <= spans[:, 1])

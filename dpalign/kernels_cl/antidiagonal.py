@@ -141,31 +141,40 @@ def default_tile(caps) -> TileShape:
     return GPU_TILE_PACKED if caps.ptx_s16x2 else GPU_TILE
 
 
-def _read_spans(queue, host: np.ndarray, buf, spans: np.ndarray, group: int = 16) -> np.ndarray:
-    """Copy ``spans`` (per checkpoint ``k`` of ``host`` (K, 2, L): entries ``lo .. hi``,
-    inclusive) from ``buf`` (the same layout on the device), ``group`` checkpoints to one
-    rectangle (their spans' union: a few dozen copies a block, not one a checkpoint), and
-    return what was copied per checkpoint."""
-    import pyopencl as cl
-
-    n, _, length = host.shape
-    got = np.empty((n, 2), np.int64)
-    pitch = (length * 4, 0)
-    for k0 in range(0, n, group):
-        k1 = min(n, k0 + group)
+def span_groups(spans: np.ndarray, length: int, group: int = 16) -> list[tuple[int, int, int, int]]:
+    """``(k0, k1, lo, hi)``: checkpoints ``k0 .. k1`` (``group`` at a time) and the union
+    ``lo .. hi`` (inclusive, within ``0 .. length - 1``) of their ``spans``: one rectangle
+    to copy each (a few dozen copies a block, not one a checkpoint)."""
+    out = []
+    for k0 in range(0, len(spans), group):
+        k1 = min(len(spans), k0 + group)
         lo = max(int(spans[k0:k1, 0].min()), 0)
         hi = min(int(spans[k0:k1, 1].max()), length - 1)
-        got[k0:k1] = lo, hi
-        if hi < lo:
-            continue
-        origin = (lo * 4, 2 * k0, 0)
+        if hi >= lo:
+            out.append((k0, k1, lo, hi))
+    return out
+
+
+def _read_spans(queue, staging: np.ndarray, parts, stores) -> None:
+    """Enqueue the copies of ``parts`` (``(store, k0, k1, lo, hi)``: lines ``2 k0 .. 2 k1``,
+    entries ``lo .. hi`` of checkpoint store ``store`` (K, 2, L) on the device) into
+    ``staging`` (page-locked), one after the other, each packed to its own width.
+
+    Rectangles straight into the (pageable) stores had the driver pin the whole lines
+    they cross: every page of the 366 MB of a 1 Mb block, resident and pinned again."""
+    import pyopencl as cl
+
+    offset = 0
+    for store, k0, k1, lo, hi in parts:
+        buf, length = stores[store]
+        width, lines = hi - lo + 1, 2 * (k1 - k0)
         cl.enqueue_copy(
-            queue, host, buf, buffer_origin=origin, host_origin=origin,
-            region=((hi - lo + 1) * 4, 2 * (k1 - k0), 1), buffer_pitches=pitch,
-            host_pitches=pitch, is_blocking=False,
+            queue, staging[offset : offset + width * lines], buf,
+            buffer_origin=(lo * 4, 2 * k0, 0), host_origin=(0, 0, 0),
+            region=(width * 4, lines, 1), buffer_pitches=(length * 4, 0),
+            host_pitches=(width * 4, 0), is_blocking=False,
         )  # fmt: skip
-    queue.finish()
-    return got
+        offset += width * lines
 
 
 @dataclass
@@ -694,8 +703,26 @@ class PairOnDevice:
                 row_store = np.empty((n_rows, 2, w + 1), i32)
                 col_store = np.empty((n_cols, 2, h + 1), i32)
             if spans is not None and reuse_stores:
-                row_spans = _read_spans(dctx.queue, row_store, bufs[8], spans[0])
-                col_spans = _read_spans(dctx.queue, col_store, bufs[9], spans[1])
+                parts = [(0, *g) for g in span_groups(spans[0], w + 1)]
+                parts += [(1, *g) for g in span_groups(spans[1], h + 1)]
+                size = sum(2 * (k1 - k0) * (hi - lo + 1) for _, k0, k1, lo, hi in parts)
+                staging = self._host_staging(size * 4, stores_slot)
+                _read_spans(dctx.queue, staging, parts, ((bufs[8], w + 1), (bufs[9], h + 1)))
+                dctx.queue.finish()
+                # nothing copied (lo > hi) unless a part says so
+                row_spans, col_spans = (
+                    np.zeros((n_rows, 2), np.int64),
+                    np.zeros((n_cols, 2), np.int64),
+                )
+                row_spans[:, 0], col_spans[:, 0] = 1, 1
+                offset = 0
+                for store, k0, k1, lo, hi in parts:
+                    width = hi - lo + 1
+                    part = staging[offset : offset + 2 * (k1 - k0) * width]
+                    target = (row_store, col_store)[store]
+                    target[k0:k1, :, lo : hi + 1] = part.reshape(k1 - k0, 2, width)
+                    (row_spans, col_spans)[store][k0:k1] = lo, hi
+                    offset += part.size
             else:
                 if n_rows:
                     cl.enqueue_copy(dctx.queue, row_store, bufs[8])
