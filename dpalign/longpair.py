@@ -745,7 +745,7 @@ class _Aligner:
         _, th, tw, kr, kc, _ = self.layout(bh, bw, True, recompute=True)
         nbytes = ((-(-bh // (th * kr)) - 1) * (bw + 1) + (-(-bw // (tw * kc)) - 1) * (bh + 1)) * 8
         if self._banding():  # a band of each block passes through: about this much of it
-            nbytes = int(nbytes * min(1.0, 4 * self.tiling.staging_band + 0.05))
+            nbytes = int(nbytes * min(1.0, 2.5 * self.tiling.staging_band + 0.05))
 
         def run():
             self._warm_traces()

@@ -479,7 +479,14 @@ class PairOnDevice:
         touched."""
         kept = self._span_hosts.get(slot)
         if kept is None or kept.nbytes < nbytes:
-            self._span_hosts[slot] = kept = np.empty(max(nbytes, 4) // 4, np.int32)
+            import mmap
+
+            area = mmap.mmap(-1, max(nbytes, 4) // 4 * 4)
+            if hasattr(mmap, "MADV_NOHUGEPAGE"):
+                # NumPy asks for huge pages for large arrays: a band touches every 2 MB of
+                # a block's stores (lines of ~250 KB), and all of it became resident
+                area.madvise(mmap.MADV_NOHUGEPAGE)
+            self._span_hosts[slot] = kept = np.frombuffer(area, np.int32)
         return kept
 
     def reserve_stores(self, nbytes: int, slots) -> None:
