@@ -260,6 +260,12 @@ class HybridBackend(Backend):
             return None
         return self._in_thread_backend(device_cls, sel, 0)
 
+    def profile_device(self):
+        # The device, where it will score alone on a thread of this process: with the CPU
+        # workers in the run, their kernels load Numba anyway, and a device process holds
+        # its own context.
+        return self._device_alone("papara")
+
     def _in_thread_backend(self, device_cls, sel, stream: int) -> Backend:
         """The device backend of ``sel``'s queue ``stream`` run on a thread of this process,
         made once: the device keeps the profiles it holds from run to run."""
