@@ -417,17 +417,24 @@ def test_profiles_on_the_device_give_the_original_bytes(
     assert calls == [1] and loads == []
 
 
-def test_the_profiles_kernel_loads_at_once_unless_a_device_may_compute_them():
+def test_the_profiles_kernel_loads_at_once_unless_a_device_may_compute_them(monkeypatch):
+    import importlib
+
     from dpalign.engine import get_backend
-    from dpalign.hybrid.backend import no_gpu_device_nodes
     from dpalign.papara import _device_may_profile
+
+    hybrid = importlib.import_module("dpalign.hybrid.backend")
 
     def build():
         return get_backend("numba")
 
-    assert _device_may_profile("opencl") and _device_may_profile("hybrid")
+    assert _device_may_profile("opencl")
     assert not _device_may_profile("numba") and not _device_may_profile(get_backend("numba"))
     assert not _device_may_profile(build)  # a function that says nothing: a CPU backend
     build.backend_name = "opencl"
     assert _device_may_profile(build)
-    assert _device_may_profile("auto") == (not no_gpu_device_nodes())
+    for nodes, may in ((0, False), (1, True), (2, False), (None, True)):
+        monkeypatch.setattr(hybrid, "gpu_node_count", lambda nodes=nodes: nodes)
+        monkeypatch.setattr(hybrid, "no_gpu_device_nodes", lambda nodes=nodes: nodes == 0)
+        assert _device_may_profile("auto") == may
+        assert _device_may_profile("hybrid") == may

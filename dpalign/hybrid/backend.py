@@ -78,6 +78,19 @@ def _gpu_device_nodes() -> bool:
     return any(glob.glob(pattern) for pattern in patterns)
 
 
+def gpu_node_count() -> int | None:
+    """How many GPUs the device nodes show (``/dev/nvidiaN``, else ``/dev/dri/renderD*``),
+    without OpenCL; None off Linux. A guess: OpenCL may list fewer (or, named by
+    ``DPALIGN_OPENCL_DEVICE``, others)."""
+    import glob
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    nvidia = glob.glob("/dev/nvidia[0-9]*")
+    return len(nvidia) if nvidia else len(glob.glob("/dev/dri/renderD*"))
+
+
 def _rates_path():
     from pathlib import Path
 

@@ -651,18 +651,22 @@ class _Reader:
 def _device_may_profile(backend) -> bool:
     """Whether ``backend`` (as :func:`papara` takes it) may turn out to be one whose device
     computes the edge profiles (:meth:`~dpalign.contract.Backend.profile_device`): a device
-    or work-queue backend, ``auto`` where a GPU device node exists; a function is asked by
-    its ``backend_name`` attribute (the CLI's), else taken as a CPU backend."""
+    backend, a work queue whose one device may score alone (``auto``, ``hybrid``: one GPU
+    device node, or no way to count them); a function is asked by its ``backend_name``
+    attribute (the CLI's), else taken as a CPU backend. Several GPUs score from processes of
+    their own, so the profiles are the CPU's there: its kernel loads from the start."""
     if isinstance(backend, Backend):
         return backend.kind in ("device", "pool")
     name = backend if isinstance(backend, str) else getattr(backend, "backend_name", None)
-    if name in ("opencl", "hybrid"):
+    if name == "opencl":
         return True
-    if name != "auto":
+    if name not in ("auto", "hybrid"):
         return False
-    from ..hybrid.backend import no_gpu_device_nodes  # (no OpenCL import)
+    from ..hybrid.backend import gpu_node_count, no_gpu_device_nodes  # (no OpenCL import)
 
-    return not no_gpu_device_nodes()
+    if name == "auto" and no_gpu_device_nodes():
+        return False
+    return gpu_node_count() in (None, 1)
 
 
 class _ProfileKernel:
