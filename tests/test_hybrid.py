@@ -496,3 +496,55 @@ def test_devices_alone_run_on_threads_of_this_process(problem, monkeypatch, tmp_
         np.testing.assert_array_equal(_scores(alone.score(task, queries, blocks)), expected)
     assert not alone._children and len(alone._in_thread) == 1
     assert not any(name.startswith("cpu-") for name in alone.stats.workers)
+
+
+def test_a_device_process_started_ahead_is_taken_by_the_queue(problem, monkeypatch):
+    """A process started before the GPUs were listed (``devproc.prestart``, here by hand on
+    the first OpenCL device) is the one the work queue's device worker uses: exact scores,
+    and the timeline says so."""
+    import importlib
+
+    from dpalign.hybrid import devproc
+
+    task, queries, blocks, expected = problem
+    if "opencl" not in backends():
+        pytest.skip("no OpenCL device")
+    module = importlib.import_module("dpalign.hybrid.backend")
+    monkeypatch.setattr(module, "gpu_selectors", lambda: ["0:0"])
+    monkeypatch.setitem(
+        devproc._PRESTARTED, ("opencl", 0, 0), devproc.DeviceProcess("opencl", "0:0")
+    )
+    ahead = devproc._PRESTARTED[("opencl", 0, 0)]
+    hybrid = module.HybridBackend(cpu_workers=0, processes=True)  # (no GPU device node here)
+    try:
+        np.testing.assert_array_equal(_scores(hybrid.score(task, queries, blocks)), expected)
+        assert hybrid._children[("0:0", 0)] is ahead
+    finally:
+        hybrid.close()
+    assert ("opencl", 0, 0) not in devproc._PRESTARTED
+    assert any("started ahead, taken" in name for name, _, _ in hybrid.stats.timeline)
+    assert devproc.claim("opencl", 0, 0) is None  # taken once
+
+
+def test_a_device_process_started_ahead_and_never_taken_ends(monkeypatch):
+    from dpalign.hybrid.devproc import DeviceProcess
+
+    if "opencl" not in backends():
+        pytest.skip("no OpenCL device")
+    child = DeviceProcess("opencl", "0:0", idle=0.2)
+    child.process.join(timeout=120)
+    assert child.process.exitcode == 0
+
+
+def test_the_kth_gpu_spec():
+    from dpalign.errors import BackendUnavailable
+    from dpalign.kernels_cl.backend import OpenCLBackend
+    from dpalign.kernels_cl.context import choose_device
+
+    if "opencl" not in backends():
+        pytest.skip("no OpenCL device")
+    gpus = OpenCLBackend.gpus()
+    for k, ident in enumerate(gpus):
+        assert choose_device(f"gpu#{k}")[0] == ident
+    with pytest.raises(BackendUnavailable, match="gpu#"):
+        choose_device(f"gpu#{len(gpus)}")

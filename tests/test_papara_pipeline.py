@@ -438,3 +438,42 @@ def test_the_profiles_kernel_loads_at_once_unless_a_device_may_compute_them(monk
         monkeypatch.setattr(hybrid, "no_gpu_device_nodes", lambda nodes=nodes: nodes == 0)
         assert _device_may_profile("auto") == may
         assert _device_may_profile("hybrid") == may
+
+
+def test_device_processes_start_ahead_only_for_a_work_queue_on_several_gpus(monkeypatch):
+    import importlib
+
+    from dpalign.gcups import RunStats
+    from dpalign.papara import _start_device_processes
+
+    hybrid = importlib.import_module("dpalign.hybrid.backend")
+    devproc = importlib.import_module("dpalign.hybrid.devproc")
+    started = []
+    monkeypatch.setattr(devproc, "prestart", lambda *args: started.append(args))
+    monkeypatch.setattr(config, "HYBRID_STREAMS", 1)
+    monkeypatch.setattr(config, "OPENCL_DEVICE", None)
+    for nodes, name, want in (
+        (2, "auto", [("opencl", 2, 1)]),
+        (3, "hybrid", [("opencl", 3, 1)]),
+        (1, "auto", []),
+        (None, "auto", []),
+        (2, "opencl", []),
+        (2, "numba", []),
+    ):
+        started.clear()
+        monkeypatch.setattr(hybrid, "gpu_node_count", lambda nodes=nodes: nodes)
+        _start_device_processes(name, RunStats())
+        assert started == want, (nodes, name)
+
+    def build():
+        return None
+
+    build.backend_name = "auto"
+    monkeypatch.setattr(hybrid, "gpu_node_count", lambda: 2)
+    started.clear()
+    _start_device_processes(build, RunStats())
+    assert started == [("opencl", 2, 1)]
+    monkeypatch.setattr(config, "OPENCL_DEVICE", "0:1")  # a device named: not every GPU
+    started.clear()
+    _start_device_processes(build, RunStats())
+    assert started == []

@@ -214,7 +214,7 @@ class HybridBackend(Backend):
         ``alone`` (no CPU workers, no other device to share the GIL with) runs on a thread
         unless ``processes`` was set: a child process costs a second interpreter's start and a
         copy of each run's reads."""
-        from .devproc import DeviceProcess
+        from .devproc import DeviceProcess, claim
 
         if not selectors and self.devices is None:
             raise BackendUnavailable("the hybrid backend found no GPU")
@@ -237,8 +237,13 @@ class HybridBackend(Backend):
                 if processes:
                     key = (sel, stream)
                     if key not in self._children:
-                        self.stats.mark(f"{name}: device process started")
-                        self._children[key] = DeviceProcess(device_cls.name, sel, stream)
+                        # the one started ahead for the d-th GPU (every GPU's, in order)
+                        ahead = claim(device_cls.name, d, stream) if self.devices is None else None
+                        self.stats.mark(
+                            f"{name}: device process "
+                            + ("started ahead, taken" if ahead else "started")
+                        )
+                        self._children[key] = ahead or DeviceProcess(device_cls.name, sel, stream)
                     worker = ProcessDeviceWorker(
                         name, self._children[key], n_blocks, failures.get(name), chunk_reads
                     )
