@@ -862,14 +862,12 @@ class _WarmUp:
         self._late.start()
 
     def profile_device(self) -> Backend | None:
-        """The backend whose device computes the edge profiles, once it is ready (its warm-up
-        read scored: context made, first program built), or None: the CPU kernel does."""
-        self.found.wait()
-        if self._profile_device is None:
-            return None
-        with self.timeline.span("waiting for the device (edge profiles)"):
-            self.scored.wait()
-        return self._profile_device if self.error is None else None
+        """The backend whose device computes the edge profiles, once the backend is found
+        (its device may still be scoring the warm-up read: the profiles' program builds and
+        runs beside it), or None: the CPU kernel does."""
+        with self.timeline.span("waiting for the backend (edge profiles)"):
+            self.found.wait()
+        return self._profile_device
 
     def join(self, quiet: bool = False) -> Backend:
         """The backend, its own accounting back in place; raises what building it raised
