@@ -548,3 +548,27 @@ def test_the_kth_gpu_spec():
         assert choose_device(f"gpu#{k}")[0] == ident
     with pytest.raises(BackendUnavailable, match="gpu#"):
         choose_device(f"gpu#{len(gpus)}")
+
+
+def test_the_profiles_go_to_a_gpu_that_scores_alone(monkeypatch, tmp_path):
+    """``profile_device``: the device that will score alone on a thread of this process,
+    where it is a GPU (a CPU device's profiles are the Numba kernel's: faster there); none
+    while the CPU workers take part."""
+    import importlib
+
+    from dpalign.kernels_cl.backend import OpenCLBackend
+
+    if "opencl" not in backends():
+        pytest.skip("no OpenCL device")
+    module = importlib.import_module("dpalign.hybrid.backend")
+    monkeypatch.setattr(module, "gpu_selectors", lambda: ["0:0"])
+    monkeypatch.setattr("dpalign.config.HYBRID_RATES_FILE", str(tmp_path / "rates.json"))
+    hybrid = module.HybridBackend(threads=2)
+    assert hybrid.profile_device() is None  # nothing measured: the CPU workers take part
+    hybrid._rates["papara"] = {"cpu-0": 1.0, "gpu-0": 1000.0}
+    alone = hybrid._device_alone("papara")
+    assert alone is not None
+    monkeypatch.setattr(OpenCLBackend, "profile_device", lambda self: self)  # as on a GPU
+    assert hybrid.profile_device() is alone
+    monkeypatch.setattr(OpenCLBackend, "profile_device", lambda self: None)  # a CPU device
+    assert hybrid.profile_device() is None

@@ -129,3 +129,14 @@ def test_device_profiles_rescale_tiny_likelihoods_alike(cl_device):
     for gap_model in ("likelihood", "cgap"):
         (states, flags), (want_states, want_flags) = _device_and_cpu(cl_device, data, gap_model)
         assert np.array_equal(states, want_states) and np.array_equal(flags, want_flags)
+
+
+def test_a_gpu_computes_the_profiles_a_cpu_device_leaves_them_to_numba(cl_device):
+    from dpalign.engine import get_backend
+    from dpalign.kernels_cl.capabilities import capabilities
+    from dpalign.kernels_cl.context import choose_device
+
+    backend = get_backend("opencl", device=cl_device)
+    is_cpu = capabilities(choose_device(cl_device)[1]).is_cpu
+    assert (backend.profile_device() is None) == is_cpu
+    assert is_cpu or backend.profile_device() is backend

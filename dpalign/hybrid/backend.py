@@ -282,7 +282,8 @@ class HybridBackend(Backend):
         # The device, where it will score alone on a thread of this process: with the CPU
         # workers in the run, their kernels load Numba anyway, and a device process holds
         # its own context.
-        return self._device_alone("papara")
+        alone = self._device_alone("papara")
+        return alone.profile_device() if alone is not None else None
 
     def _in_thread_backend(self, device_cls, sel, stream: int) -> Backend:
         """The device backend of ``sel``'s queue ``stream`` run on a thread of this process,
