@@ -388,15 +388,23 @@ def papara(
     try:
         with early.phase("read"), early.span("read: the tree and the reference"):
             reference = dataset.load_reference(tree, msa, protein)
+        data = None
+        if on_device:
+            # the reads encoded while the backend is still being found (pyopencl's import,
+            # the driver's start), rather than after the device's profiles
+            with _phase(early, "read"):
+                records, reads_path = reader.result()
+                data = dataset.add_reads(reference, records, reads_path, accurate)
         with _phase(early, "tree_profiles"):
             device = warm.profile_device() if on_device else None
             if device is None:
                 loader.start()  # (started already, unless the device was to compute them)
             states, flags = profiles.dataset_profiles(reference.data, gap_model, threads, device)
         loader.join()  # done: the profiles waited for its load
-        with _phase(early, "read"):  # the reads: what the profiles did not hide
-            records, reads_path = reader.result()
-            data = dataset.add_reads(reference, records, reads_path, accurate)
+        if data is None:
+            with _phase(early, "read"):  # the reads: what the profiles did not hide
+                records, reads_path = reader.result()
+                data = dataset.add_reads(reference, records, reads_path, accurate)
     except BaseException:
         reader.result(quiet=True)
         warm.join(quiet=True)  # the inputs' error comes first
