@@ -91,6 +91,41 @@ def gpu_node_count() -> int | None:
     return len(nvidia) if nvidia else len(glob.glob("/dev/dri/renderD*"))
 
 
+def may_profile_on_device(name: str) -> bool:
+    """Whether the backend asked for by ``name`` may be one whose GPU computes PaPaRa's edge
+    profiles (known before it is built, without OpenCL): ``opencl``; a work queue
+    (``auto``, ``hybrid``) where one GPU device node shows (or none can be counted), since
+    several GPUs score from processes of their own and the profiles stay on the CPU there."""
+    if name == "opencl":
+        return True
+    if name not in ("auto", "hybrid"):
+        return False
+    if name == "auto" and no_gpu_device_nodes():
+        return False
+    return gpu_node_count() in (None, 1)
+
+
+def start_ahead(name: str) -> int:
+    """Where the backend asked for by ``name`` is a work queue (``auto``, ``hybrid``) whose
+    device workers will run in processes of their own on several GPUs (as the device nodes
+    show), start those processes now (:func:`.devproc.prestart`; the queue takes them),
+    before the GPUs are listed here. Returns how many were started."""
+    if name not in ("auto", "hybrid") or not config.HYBRID_DEVICE_PROCESSES:
+        return 0
+    if config.OPENCL_DEVICE:  # a device named: the work queue may not take every GPU
+        return 0
+    n_gpus = gpu_node_count() or 0
+    if n_gpus < 2:
+        return 0
+    from .devproc import prestart
+
+    # the OpenCL backend's processes, named rather than looked up in the registry (whose
+    # load would hold the caller up before its reading); another device backend would
+    # simply not take them, and they would end unused
+    prestart("opencl", n_gpus, config.HYBRID_STREAMS)
+    return n_gpus * config.HYBRID_STREAMS
+
+
 def _rates_path():
     from pathlib import Path
 

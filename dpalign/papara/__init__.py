@@ -659,48 +659,43 @@ class _Reader:
 
 def _device_may_profile(backend) -> bool:
     """Whether ``backend`` (as :func:`papara` takes it) may turn out to be one whose device
-    computes the edge profiles (:meth:`~dpalign.contract.Backend.profile_device`): a device
-    backend, a work queue whose one device may score alone (``auto``, ``hybrid``: one GPU
-    device node, or no way to count them); a function is asked by its ``backend_name``
-    attribute (the CLI's), else taken as a CPU backend. Several GPUs score from processes of
-    their own, so the profiles are the CPU's there: its kernel loads from the start."""
+    computes the edge profiles (:meth:`~dpalign.contract.Backend.profile_device`): a ready
+    device or work-queue backend, else as its name says
+    (:func:`dpalign.hybrid.backend.may_profile_on_device`); a function that does not say is
+    taken as a CPU backend."""
     if isinstance(backend, Backend):
         return backend.kind in ("device", "pool")
-    name = backend if isinstance(backend, str) else getattr(backend, "backend_name", None)
-    if name == "opencl":
-        return True
-    if name not in ("auto", "hybrid"):
+    name = _backend_name(backend)
+    if name is None:
         return False
-    from ..hybrid.backend import gpu_node_count, no_gpu_device_nodes  # (no OpenCL import)
+    from ..hybrid.backend import may_profile_on_device  # (no OpenCL import)
 
-    if name == "auto" and no_gpu_device_nodes():
-        return False
-    return gpu_node_count() in (None, 1)
+    return may_profile_on_device(name)
 
 
 def _start_device_processes(backend, timeline: RunStats) -> None:
-    """Where ``backend`` names a work queue (``auto``, ``hybrid``; a function by its
-    ``backend_name``) and the device nodes show several GPUs, whose device workers run in
-    processes of their own: start those processes now (:func:`dpalign.hybrid.devproc.prestart`),
-    so that their interpreters, pyopencl and the driver start while this process reads the
-    inputs and lists the GPUs (two H200s: the processes used to start 0.55 s after the run,
-    and their first read was scored 0.86 s after that)."""
-    name = backend if isinstance(backend, str) else getattr(backend, "backend_name", None)
-    if name not in ("auto", "hybrid") or not config.HYBRID_DEVICE_PROCESSES:
+    """Start the device processes of a work queue on several GPUs now, while this process
+    reads the inputs and lists the GPUs (:func:`dpalign.hybrid.backend.start_ahead`; two
+    H200s: they used to start 0.55 s after the run, and scored their first read 0.86 s after
+    that). ``backend`` as :func:`papara` takes it (a function by its ``backend_name``)."""
+    name = _backend_name(backend)
+    if name is None:
         return
-    if config.OPENCL_DEVICE:  # a device named: the work queue may not take every GPU
-        return
-    from ..hybrid.backend import gpu_node_count
-    from ..hybrid.devproc import prestart
+    from ..hybrid.backend import start_ahead
 
-    n_gpus = gpu_node_count() or 0
-    if n_gpus < 2:
-        return
-    # the OpenCL backend's processes, named rather than looked up in the registry (whose
-    # load would hold this thread up before the reading); another device backend would
-    # simply not take them, and they would end unused
-    prestart("opencl", n_gpus, config.HYBRID_STREAMS)
-    timeline.mark(f"{n_gpus * config.HYBRID_STREAMS} device processes started ahead")
+    started = start_ahead(name)
+    if started:
+        timeline.mark(f"{started} device processes started ahead")
+
+
+def _backend_name(backend) -> str | None:
+    """The name a backend is asked for by (a function: its ``backend_name``, the CLI's),
+    None for a ready Backend or a function that does not say."""
+    if isinstance(backend, str):
+        return backend
+    if isinstance(backend, Backend):
+        return None
+    return getattr(backend, "backend_name", None)
 
 
 class _ProfileKernel:
