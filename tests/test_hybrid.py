@@ -572,3 +572,14 @@ def test_the_profiles_go_to_a_gpu_that_scores_alone(monkeypatch, tmp_path):
     assert hybrid.profile_device() is alone
     monkeypatch.setattr(OpenCLBackend, "profile_device", lambda self: None)  # a CPU device
     assert hybrid.profile_device() is None
+
+
+def test_a_device_process_started_ahead_for_a_missing_gpu_ends_quietly(capfd):
+    from dpalign.hybrid.devproc import DeviceProcess
+
+    if "opencl" not in backends():
+        pytest.skip("no OpenCL device")
+    child = DeviceProcess("opencl", "gpu#99", idle=60.0)  # no 100th GPU anywhere
+    child.process.join(timeout=120)
+    assert child.process.exitcode == 0
+    assert "Traceback" not in capfd.readouterr().err

@@ -51,8 +51,15 @@ def _child(  # pragma: no cover - a child
     many seconds (its parent never needed it)."""
     from ..engine import get_backend
 
-    backend = get_backend(kind, device=device, stream=stream)
-    backend.describe()  # the device's context made now: the driver starts before any request
+    try:
+        backend = get_backend(kind, device=device, stream=stream)
+        backend.describe()  # the device's context made now: the driver starts before any request
+    except Exception:
+        if idle is None:
+            raise
+        # started ahead for a GPU that OpenCL does not show: nobody will ask for it, and
+        # the user's terminal gets no traceback of it
+        os._exit(0)
     wait_totals = backend.device_wait
     scores = width = mapping = None
     task = queries = blocks = offsets = None
