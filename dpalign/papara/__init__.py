@@ -683,7 +683,11 @@ def _start_device_processes(backend, timeline: RunStats) -> None:
         return
     from ..hybrid.backend import start_ahead
 
-    started = start_ahead(name)
+    try:
+        started = start_ahead(name)
+    except OSError as exc:  # (no process could be started: the work queue starts its own)
+        log.debug("device processes started ahead: %s", exc)
+        return
     if started:
         timeline.mark(f"{started} device processes started ahead")
 
