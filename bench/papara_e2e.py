@@ -15,6 +15,9 @@ write the same bytes::
 
     OUT=/tmp/out python bench/papara_e2e.py --scales 1 --vs /tmp/main --repeat 4
 
+``--env-a NAME=VALUE`` sets a variable for this tree's runs only (A), so that a setting can be
+tried against the same tree (``--vs .``).
+
 Results: ``$OUT/papara_e2e_<scales>_<backends>.json`` (one entry per run, with the run's
 ``--report`` timeline) and a line per run on standard output, then the last run's timeline of
 each backend and tree (seconds since the process started: phases, batches, warm-up steps).
@@ -138,7 +141,16 @@ def main() -> int:
     parser.add_argument(
         "--vs", default=None, help="a second source tree to run in turn with this one (A/B)"
     )
+    parser.add_argument(
+        "--env-a",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for this tree's runs only (A), e.g. a setting tried "
+        "against the same tree as B (--vs .)",
+    )
     args = parser.parse_args()
+    env_a = dict(item.split("=", 1) for item in args.env_a)
     out = Path(os.environ.get("OUT") or ".")
     out.mkdir(parents=True, exist_ok=True)
     scales = [float(s) for s in (args.scales or ("0.05" if args.quick else "1,4")).split(",")]
@@ -161,7 +173,8 @@ def main() -> int:
                 threads = args.threads if backend == "numba" else None
                 for label, tree in trees:
                     tag = f"prank{scale:g}_{backend}_{label}"
-                    warm = _run(paths, backend, threads, Path(tmp), tag, tree)  # the caches
+                    env = env_a if label == "A" else None
+                    warm = _run(paths, backend, threads, Path(tmp), tag, tree, env_extra=env)
                     if "error" in warm:
                         print(f"  {label} {backend}: failed: {warm['error'][-300:]}", flush=True)
                         results.append({"scale": scale, "warmup": True, "label": label, **warm})
@@ -172,7 +185,15 @@ def main() -> int:
                             "scale": scale,
                             "repeat": k,
                             "label": label,
-                            **_run(paths, backend, threads, Path(tmp), tag, tree),
+                            **_run(
+                                paths,
+                                backend,
+                                threads,
+                                Path(tmp),
+                                tag,
+                                tree,
+                                env_extra=env_a if label == "A" else None,
+                            ),
                         }
                         results.append(run)
                         if "error" in run:

@@ -390,6 +390,11 @@ def _run_papara(args) -> int:
         built.append(_backend_from_args(args))
         return built[-1]
 
+    # what papara() knows of the backend before it is built (whether a device may compute
+    # the edge profiles; Dask's workers run elsewhere)
+    dask = getattr(args, "scheduler", None) or getattr(args, "dask_workers", None) is not None
+    backend.backend_name = "dask" if dask else args.backend
+
     bar = None
 
     def progress(cells: int, total: int) -> None:

@@ -330,6 +330,25 @@ class Backend(abc.ABC):
         """(wall, CPU) seconds this thread spent waiting for a device so far (0 on a CPU)."""
         return 0.0, 0.0
 
+    def profile_device(self) -> Backend | None:
+        """The backend whose device will compute PaPaRa's edge profiles for this one
+        (:meth:`device_papara_profiles`), or None: the CPU kernel computes them.
+
+        A device that scores a run alone computes them itself, so that the first launch
+        need not wait for the CPU kernel's load (Numba's import and LLVM's set-up, 0.3-1 s
+        of a cold process, beside pyopencl's import and the reading). The default: None.
+        """
+        return None
+
+    def device_papara_profiles(
+        self, tips, gap_state: int, ops, trans, n_edges: int, cgap: bool
+    ) -> tuple | None:
+        """PaPaRa's (E, n) edge states and uint8 gap flags from a combine schedule (see
+        :func:`dpalign.papara.profiles.combine_schedule`) on this backend's device,
+        bit-identical to the CPU kernel's; None where the device cannot (no double
+        precision, too little memory): the CPU kernel then runs. The default: None."""
+        return None
+
     def long_pair_cells(self) -> int | None:
         """Pairs with more cells than this take the long-pair path (tiles, linear-memory
         traceback); None: never (the backend aligns any pair itself)."""

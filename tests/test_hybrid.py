@@ -496,3 +496,90 @@ def test_devices_alone_run_on_threads_of_this_process(problem, monkeypatch, tmp_
         np.testing.assert_array_equal(_scores(alone.score(task, queries, blocks)), expected)
     assert not alone._children and len(alone._in_thread) == 1
     assert not any(name.startswith("cpu-") for name in alone.stats.workers)
+
+
+def test_a_device_process_started_ahead_is_taken_by_the_queue(problem, monkeypatch):
+    """A process started before the GPUs were listed (``devproc.prestart``, here by hand on
+    the first OpenCL device) is the one the work queue's device worker uses: exact scores,
+    and the timeline says so."""
+    import importlib
+
+    from dpalign.hybrid import devproc
+
+    task, queries, blocks, expected = problem
+    if "opencl" not in backends():
+        pytest.skip("no OpenCL device")
+    module = importlib.import_module("dpalign.hybrid.backend")
+    monkeypatch.setattr(module, "gpu_selectors", lambda: ["0:0"])
+    monkeypatch.setitem(
+        devproc._PRESTARTED, ("opencl", 0, 0), devproc.DeviceProcess("opencl", "0:0")
+    )
+    ahead = devproc._PRESTARTED[("opencl", 0, 0)]
+    hybrid = module.HybridBackend(cpu_workers=0, processes=True)  # (no GPU device node here)
+    try:
+        np.testing.assert_array_equal(_scores(hybrid.score(task, queries, blocks)), expected)
+        assert hybrid._children[("0:0", 0)] is ahead
+    finally:
+        hybrid.close()
+    assert ("opencl", 0, 0) not in devproc._PRESTARTED
+    assert any("started ahead, taken" in name for name, _, _ in hybrid.stats.timeline)
+    assert devproc.claim("opencl", 0, 0) is None  # taken once
+
+
+def test_a_device_process_started_ahead_and_never_taken_ends(monkeypatch):
+    from dpalign.hybrid.devproc import DeviceProcess
+
+    if "opencl" not in backends():
+        pytest.skip("no OpenCL device")
+    child = DeviceProcess("opencl", "0:0", idle=0.2)
+    child.process.join(timeout=120)
+    assert child.process.exitcode == 0
+
+
+def test_the_kth_gpu_spec():
+    from dpalign.errors import BackendUnavailable
+    from dpalign.kernels_cl.backend import OpenCLBackend
+    from dpalign.kernels_cl.context import choose_device
+
+    if "opencl" not in backends():
+        pytest.skip("no OpenCL device")
+    gpus = OpenCLBackend.gpus()
+    for k, ident in enumerate(gpus):
+        assert choose_device(f"gpu#{k}")[0] == ident
+    with pytest.raises(BackendUnavailable, match="gpu#"):
+        choose_device(f"gpu#{len(gpus)}")
+
+
+def test_the_profiles_go_to_a_gpu_that_scores_alone(monkeypatch, tmp_path):
+    """``profile_device``: the device that will score alone on a thread of this process,
+    where it is a GPU (a CPU device's profiles are the Numba kernel's: faster there); none
+    while the CPU workers take part."""
+    import importlib
+
+    from dpalign.kernels_cl.backend import OpenCLBackend
+
+    if "opencl" not in backends():
+        pytest.skip("no OpenCL device")
+    module = importlib.import_module("dpalign.hybrid.backend")
+    monkeypatch.setattr(module, "gpu_selectors", lambda: ["0:0"])
+    monkeypatch.setattr("dpalign.config.HYBRID_RATES_FILE", str(tmp_path / "rates.json"))
+    hybrid = module.HybridBackend(threads=2)
+    assert hybrid.profile_device() is None  # nothing measured: the CPU workers take part
+    hybrid._rates["papara"] = {"cpu-0": 1.0, "gpu-0": 1000.0}
+    alone = hybrid._device_alone("papara")
+    assert alone is not None
+    monkeypatch.setattr(OpenCLBackend, "profile_device", lambda self: self)  # as on a GPU
+    assert hybrid.profile_device() is alone
+    monkeypatch.setattr(OpenCLBackend, "profile_device", lambda self: None)  # a CPU device
+    assert hybrid.profile_device() is None
+
+
+def test_a_device_process_started_ahead_for_a_missing_gpu_ends_quietly(capfd):
+    from dpalign.hybrid.devproc import DeviceProcess
+
+    if "opencl" not in backends():
+        pytest.skip("no OpenCL device")
+    child = DeviceProcess("opencl", "gpu#99", idle=60.0)  # no 100th GPU anywhere
+    child.process.join(timeout=120)
+    assert child.process.exitcode == 0
+    assert "Traceback" not in capfd.readouterr().err

@@ -364,3 +364,116 @@ def test_a_failure_after_streamed_batches_leaves_no_file(monkeypatch, tmp_path, 
     assert main(argv) != 0
     assert "injected failure" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "expected"),
+    [
+        ("small_11_messy_ref", {}, "default.phy"),
+        ("small_01_trifurc", {"gap_model": "cgap"}, "cgap.phy"),
+    ],
+)
+@pytest.mark.parametrize("as_function", [False, True])
+def test_profiles_on_the_device_give_the_original_bytes(
+    monkeypatch, cl_device, name, kwargs, expected, as_function
+):
+    """Where the device computes the edge profiles (a GPU's, here forced on any device), the
+    run's first launch waits for no CPU kernel: the same bytes, the profiles from the device,
+    and no Numba load for them."""
+    import importlib
+
+    from dpalign.engine import backend_class, get_backend
+
+    module = importlib.import_module("dpalign.papara")
+    case = _CASES[name]
+    if not (case / expected).exists():
+        pytest.skip(f"{name}/{expected} not in the golden set")
+    cls = backend_class("opencl")
+    calls = []
+    real = cls.device_papara_profiles
+
+    def spy(self, *args):
+        calls.append(1)
+        return real(self, *args)
+
+    loads = []
+    monkeypatch.setattr(cls, "profile_device", lambda self: self)
+    monkeypatch.setattr(cls, "device_papara_profiles", spy)
+    monkeypatch.setattr(module.profiles, "load_kernel", lambda *a: loads.append(1))
+    backend = get_backend("opencl", device=cl_device)
+    if as_function:  # as the CLI gives it: built on the warm-up thread, named up front
+
+        def build():
+            return backend
+
+        build.backend_name = "opencl"
+        given = build
+    else:
+        given = backend
+    result = module.papara(
+        case / "tree.nwk", case / "ref.phy", case / "queries.fa", backend=given, **kwargs
+    )
+    assert result.to_phylip() == (case / expected).read_text()
+    assert calls == [1] and loads == []
+
+
+def test_the_profiles_kernel_loads_at_once_unless_a_device_may_compute_them(monkeypatch):
+    import importlib
+
+    from dpalign.engine import get_backend
+    from dpalign.papara import _device_may_profile
+
+    hybrid = importlib.import_module("dpalign.hybrid.backend")
+
+    def build():
+        return get_backend("numba")
+
+    assert _device_may_profile("opencl")
+    assert not _device_may_profile("numba") and not _device_may_profile(get_backend("numba"))
+    assert not _device_may_profile(build)  # a function that says nothing: a CPU backend
+    build.backend_name = "opencl"
+    assert _device_may_profile(build)
+    for nodes, may in ((0, False), (1, True), (2, False), (None, True)):
+        monkeypatch.setattr(hybrid, "gpu_node_count", lambda nodes=nodes: nodes)
+        monkeypatch.setattr(hybrid, "no_gpu_device_nodes", lambda nodes=nodes: nodes == 0)
+        assert _device_may_profile("auto") == may
+        assert _device_may_profile("hybrid") == may
+
+
+def test_device_processes_start_ahead_only_for_a_work_queue_on_several_gpus(monkeypatch):
+    import importlib
+
+    from dpalign.gcups import RunStats
+    from dpalign.papara import _start_device_processes
+
+    hybrid = importlib.import_module("dpalign.hybrid.backend")
+    devproc = importlib.import_module("dpalign.hybrid.devproc")
+    started = []
+    monkeypatch.setattr(devproc, "prestart", lambda *args: started.append(args))
+    monkeypatch.setattr(config, "HYBRID_STREAMS", 1)
+    monkeypatch.setattr(config, "OPENCL_DEVICE", None)
+    for nodes, name, want in (
+        (2, "auto", [("opencl", 2, 1)]),
+        (3, "hybrid", [("opencl", 3, 1)]),
+        (1, "auto", []),
+        (None, "auto", []),
+        (2, "opencl", []),
+        (2, "numba", []),
+    ):
+        started.clear()
+        monkeypatch.setattr(hybrid, "gpu_node_count", lambda nodes=nodes: nodes)
+        _start_device_processes(name, RunStats())
+        assert started == want, (nodes, name)
+
+    def build():
+        return None
+
+    build.backend_name = "auto"
+    monkeypatch.setattr(hybrid, "gpu_node_count", lambda: 2)
+    started.clear()
+    _start_device_processes(build, RunStats())
+    assert started == [("opencl", 2, 1)]
+    monkeypatch.setattr(config, "OPENCL_DEVICE", "0:1")  # a device named: not every GPU
+    started.clear()
+    _start_device_processes(build, RunStats())
+    assert started == []

@@ -78,6 +78,54 @@ def _gpu_device_nodes() -> bool:
     return any(glob.glob(pattern) for pattern in patterns)
 
 
+def gpu_node_count() -> int | None:
+    """How many GPUs the device nodes show (``/dev/nvidiaN``, else ``/dev/dri/renderD*``),
+    without OpenCL; None off Linux. A guess: OpenCL may list fewer (or, named by
+    ``DPALIGN_OPENCL_DEVICE``, others)."""
+    import glob
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    nvidia = glob.glob("/dev/nvidia[0-9]*")
+    return len(nvidia) if nvidia else len(glob.glob("/dev/dri/renderD*"))
+
+
+def may_profile_on_device(name: str) -> bool:
+    """Whether the backend asked for by ``name`` may be one whose GPU computes PaPaRa's edge
+    profiles (known before it is built, without OpenCL): ``opencl``; a work queue
+    (``auto``, ``hybrid``) where one GPU device node shows (or none can be counted), since
+    several GPUs score from processes of their own and the profiles stay on the CPU there."""
+    if name == "opencl":
+        return True
+    if name not in ("auto", "hybrid"):
+        return False
+    if name == "auto" and no_gpu_device_nodes():
+        return False
+    return gpu_node_count() in (None, 1)
+
+
+def start_ahead(name: str) -> int:
+    """Where the backend asked for by ``name`` is a work queue (``auto``, ``hybrid``) whose
+    device workers will run in processes of their own on several GPUs (as the device nodes
+    show), start those processes now (:func:`.devproc.prestart`; the queue takes them),
+    before the GPUs are listed here. Returns how many were started."""
+    if name not in ("auto", "hybrid") or not config.HYBRID_DEVICE_PROCESSES:
+        return 0
+    if config.OPENCL_DEVICE:  # a device named: the work queue may not take every GPU
+        return 0
+    n_gpus = gpu_node_count() or 0
+    if n_gpus < 2:
+        return 0
+    from .devproc import prestart
+
+    # the OpenCL backend's processes, named rather than looked up in the registry (whose
+    # load would hold the caller up before its reading); another device backend would
+    # simply not take them, and they would end unused
+    prestart("opencl", n_gpus, config.HYBRID_STREAMS)
+    return n_gpus * config.HYBRID_STREAMS
+
+
 def _rates_path():
     from pathlib import Path
 
@@ -201,7 +249,7 @@ class HybridBackend(Backend):
         ``alone`` (no CPU workers, no other device to share the GIL with) runs on a thread
         unless ``processes`` was set: a child process costs a second interpreter's start and a
         copy of each run's reads."""
-        from .devproc import DeviceProcess
+        from .devproc import DeviceProcess, claim
 
         if not selectors and self.devices is None:
             raise BackendUnavailable("the hybrid backend found no GPU")
@@ -224,8 +272,13 @@ class HybridBackend(Backend):
                 if processes:
                     key = (sel, stream)
                     if key not in self._children:
-                        self.stats.mark(f"{name}: device process started")
-                        self._children[key] = DeviceProcess(device_cls.name, sel, stream)
+                        # the one started ahead for the d-th GPU (every GPU's, in order)
+                        ahead = claim(device_cls.name, d, stream) if self.devices is None else None
+                        self.stats.mark(
+                            f"{name}: device process "
+                            + ("started ahead, taken" if ahead else "started")
+                        )
+                        self._children[key] = ahead or DeviceProcess(device_cls.name, sel, stream)
                     worker = ProcessDeviceWorker(
                         name, self._children[key], n_blocks, failures.get(name), chunk_reads
                     )
@@ -259,6 +312,13 @@ class HybridBackend(Backend):
         if device_cls is None:
             return None
         return self._in_thread_backend(device_cls, sel, 0)
+
+    def profile_device(self):
+        # The device, where it will score alone on a thread of this process: with the CPU
+        # workers in the run, their kernels load Numba anyway, and a device process holds
+        # its own context.
+        alone = self._device_alone("papara")
+        return alone.profile_device() if alone is not None else None
 
     def _in_thread_backend(self, device_cls, sel, stream: int) -> Backend:
         """The device backend of ``sel``'s queue ``stream`` run on a thread of this process,

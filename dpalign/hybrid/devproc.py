@@ -42,16 +42,33 @@ def _map(path: str, size: int) -> mmap.mmap:
         os.close(fd)
 
 
-def _child(conn, kind: str, device: str, stream: int) -> None:  # pragma: no cover - a child
-    """The device process: score what the parent asks for, write it to shared memory."""
+def _child(  # pragma: no cover - a child
+    conn, kind: str, device: str, stream: int, idle: float | None = None
+) -> None:
+    """The device process: score what the parent asks for, write it to shared memory.
+
+    ``idle``: a child started ahead (:func:`prestart`) ends if no request comes within that
+    many seconds (its parent never needed it)."""
     from ..engine import get_backend
 
-    backend = get_backend(kind, device=device, stream=stream)
+    try:
+        backend = get_backend(kind, device=device, stream=stream)
+        backend.describe()  # the device's context made now: the driver starts before any request
+    except Exception:
+        if idle is None:
+            raise
+        # started ahead for a GPU that OpenCL does not show: nobody will ask for it, and
+        # the user's terminal gets no traceback of it
+        os._exit(0)
     wait_totals = backend.device_wait
     scores = width = mapping = None
     task = queries = blocks = offsets = None
     while True:
         try:
+            if idle is not None:
+                if not conn.poll(idle):
+                    break
+                idle = None
             message = conn.recv()
         except (EOFError, OSError):  # the parent ended (the CLI exits without a "stop")
             break
@@ -172,15 +189,48 @@ class SharedResults:
             pass
 
 
-class DeviceProcess:
-    """A child process holding one device (one stream of it) of the device backend ``kind``."""
+#: Device processes started ahead (:func:`prestart`), by (kind, GPU index, stream).
+_PRESTARTED: dict[tuple[str, int, int], DeviceProcess] = {}
+_PRESTART_LOCK = threading.Lock()
+#: Seconds a child started ahead waits for its first request before it ends.
+PRESTART_IDLE_S = 120.0
 
-    def __init__(self, kind: str, device: str, stream: int = 0) -> None:
+
+def prestart(kind: str, n_gpus: int, streams: int = 1) -> None:
+    """Start the device processes of GPUs ``0..n_gpus-1`` (``streams`` each) now, before the
+    parent has listed the GPUs (pyopencl's import and the driver's start, ~0.5 s on the GPU
+    hosts): each child finds its GPU (``gpu#k``) and makes its context while the parent reads
+    its inputs. A work queue takes them with :func:`claim`; those it never takes end on
+    their own after :data:`PRESTART_IDLE_S`, or with the parent."""
+    with _PRESTART_LOCK:
+        for k in range(n_gpus):
+            for stream in range(streams):
+                if (kind, k, stream) not in _PRESTARTED:
+                    _PRESTARTED[(kind, k, stream)] = DeviceProcess(
+                        kind, f"gpu#{k}", stream, idle=PRESTART_IDLE_S
+                    )
+
+
+def claim(kind: str, gpu: int, stream: int) -> DeviceProcess | None:
+    """The device process started ahead for the ``gpu``-th GPU's queue ``stream``, if one is
+    still alive (it is then the caller's), else None."""
+    with _PRESTART_LOCK:
+        child = _PRESTARTED.pop((kind, gpu, stream), None)
+    if child is not None and not child.process.is_alive():
+        return None
+    return child
+
+
+class DeviceProcess:
+    """A child process holding one device (one stream of it) of the device backend ``kind``
+    (``idle``: see :func:`_child`)."""
+
+    def __init__(self, kind: str, device: str, stream: int = 0, idle: float | None = None) -> None:
         ctx = multiprocessing.get_context("spawn")  # no fork after a driver started threads
         self.conn, child_conn = ctx.Pipe()
         self.process = ctx.Process(
             target=_child,
-            args=(child_conn, kind, device, stream),
+            args=(child_conn, kind, device, stream, idle),
             daemon=True,
             name=f"dpalign-device-{device}-{stream}",
         )

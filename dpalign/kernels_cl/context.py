@@ -3,8 +3,9 @@
 Device choice, in order: an explicit ``spec`` (``dpalign papara --device``), else the
 ``DPALIGN_OPENCL_DEVICE`` environment variable (:data:`dpalign.config.OPENCL_DEVICE`), else the
 first GPU, else the first CPU device (such as PoCL), else any device. A spec is a
-``platform:device`` id as ``dpalign devices`` prints it (``0:1``), a kind (``gpu``, ``cpu``), or
-a fragment of the device or platform name (``H100``, ``pocl``), case-insensitive.
+``platform:device`` id as ``dpalign devices`` prints it (``0:1``), a kind (``gpu``, ``cpu``), the
+k-th GPU (``gpu#1``: the second, in the order of ``OpenCLBackend.gpus``), or a fragment of the
+device or platform name (``H100``, ``pocl``), case-insensitive.
 """
 
 from __future__ import annotations
@@ -79,6 +80,11 @@ def choose_device(spec: str | None = None):
         for ident, dev in devices:
             if capabilities(dev).kind == lowered:
                 return ident, dev
+    if lowered.startswith("gpu#") and lowered[4:].isdigit():
+        cl = _cl()
+        gpus = [(ident, dev) for ident, dev in devices if dev.type & cl.device_type.GPU]
+        if int(lowered[4:]) < len(gpus):
+            return gpus[int(lowered[4:])]
     for ident, dev in devices:
         if lowered in dev.name.lower() or lowered in dev.platform.name.lower():
             return ident, dev

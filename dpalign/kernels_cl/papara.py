@@ -68,6 +68,80 @@ KERNELS = {
 }
 
 
+#: Work-items per work-group of the edge-profile kernel (one column each).
+PROFILE_GROUP = 64
+
+
+def edge_profiles(
+    dctx: DeviceContext, tips, gap_state: int, ops, trans, n_edges: int, cgap: bool
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """PaPaRa's (E, n) edge states and uint8 gap flags from a combine schedule
+    (:func:`dpalign.papara.profiles.combine_schedule`) on the device of ``dctx``
+    (``papara_profiles.cl``: a work-item per column runs the whole schedule), bit-identical to
+    the CPU kernel; None where the device has no double precision or too little memory for
+    every subtree's values (the CPU kernel then runs)."""
+    import pyopencl as cl
+
+    tips = np.ascontiguousarray(tips)
+    n_tips, n = tips.shape
+    ops = np.ascontiguousarray(ops, dtype=np.int64)
+    trans = np.ascontiguousarray(trans, dtype=np.float64)
+    if tips.dtype == np.uint8:
+        state_type = "uchar"
+    elif tips.dtype == np.uint32:
+        state_type = "uint"
+    else:
+        return None
+    caps, device = dctx.caps, dctx.device
+    if not n or not len(ops) or "cl_khr_fp64" not in device.extensions:
+        return None
+    n_slots = n_tips + int((ops[:, 0] >= 0).sum())
+    slot_bytes = n_slots * n * 8
+    total = slot_bytes * 2 + n_slots * n * (tips.itemsize + 1) + n_edges * n * (tips.itemsize + 1)
+    if slot_bytes > caps.max_alloc or total > config.OPENCL_MEMORY_FRACTION * caps.global_mem:
+        return None
+    program, _ = build(dctx, "papara_profiles.cl", {"STATE_T": state_type})
+    mf = cl.mem_flags
+    ctx, queue = dctx.context, dctx.queue
+    with driver_errors(caps, "computing the edge profiles"):
+        state = cl.Buffer(ctx, mf.READ_WRITE, n_slots * n * tips.itemsize)
+        lik0 = cl.Buffer(ctx, mf.READ_WRITE, slot_bytes)
+        lik1 = cl.Buffer(ctx, mf.READ_WRITE, slot_bytes)
+        aux = cl.Buffer(ctx, mf.READ_WRITE, n_slots * n)
+        ops_d = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=ops)
+        trans_d = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=trans)
+        out_states = np.empty((n_edges, n), dtype=tips.dtype)
+        out_flags = np.empty((n_edges, n), dtype=np.uint8)
+        states_d = cl.Buffer(ctx, mf.WRITE_ONLY, max(1, out_states.nbytes))
+        flags_d = cl.Buffer(ctx, mf.WRITE_ONLY, max(1, out_flags.nbytes))
+        cl.enqueue_copy(queue, state, tips, is_blocking=False)  # the tips are slots 0..T-1
+        group = min(PROFILE_GROUP, caps.max_work_group)
+        cl.Kernel(program, "edge_profiles")(
+            queue,
+            (-(-n // group) * group,),
+            (group,),
+            np.int32(n),
+            np.int32(n_tips),
+            np.int32(len(ops)),
+            tips.dtype.type(gap_state),
+            np.int32(1 if cgap else 0),
+            ops_d,
+            trans_d,
+            state,
+            lik0,
+            lik1,
+            aux,
+            states_d,
+            flags_d,
+        )
+        cl.enqueue_copy(queue, out_states, states_d, is_blocking=False)
+        done = cl.enqueue_copy(queue, out_flags, flags_d, is_blocking=False)
+        wait(done)
+        for buf in (state, lik0, lik1, aux, ops_d, trans_d, states_d, flags_d):
+            buf.release()
+    return out_states, out_flags
+
+
 def kernel_spec(design: str, width: int) -> KernelSpec:
     """The table entry for a design and width."""
     if design not in DESIGNS:

@@ -373,20 +373,38 @@ def papara(
     # loaded on a thread of its own while the inputs are read.
     early = RunStats()
     early.mark("papara() called")
-    warm = _WarmUp(backend, scoring, protein, early)
+    # The CPU kernel of the edge profiles loads (Numba) on a thread of its own from the start,
+    # unless the backend may be one whose device computes them: then only once the backend
+    # is found and turns out not to.
+    loader = _ProfileKernel(PROTEIN if protein else DNA, early)
+    _start_device_processes(backend, early)
+    on_device = _device_may_profile(backend)
+    if not on_device:
+        loader.start()
+    warm = _WarmUp(backend, scoring, protein, early, loader if on_device else None)
     # The reads file is read on a thread of its own while the tree, the reference and the
     # edge profiles (Numba, without the GIL) are built on this one.
     reader = _Reader(reads, early)
-    loader = _ProfileKernel(PROTEIN if protein else DNA, early)
     try:
         with early.phase("read"), early.span("read: the tree and the reference"):
             reference = dataset.load_reference(tree, msa, protein)
+        data = None
+        if on_device:
+            # the reads encoded while the backend is still being found (pyopencl's import,
+            # the driver's start), rather than after the device's profiles
+            with _phase(early, "read"):
+                records, reads_path = reader.result()
+                data = dataset.add_reads(reference, records, reads_path, accurate)
         with _phase(early, "tree_profiles"):
-            states, flags = profiles.dataset_profiles(reference.data, gap_model, threads)
-        loader.thread.join()  # done: the profiles waited for its load
-        with _phase(early, "read"):  # the reads: what the profiles did not hide
-            records, reads_path = reader.result()
-            data = dataset.add_reads(reference, records, reads_path, accurate)
+            device = warm.profile_device() if on_device else None
+            if device is None:
+                loader.start()  # (started already, unless the device was to compute them)
+            states, flags = profiles.dataset_profiles(reference.data, gap_model, threads, device)
+        loader.join()  # done: the profiles waited for its load
+        if data is None:
+            with _phase(early, "read"):  # the reads: what the profiles did not hide
+                records, reads_path = reader.result()
+                data = dataset.add_reads(reference, records, reads_path, accurate)
     except BaseException:
         reader.result(quiet=True)
         warm.join(quiet=True)  # the inputs' error comes first
@@ -433,6 +451,7 @@ def papara(
     with stats.phase("scoring"), stats.span("profiles laid out for the backend"):
         # laid out once: a device keeps them across batches
         blocks = placement.pack_profiles(states, flags, engine) if n_edges else None
+    warm.start_late()  # beside the first batch
 
     def score_batch(start: int, stop: int):
         cells = n_edges * n_cols * int(lengths[start:stop].sum())
@@ -638,10 +657,56 @@ class _Reader:
         return self.records, self.path
 
 
+def _device_may_profile(backend) -> bool:
+    """Whether ``backend`` (as :func:`papara` takes it) may turn out to be one whose device
+    computes the edge profiles (:meth:`~dpalign.contract.Backend.profile_device`): a ready
+    device or work-queue backend, else as its name says
+    (:func:`dpalign.hybrid.backend.may_profile_on_device`); a function that does not say is
+    taken as a CPU backend."""
+    if isinstance(backend, Backend):
+        return backend.kind in ("device", "pool")
+    name = _backend_name(backend)
+    if name is None:
+        return False
+    from ..hybrid.backend import may_profile_on_device  # (no OpenCL import)
+
+    return may_profile_on_device(name)
+
+
+def _start_device_processes(backend, timeline: RunStats) -> None:
+    """Start the device processes of a work queue on several GPUs now, while this process
+    reads the inputs and lists the GPUs (:func:`dpalign.hybrid.backend.start_ahead`; two
+    H200s: they used to start 0.55 s after the run, and scored their first read 0.86 s after
+    that). ``backend`` as :func:`papara` takes it (a function by its ``backend_name``)."""
+    name = _backend_name(backend)
+    if name is None:
+        return
+    from ..hybrid.backend import start_ahead
+
+    try:
+        started = start_ahead(name)
+    except OSError as exc:  # (no process could be started: the work queue starts its own)
+        log.debug("device processes started ahead: %s", exc)
+        return
+    if started:
+        timeline.mark(f"{started} device processes started ahead")
+
+
+def _backend_name(backend) -> str | None:
+    """The name a backend is asked for by (a function: its ``backend_name``, the CLI's),
+    None for a ready Backend or a function that does not say."""
+    if isinstance(backend, str):
+        return backend
+    if isinstance(backend, Backend):
+        return None
+    return getattr(backend, "backend_name", None)
+
+
 class _ProfileKernel:
-    """:func:`profiles.load_kernel` on a thread of its own, started with the run: Numba's
-    import and LLVM's set-up for the edge profiles begin beside the backend's warm-up and
-    the reading, not once the reference is read (an error is left for the profiles to
+    """:func:`profiles.load_kernel` on a thread of its own, from :meth:`start` (at the run's
+    start, or where a device was to compute the profiles, once the backend is found not to):
+    Numba's import and LLVM's set-up for the edge profiles begin beside the backend's warm-up
+    and the reading, not once the reference is read (an error is left for the profiles to
     raise)."""
 
     def __init__(self, alphabet, timeline: RunStats) -> None:
@@ -651,7 +716,20 @@ class _ProfileKernel:
         self.thread = threading.Thread(
             target=self._run, args=(alphabet,), name="dpalign-profile-kernel", daemon=True
         )
-        self.thread.start()
+        self._lock = threading.Lock()
+        self._started = False
+
+    def start(self) -> None:
+        """Start the load (once; later calls do nothing)."""
+        with self._lock:
+            if not self._started:
+                self._started = True
+                self.thread.start()
+
+    def join(self) -> None:
+        """Wait for the load, if it was started."""
+        if self._started:
+            self.thread.join()
 
     def _run(self, alphabet) -> None:
         try:
@@ -679,17 +757,32 @@ class _WarmUp:
     error of the warm-up itself is left for the real run to raise.
 
     Where a device scores (``kind`` device or pool: the traceback runs on the CPU backend),
-    :meth:`join` returns once the read is scored: the traceback's Numba kernels go on
-    loading on this thread while the device scores the first batch (nothing needs them
-    before its scores are back). :meth:`finish` waits for that too.
+    :meth:`join` returns once the read is scored, and the fold's and the traceback's Numba
+    kernels load once :meth:`start_late` is called, beside the first batch (nothing needs them
+    before its scores are back; earlier, they would slow the edge profiles' kernel, which the
+    first launch waits for). :meth:`finish` waits for them.
     """
 
-    def __init__(self, backend, scoring: PaparaScoring, protein: bool, timeline: RunStats) -> None:
+    def __init__(
+        self,
+        backend,
+        scoring: PaparaScoring,
+        protein: bool,
+        timeline: RunStats,
+        loader: _ProfileKernel | None = None,
+    ) -> None:
         import threading
 
         self.timeline = timeline  # where the warm-up's own spans go
+        # ``loader``: the profiles' CPU kernel, to start once the backend is found without
+        # a device for them (None: no device was expected to compute them)
+        self.loader = loader
+        self.found = threading.Event()
+        self._profile_device: Backend | None = None
         self.late: list[tuple[str, float, float | None]] = []  # spans after join()
         self.scored = threading.Event()
+        self._late_args: tuple | None = None  # the warm-up read's scores, to fold and trace
+        self._late: threading.Thread | None = None
         self.engine: Backend | None = None
         self.stats: RunStats | None = None
         self.error: BaseException | None = None
@@ -708,8 +801,17 @@ class _WarmUp:
                 engine = backend if isinstance(backend, Backend) else backend()
         except BaseException as exc:  # raised on the caller's thread by join()
             self.error = exc
+            self.found.set()
             self.scored.set()
             return
+        if self.loader is not None:
+            try:
+                self._profile_device = engine.profile_device()
+            except Exception as exc:  # the run itself will meet and report it
+                log.debug("warm-up: %s", exc)
+            if self._profile_device is None:
+                self.loader.start()
+        self.found.set()
         self.engine, self.stats = engine, engine.stats
         engine.stats = self.scratch = RunStats()
         early = engine.kind in ("device", "pool")
@@ -723,24 +825,56 @@ class _WarmUp:
             self.timeline.mark("warm-up: one read scored", start, time.perf_counter())
         except Exception as exc:  # the run itself will meet and report it
             log.debug("warm-up: %s", exc)
+        if early:
+            # The fold's and the traceback's Numba kernels are first needed when the first
+            # batch's scores are back: they load beside that batch (:meth:`start_late`), not
+            # now, when they would share Numba's compiler lock and the interpreter lock with
+            # the edge profiles' kernel, which the first launch waits for.
+            if scored is not None:
+                self._late_args = (scored, states, flags, read, scoring)
+            self.scored.set()
+            return
+        try:
+            self._fold_and_trace(scored, states, flags, read, scoring)
         finally:
-            if early:
-                self.scored.set()
+            self.scored.set()
+
+    def _fold_and_trace(self, scored, states, flags, read, scoring) -> None:
+        """Fold and trace back the warm-up read (the fold's and traceback's kernels load)."""
         try:
             if scored is not None:
-                # the best-edge fold's kernel (Numba) loads here too, after the join where a
-                # device scores: it is first needed when the first batch's scores are back
                 start = time.perf_counter()
                 placed = placement.fold(scored, scoring, self.engine)
                 traceback.align_reads(
                     states, flags, read, placed.edge, placed.score, scoring, self.engine
                 )
                 span = ("warm-up: one read folded and traced", start, time.perf_counter())
-                (self.late if early else self.timeline.timeline).append(span)
+                (self.late if self._late_args else self.timeline.timeline).append(span)
         except Exception as exc:
             log.debug("warm-up: %s", exc)
-        finally:
-            self.scored.set()
+
+    def start_late(self) -> None:
+        """Where a device scores: start loading the fold's and the traceback's kernels (on
+        a thread of their own), once the first launch is on its way."""
+        import threading
+
+        if self._late_args is None or self._late is not None:
+            return
+        self._late = threading.Thread(
+            target=self._fold_and_trace,
+            args=self._late_args,
+            name="dpalign-warmup-late",
+            daemon=True,
+        )
+        self._late.start()
+
+    def profile_device(self) -> Backend | None:
+        """The backend whose device computes the edge profiles, once the backend is found
+        (its device may still be scoring the warm-up read: the profiles' program builds and
+        runs beside it), or None: the CPU kernel does."""
+        with self.timeline.span("waiting for the backend (edge profiles)"):
+            self.found.wait()
+        return self._profile_device
 
     def join(self, quiet: bool = False) -> Backend:
         """The backend, its own accounting back in place; raises what building it raised
@@ -760,6 +894,8 @@ class _WarmUp:
         """Wait for the rest of the warm-up (the traceback's kernels); its spans go to
         ``stats``."""
         self.thread.join()
+        if self._late is not None:
+            self._late.join()
         stats.timeline.extend(self.late)
 
 

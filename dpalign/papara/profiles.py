@@ -13,14 +13,17 @@ Gap flags come from one of two models:
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import engine
-from ..errors import OptionError
+from ..errors import DpalignError, OptionError
 from .tree import PaparaTree
+
+log = logging.getLogger("dpalign.papara")
 
 GAP_MODELS = ("likelihood", "cgap")
 _TINY = 2.0**-256
@@ -108,6 +111,7 @@ def edge_profiles(
     gap_model: str = "likelihood",
     threads: int | None = None,
     kernel: bool = True,
+    device=None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Compute the state and gap-flag vector of every edge.
 
@@ -126,6 +130,10 @@ def edge_profiles(
     kernel : bool
         Run the schedule in the engine's CPU kernel where there is one (False: the NumPy
         form, one combine of whole rows at a time, which the kernel is tested against).
+    device : Backend, optional
+        Run the schedule on this backend's device first
+        (:meth:`~dpalign.contract.Backend.device_papara_profiles`); where it cannot, or its
+        driver fails, the CPU kernel runs.
 
     Returns
     -------
@@ -138,8 +146,19 @@ def edge_profiles(
     if kernel and tip_states:
         tips, ops, trans = combine_schedule(tree, gap_fraction)
         rows = np.stack([tip_states[node] for node in tips])
+        cgap = gap_model == "cgap"
+        if device is not None:
+            try:
+                done = device.device_papara_profiles(
+                    rows, gap_state, ops, trans, len(tree.edges), cgap
+                )
+            except DpalignError as exc:  # the scoring meets it again, or runs elsewhere
+                log.info("edge profiles on the device: %s; on the CPU instead", exc)
+                done = None
+            if done is not None:
+                return done
         done = engine.cpu_papara_profiles(
-            rows, gap_state, ops, trans, len(tree.edges), gap_model == "cgap", threads
+            rows, gap_state, ops, trans, len(tree.edges), cgap, threads
         )
         if done is not None:
             return done
@@ -189,11 +208,17 @@ def load_kernel(dtype, gap_state: int) -> None:
 
 
 def dataset_profiles(
-    data, gap_model: str = "likelihood", threads: int | None = None
+    data, gap_model: str = "likelihood", threads: int | None = None, device=None
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`edge_profiles` of a loaded :class:`dpalign.papara.dataset.PaparaData` (its tips'
     reference rows, its alphabet's gap state and gap fraction)."""
     tips = {node: data.ref_states[row] for node, row in data.tip_rows.items()}
     return edge_profiles(
-        data.tree, tips, data.alphabet.gap, data.gap_fraction, gap_model, threads=threads
+        data.tree,
+        tips,
+        data.alphabet.gap,
+        data.gap_fraction,
+        gap_model,
+        threads=threads,
+        device=device,
     )

@@ -13,7 +13,11 @@ import numpy as np
 from numba import njit
 
 from .. import config
+from . import load_numba_target
 from .threads import map_threads
+
+# Numba's CPU target without SciPy's BLAS probe, before this module's kernels load
+load_numba_target()
 
 _LOW = np.iinfo(np.int64).min
 

@@ -13,7 +13,11 @@ import numpy as np
 from numba import njit
 
 from ..config import cpu_threads
+from . import load_numba_target
 from .threads import map_threads
+
+# Numba's CPU target without SciPy's BLAS probe, before this module's kernels load
+load_numba_target()
 
 _TINY = 2.0**-256
 _SCALE = 2.0**256

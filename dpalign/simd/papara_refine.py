@@ -34,7 +34,11 @@ import math
 import numpy as np
 from numba import njit
 
+from . import load_numba_target
 from .threads import map_threads
+
+# Numba's CPU target without SciPy's BLAS probe, before this module's kernels load
+load_numba_target()
 
 _OP_TABLE = bytes.maketrans(b"\x00\x01\x02", b"MRI")
 _CHUNK = 16  # reads a thread takes at a time

@@ -22,7 +22,11 @@ import numpy as np
 from numba import njit
 
 from ..errors import OptionError
+from . import load_numba_target
 from .pairwise import NEG64, row0
+
+# Numba's CPU target without SciPy's BLAS probe, before this module's kernels load
+load_numba_target()
 
 #: Largest ``(m + 1) * (n + 1)`` a traceback accepts (one byte per cell: 256 MiB).
 MAX_TRACEBACK_CELLS = 2**28
