@@ -682,7 +682,11 @@ def halves_score(job, top_filler, bottom_filler, threads: int, progress=None):
                 failed.append(exc)
                 return
         last_halves[f"set_up_{k}"] = time.perf_counter() - t0
+        last_halves[f"began_{k}"] = t0 - began  # this half's start after the other's
         th = getattr(filler, "tile_rows", None) or min(job.tiling.tile_rows, h)
+        if HALVES_TALL > 1 and hasattr(filler, "taller"):  # no checkpoint rows are kept
+            th = filler.taller(th, HALVES_TALL)
+        last_halves[f"tile_rows_{k}"] = th
         tw = getattr(filler, "tile_cols", None) or min(job.tiling.tile_cols, n)
         n_rows, n_cols = -(-h // th), -(-n // tw)
         try:
@@ -713,6 +717,10 @@ def halves_score(job, top_filler, bottom_filler, threads: int, progress=None):
     last_halves["wall"] = time.perf_counter() - began
     return score, made
 
+
+#: Device halves fill in tile rows up to this many times the pair's (``taller``): fewer,
+#: longer launches.
+HALVES_TALL = 1
 
 #: The last :func:`halves_score`'s account (each half's set-up and fill, seconds), for
 #: benchmarks.
