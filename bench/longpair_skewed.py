@@ -128,6 +128,7 @@ def main() -> None:
 
     from dpalign.kernels_cl import skewed
 
+    halves_tall = bands_module.HALVES_TALL
     for name in args.cases.split(","):
         name, *marks = name.split("@")
         tall = next((int(m[1:]) for m in marks if m.startswith("t")), None)
@@ -136,7 +137,7 @@ def main() -> None:
         note += {True: ", balanced", False: ", unbalanced", None: ""}[balance]
         tb = name.endswith("-tb")
         kind = name.removesuffix("-tb")
-        bands_module.HALVES_TALL = tall or 1
+        bands_module.HALVES_TALL = tall or halves_tall
         if kind == "one":
             more = {}
             if tall:  # the GPUs' packed tiles (GPU_TILE_PACKED), taller

@@ -719,8 +719,8 @@ def halves_score(job, top_filler, bottom_filler, threads: int, progress=None):
 
 
 #: Device halves fill in tile rows up to this many times the pair's (``taller``): fewer,
-#: longer launches.
-HALVES_TALL = 1
+#: longer launches (two H200s, 3 Mb: 2.89-2.92 s with 512-row packed tiles, 3.13 s with 256).
+HALVES_TALL = 2
 
 #: The last :func:`halves_score`'s account (each half's set-up and fill, seconds), for
 #: benchmarks.

@@ -228,14 +228,13 @@ def test_band_plan_balances_the_devices():
 @pytest.mark.parametrize("n_tr, n_tc", [(11133, 5859), (11134, 5860), (5566, 5859), (3000, 9000),
                                         (20000, 3000), (700, 5000)])  # fmt: skip
 def test_band_plan_balances_the_devices_totals(devices, n_tr, n_tc):
-    """Balanced: the same period (each step's tiles shared alike), every device as many
-    bands, their tile rows within a band count of each other, the lag at least the plain
-    plan's."""
-    from dpalign.kernels_cl.skewed import LAG, band_plan
+    """Balanced: every device as many bands, their tile rows within a band count of each
+    other, the same lag; never more unequal than the plain plan."""
+    from dpalign.kernels_cl.skewed import band_plan
 
     plain = band_plan(n_tr, n_tc, devices, balance=False)
     plan = band_plan(n_tr, n_tc, devices, balance=True)
-    assert plan.period == plain.period and plan.lag >= LAG
+    assert plan.lag == plain.lag
     H = plan.band_tiles
     bands = -(-n_tr // H)
     heights = [min(H, n_tr - k * H) for k in range(bands)]
