@@ -685,7 +685,7 @@ def halves_score(job, top_filler, bottom_filler, threads: int, progress=None):
         last_halves[f"began_{k}"] = t0 - began  # this half's start after the other's
         th = getattr(filler, "tile_rows", None) or min(job.tiling.tile_rows, h)
         if HALVES_TALL > 1 and hasattr(filler, "taller"):  # no checkpoint rows are kept
-            th = filler.taller(th, HALVES_TALL)
+            th = filler.taller(th, HALVES_TALL, wide=False)  # (measured on packed tiles)
         last_halves[f"tile_rows_{k}"] = th
         tw = getattr(filler, "tile_cols", None) or min(job.tiling.tile_cols, n)
         n_rows, n_cols = -(-h // th), -(-n // tw)
@@ -718,8 +718,9 @@ def halves_score(job, top_filler, bottom_filler, threads: int, progress=None):
     return score, made
 
 
-#: Device halves fill in tile rows up to this many times the pair's (``taller``): fewer,
-#: longer launches (two H200s, 3 Mb: 2.89-2.92 s with 512-row packed tiles, 3.13 s with 256).
+#: Device halves in packed tiles fill in tile rows up to this many times the pair's
+#: (``taller``): fewer, longer launches (two H200s, 3 Mb: 2.89-2.92 s with 512-row packed
+#: tiles, 3.13 s with 256).
 HALVES_TALL = 2
 
 #: The last :func:`halves_score`'s account (each half's set-up and fill, seconds), for

@@ -333,3 +333,40 @@ def test_halves_on_two_device_queues(cl_device, seed, monkeypatch):
                                     free_ends_tuple("global"))  # fmt: skip
     assert (got.score, got.a_end, got.b_end) == (want.score, want.a_end, want.b_end)
     assert sum(1 for w in stats.workers.values() if w.cells) >= 2  # both halves on devices
+
+
+def test_taller_tiles_by_default_for_packed_pairs_only(cl_device):
+    """Skewed fills and device halves take 512-row tiles where the pair's are 256-row packed
+    ones (fewer launches; the results the same), and keep 32-bit tiles as they are."""
+    import dpalign.bands as bands_module
+    from dpalign.kernels_cl.antidiagonal import PairOnDevice, TileShape
+    from dpalign.kernels_cl.backend import OpenCLBackend
+    from dpalign.kernels_cl.skewed import TALL, SkewedFill
+
+    scoring = Scoring((2, -3), (5, 2))
+    m, n = 90, 70
+    a, b = random_pair(np.random.default_rng(7), m, n, 4, True)
+    lanes = plan_lanes(scoring, m, n, "global", Tiling(lane_bits=32))
+    job = _Aligner(a, b, scoring, "global", free_ends_tuple("global"), Tiling(), 1, lanes)
+    whole = job.global_region()
+    for tile, rows in (((3, 2, 2, True), 3 * TALL), ((3, 2, 2), 3)):
+        shape = TileShape(*tile)
+        pairs = [
+            PairOnDevice(c, a, b, scoring.matrix, 5, 2, False, shape)
+            for c in _contexts(cl_device, 2)
+        ]
+        n_tr, n_tc = -(-m // 3), -(-n // shape.cols)
+        slots = (np.full(n_tr, -1), np.full(n_tc, -1))
+        want = pairs[0].fill_region(0, 0, whole.top, whole.left, *slots, 3, lanes.neg_store)
+        skewed = SkewedFill(pairs, band_tiles=2, lag=1)
+        got = skewed.fill_region(0, 0, whole.top, whole.left, *slots, 3, lanes.neg_store)
+        assert skewed.stats["tile_rows"] == rows
+        np.testing.assert_array_equal(got.last_row, want.last_row)
+    devices = [OpenCLBackend(device=cl_device, stream=k) for k in range(2)]
+    got = align_long(a, b, scoring, "global", traceback=False,
+                     tiling=Tiling(device_cells=1, device_tile=(3, 2, 2, True)),
+                     bands=Bands(devices=devices, halves=True))  # fmt: skip
+    assert bands_module.last_halves["tile_rows_0"] == 3 * bands_module.HALVES_TALL
+    want = reference.pairwise_score(a, b, scoring.matrix, 5, 2, "global",
+                                    free_ends_tuple("global"))  # fmt: skip
+    assert (got.score, got.a_end, got.b_end) == (want.score, want.a_end, want.b_end)

@@ -348,14 +348,16 @@ class PairOnDevice:
         self.packed_defines = defines
         return a_buf, prof_buf, letters, stride
 
-    def taller(self, tile_rows: int, factor: int) -> int:
+    def taller(self, tile_rows: int, factor: int, wide: bool = True) -> int:
         """The tallest tile rows, a multiple of ``tile_rows`` at most ``factor`` times it,
         that this pair's kernel runs as it runs ``tile_rows`` (packed tiles within the packed
-        kernel's local memory and 16-bit bounds; 32-bit ones within their local memory), for
-        fills that want fewer, longer launches (several devices: a launch's gap and start-up
-        cost the same for a tile of 256 rows as for one of 512)."""
+        kernel's local memory and 16-bit bounds; 32-bit ones within their local memory, and
+        only with ``wide``), for fills that want fewer, longer launches (several devices: a
+        launch's gap and start-up cost the same for a tile of 256 rows as for one of 512)."""
         tile_rows = int(tile_rows)
         packed = self.packed is not None and tile_rows <= self.packed_defines["MAXTR"]
+        if not (packed or wide):
+            return tile_rows
         for f in range(max(int(factor), 1), 1, -1):
             rows = f * tile_rows
             if packed:

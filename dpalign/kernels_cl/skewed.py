@@ -53,8 +53,9 @@ WINDOW = 512
 FLUSH = 32
 #: :func:`band_plan` balances the devices' total tiles (lag adjusted), not only each step's.
 BALANCE = False
-#: Tile rows of a skewed fill: up to this many times the caller's (``PairOnDevice.taller``;
-#: the caller's checkpoint rows must fall on the taller tiles' bottoms): fewer launches.
+#: Tile rows of a skewed fill in packed tiles: up to this many times the caller's
+#: (``PairOnDevice.taller``; the caller's checkpoint rows must fall on the taller tiles'
+#: bottoms): fewer launches.
 #: Two H200s, 3 Mb, global: 2.78 s with 512-row packed tiles against 3.09 s with 256
 #: (12 k launches a GPU against 18 k, each GPU's kernels 2.56 / 2.26 s against 2.76 / 2.65).
 TALL = 2
@@ -316,8 +317,9 @@ class SkewedFill:
     balance : bool, optional
         See :func:`band_plan` (default :data:`BALANCE`).
     tall : int, optional
-        Tile rows up to this many times the caller's (default :data:`TALL`; see
-        ``PairOnDevice.taller``), where the caller's checkpoint rows allow.
+        Tile rows up to this many times the caller's (``PairOnDevice.taller``), where the
+        caller's checkpoint rows allow; default :data:`TALL` for packed tiles (where it was
+        measured), 1 for 32-bit ones.
     """
 
     def __init__(self, pairs, device_waits=None, band_tiles=None, lag=None, batch=None,
@@ -333,7 +335,7 @@ class SkewedFill:
         self.pairs = list(pairs)
         self.device_waits = shared if device_waits is None else bool(device_waits)
         self.options = (band_tiles, lag, batch, balance)
-        self.tall = TALL if tall is None else int(tall)
+        self.tall = tall
         self.window = WINDOW if window is None else int(window)
         self.copy_queues = bool(copy_queues)
         self.stats: dict = {}
@@ -351,8 +353,9 @@ class SkewedFill:
         if len(row_slot) != n_tr or len(col_slot) != n_tc:
             raise OptionError("one checkpoint slot per tile row and tile column is needed")
         slots = row_slot
-        if self.tall > 1 and not wide:
-            factor = pair.taller(tr, self.tall) // tr
+        tall = TALL if self.tall is None else int(self.tall)
+        if tall > 1 and not wide:
+            factor = pair.taller(tr, tall, wide=self.tall is not None) // tr
             coarse = _coarser(np.asarray(row_slot), n_tr, factor)
             if coarse is not None:  # (the refill in 32 bits below takes the caller's tiles)
                 tr, slots, n_tr = factor * tr, coarse, len(coarse)
