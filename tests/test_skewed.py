@@ -320,6 +320,7 @@ def test_halves_on_two_device_queues(cl_device, seed, monkeypatch):
     from dpalign.kernels_cl.backend import OpenCLBackend
 
     monkeypatch.setattr(bands_module, "HALVES_TALL", 1 + seed // 2)  # taller tiles too
+    monkeypatch.setattr(bands_module, "HALVES_TALL_MIN_TILES", 1)  # in small pairs too
 
     rng = np.random.default_rng(seed)
     s = Scoring(*SCORINGS[seed % len(SCORINGS)])
@@ -335,13 +336,20 @@ def test_halves_on_two_device_queues(cl_device, seed, monkeypatch):
     assert sum(1 for w in stats.workers.values() if w.cells) >= 2  # both halves on devices
 
 
-def test_taller_tiles_by_default_for_packed_pairs_only(cl_device):
+@pytest.mark.parametrize("least", [1, 10**6])
+def test_taller_tiles_by_default_for_packed_pairs_only(cl_device, monkeypatch, least):
     """Skewed fills and device halves take 512-row tiles where the pair's are 256-row packed
-    ones (fewer launches; the results the same), and keep 32-bit tiles as they are."""
+    ones (fewer launches; the results the same) in regions large enough, and keep 32-bit
+    tiles as they are."""
     import dpalign.bands as bands_module
+    import dpalign.kernels_cl.skewed as skewed_module
     from dpalign.kernels_cl.antidiagonal import PairOnDevice, TileShape
     from dpalign.kernels_cl.backend import OpenCLBackend
-    from dpalign.kernels_cl.skewed import TALL, SkewedFill
+    from dpalign.kernels_cl.skewed import SkewedFill
+
+    monkeypatch.setattr(skewed_module, "TALL_MIN_TILES", least)
+    monkeypatch.setattr(bands_module, "HALVES_TALL_MIN_TILES", least)
+    TALL = skewed_module.TALL if least == 1 else 1
 
     scoring = Scoring((2, -3), (5, 2))
     m, n = 90, 70
@@ -366,7 +374,8 @@ def test_taller_tiles_by_default_for_packed_pairs_only(cl_device):
     got = align_long(a, b, scoring, "global", traceback=False,
                      tiling=Tiling(device_cells=1, device_tile=(3, 2, 2, True)),
                      bands=Bands(devices=devices, halves=True))  # fmt: skip
-    assert bands_module.last_halves["tile_rows_0"] == 3 * bands_module.HALVES_TALL
+    halves_tall = bands_module.HALVES_TALL if least == 1 else 1
+    assert bands_module.last_halves["tile_rows_0"] == 3 * halves_tall
     want = reference.pairwise_score(a, b, scoring.matrix, 5, 2, "global",
                                     free_ends_tuple("global"))  # fmt: skip
     assert (got.score, got.a_end, got.b_end) == (want.score, want.a_end, want.b_end)

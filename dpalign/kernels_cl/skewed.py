@@ -59,6 +59,11 @@ BALANCE = False
 #: Two H200s, 3 Mb, global: 2.78 s with 512-row packed tiles against 3.09 s with 256
 #: (12 k launches a GPU against 18 k, each GPU's kernels 2.56 / 2.26 s against 2.76 / 2.65).
 TALL = 2
+#: :data:`TALL` by default only where each device's share of the region's longest tile
+#: diagonal in the taller tiles is at least this many tiles (3 Mb on two GPUs: ~2,800). An
+#: H200 runs ~1,500 tiles of a launch at once (``bands.DEVICE_CHUNK_TILES``): a launch of
+#: fewer takes about one tile's latency, which taller tiles double.
+TALL_MIN_TILES = 1500
 #: A device's launch profiles are read in chunks of this many while the fill runs.
 PROFILE_CHUNK = 256
 
@@ -319,7 +324,7 @@ class SkewedFill:
     tall : int, optional
         Tile rows up to this many times the caller's (``PairOnDevice.taller``), where the
         caller's checkpoint rows allow; default :data:`TALL` for packed tiles (where it was
-        measured), 1 for 32-bit ones.
+        measured) in regions large enough (:data:`TALL_MIN_TILES`), else 1.
     """
 
     def __init__(self, pairs, device_waits=None, band_tiles=None, lag=None, batch=None,
@@ -356,6 +361,9 @@ class SkewedFill:
         tall = TALL if self.tall is None else int(self.tall)
         if tall > 1 and not wide:
             factor = pair.taller(tr, tall, wide=self.tall is not None) // tr
+            diagonal = min(-(-h // (factor * tr)), n_tc)  # tiles, in the taller tiles
+            if self.tall is None and diagonal < TALL_MIN_TILES * len(self.pairs):
+                factor = 1
             coarse = _coarser(np.asarray(row_slot), n_tr, factor)
             if coarse is not None:  # (the refill in 32 bits below takes the caller's tiles)
                 tr, slots, n_tr = factor * tr, coarse, len(coarse)
