@@ -51,7 +51,8 @@ LAG = 64
 WINDOW = 512
 #: Steps between flushes of a device's queue.
 FLUSH = 32
-#: :func:`band_plan` balances the devices' total tiles (lag adjusted), not only each step's.
+#: :func:`band_plan` gives every device as many bands (its total tiles alike) rather than
+#: aiming at equal tiles per step (not measured on GPUs in this form: off).
 BALANCE = False
 #: Tile rows of a skewed fill in packed tiles: up to this many times the caller's
 #: (``PairOnDevice.taller``; the caller's checkpoint rows must fall on the taller tiles'
