@@ -40,7 +40,9 @@ def main() -> None:
                         help="comma list of one, chunks, halves, shared, separate, shared-host, "
                         "shared-H[-L[-B[-W]]] (band_tiles, lag, batch, window; 0: default), "
                         "shared-inorder, separate-inorder (no copy queues), "
-                        "one-tb, shared-tb")  # fmt: skip
+                        "one-tb, shared-tb; a suffix @tN: tile rows up to N times the "
+                        "pair's (skewed, halves, one), @b: balanced bands (skewed), "
+                        "@B: unbalanced")  # fmt: skip
     parser.add_argument("--budget", type=float, default=200, help="seconds; later cases skipped")
     parser.add_argument("--any-device", action="store_true", help="PoCL: two queues of it")
     parser.add_argument("--out", default="skewed.json")
@@ -77,12 +79,25 @@ def main() -> None:
     print(f"warm-up done in {time.perf_counter() - start:.1f} s", flush=True)
     rows = []
 
+    held = {}
+    hold_devices = bands_module.hold_devices
+
+    def timed_hold(*pos, **kw):  # the pair's set-up on every device, before the fill
+        t0 = time.perf_counter()
+        try:
+            return hold_devices(*pos, **kw)
+        finally:
+            held["hold_s"] = round(time.perf_counter() - t0, 4)
+
+    bands_module.hold_devices = timed_hold
+
     def case(name, traceback=False, **options):
         if time.perf_counter() - start > args.budget:
             rows.append({"case": name, "skipped": "over the time budget"})
             print(f"{name}: skipped (budget)", flush=True)
             return
         stats = RunStats()
+        held.clear()
         t0 = time.perf_counter()
         r = align_long(a, b, scoring, args.mode, traceback=traceback, stats=stats, **options)
         seconds = time.perf_counter() - t0
@@ -97,27 +112,39 @@ def main() -> None:
             "cigar_chars": len(r.cigar) if traceback else 0,
             "devices": {k: [w.cells, round(w.seconds, 3)] for k, w in stats.workers.items()},
         }
-        from dpalign.kernels_cl import skewed
-
         if "skewed" in name and skewed.last_stats:
-            row["skewed"] = {k: v for k, v in skewed.last_stats.items()}
+            row["skewed"] = {k: _rounded(v) for k, v in skewed.last_stats.items()}
             skewed.last_stats.clear()
         if "halves" in name and bands_module.last_halves:
             row["skewed"] = {k: round(v, 3) for k, v in bands_module.last_halves.items()}
             bands_module.last_halves.clear()
+        if held:
+            row.setdefault("skewed", {}).update(held)
         rows.append(row)
         print(f"{name}: {seconds:.2f} s, {row['gcups']:.0f} GCUPS, score {r.score}, "
               f"kernel s per device {row['devices']}", flush=True)  # fmt: skip
         if "skewed" in row:
             print(f"    {json.dumps(row['skewed'], default=str)}", flush=True)
 
+    from dpalign.kernels_cl import skewed
+
+    halves_tall = bands_module.HALVES_TALL
     for name in args.cases.split(","):
+        name, *marks = name.split("@")
+        tall = next((int(m[1:]) for m in marks if m.startswith("t")), None)
+        balance = True if "b" in marks else False if "B" in marks else None
+        note = f", tile rows x{tall}" if tall else ""
+        note += {True: ", balanced", False: ", unbalanced", None: ""}[balance]
         tb = name.endswith("-tb")
         kind = name.removesuffix("-tb")
+        bands_module.HALVES_TALL = tall or halves_tall
         if kind == "one":
-            case(f"1 GPU{' traceback' if tb else ''}", tb, backend=single[0])
+            more = {}
+            if tall:  # the GPUs' packed tiles (GPU_TILE_PACKED), taller
+                more["tiling"] = Tiling(device_tile=(256 * tall, 32, 8, True))
+            case(f"1 GPU{' traceback' if tb else ''}{note}", tb, backend=single[0], **more)
         elif kind == "halves":
-            case(f"{len(gpus)} GPUs, halves (top forward, bottom reversed, joined)", tb,
+            case(f"{len(gpus)} GPUs, halves (top forward, bottom reversed, joined){note}", tb,
                  bands=Bands(devices=single, halves=True))  # fmt: skip
         elif kind == "chunks":
             case(f"{len(gpus)} GPUs, column bands of row chunks (main)", tb,
@@ -133,6 +160,10 @@ def main() -> None:
             for key, value in zip(("band_tiles", "lag", "batch", "window"), numbers, strict=False):
                 if value:
                     extra[key] = value
+            if tall:
+                extra["tall"] = tall
+            if balance is not None:
+                extra["balance"] = balance
             how = "one context, devices wait" if waits else "host waits"
             if kind.startswith("separate"):
                 how = "a context each, host waits"
@@ -169,6 +200,16 @@ def main() -> None:
         print(f"  {r['case']}: {r['seconds']:.2f} s  x{r.get('speedup', 0):.2f}")
     if not identical:
         raise SystemExit("the cases disagree")
+
+
+def _rounded(value):
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return value
 
 
 if __name__ == "__main__":

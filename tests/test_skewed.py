@@ -51,7 +51,11 @@ def test_skewed_bands_leave_one_devices_fill(cl_device, data):
         window=data.draw(st.integers(1, 40), label="window"),
         device_waits=data.draw(st.booleans(), label="device_waits"),
         copy_queues=data.draw(st.booleans(), label="copy_queues"),
+        balance=data.draw(st.booleans(), label="balance"),
+        tall=data.draw(st.integers(1, 3), label="tall"),
     )
+    if data.draw(st.booleans(), label="plan's own bands"):
+        del options["band_tiles"]
     rng = np.random.default_rng(seed)
     a, b = random_pair(rng, m, n, 20 if sub == "BLOSUM62" else 4, True)
     shape = TileShape(*tile)
@@ -82,7 +86,9 @@ def test_skewed_bands_leave_one_devices_fill(cl_device, data):
     np.testing.assert_array_equal(got.row_store, want.row_store)
     np.testing.assert_array_equal(got.col_store, want.col_store)
     assert got.best == want.best
-    assert skewed.stats["bands"] == -(-n_tr // skewed.stats["band_tiles"])
+    assert skewed.stats["tile_rows"] in (th, th * options["tall"], th * 2)
+    tall_rows = -(-m // skewed.stats["tile_rows"])
+    assert skewed.stats["bands"] == -(-tall_rows // skewed.stats["band_tiles"])
     launches = skewed.stats["launches"]
     assert sum(1 for x in launches if x) == min(ndev, skewed.stats["bands"])
 
@@ -136,9 +142,11 @@ def test_skewed_region_inside_the_matrix(cl_device):
     band_tiles=st.integers(1, 4),
     device_waits=st.booleans(),
     copy_queues=st.booleans(),
+    tall=st.integers(1, 2),
+    balance=st.booleans(),
 )
 def test_skewed_bands_align_as_the_oracle(cl_device, seed, mode, traceback, band_tiles,
-                                          device_waits, copy_queues):  # fmt: skip
+                                          device_waits, copy_queues, tall, balance):  # fmt: skip
     """Whole alignments: the forward pass in skewed bands on two queues of one context
     (``OpenCLBackend(share=...)``), the traceback's recomputations too."""
     from dpalign.kernels_cl.backend import OpenCLBackend
@@ -151,7 +159,7 @@ def test_skewed_bands_align_as_the_oracle(cl_device, seed, mode, traceback, band
     tiling = Tiling(tile_rows=6, tile_cols=5, blocks=3, leaf_rows=4, leaf_cols=4,
                     device_cells=1, device_tile=(3, 2, 2))  # fmt: skip
     options = dict(band_tiles=band_tiles, lag=1, batch=1, device_waits=device_waits,
-                   copy_queues=copy_queues)  # fmt: skip
+                   copy_queues=copy_queues, tall=tall, balance=balance)  # fmt: skip
     got = align_long(
         a, b, scoring, mode, traceback=traceback, tiling=tiling,
         bands=Bands(devices=devices, min_cells=1, skewed=True, skew_options=options),
@@ -216,6 +224,40 @@ def test_band_plan_balances_the_devices():
     assert band_plan(5, 3, 2).band_tiles == 3  # short regions: a band per device at most
 
 
+@pytest.mark.parametrize("devices", [2, 3, 4])
+@pytest.mark.parametrize("n_tr, n_tc", [(11133, 5859), (11134, 5860), (5566, 5859), (3000, 9000),
+                                        (20000, 3000), (700, 5000)])  # fmt: skip
+def test_band_plan_balances_the_devices_totals(devices, n_tr, n_tc):
+    """Balanced: every device as many bands, their tile rows within a band count of each
+    other, the same lag; never more unequal than the plain plan."""
+    from dpalign.kernels_cl.skewed import band_plan
+
+    plain = band_plan(n_tr, n_tc, devices, balance=False)
+    plan = band_plan(n_tr, n_tc, devices, balance=True)
+    assert plan.lag == plain.lag
+    H = plan.band_tiles
+    bands = -(-n_tr // H)
+    heights = [min(H, n_tr - k * H) for k in range(bands)]
+    totals = [sum(heights[d::devices]) for d in range(devices)]
+    assert max(totals) - min(totals) <= max(bands, H - min(heights)), (plan, totals)
+    if n_tr > devices * plain.band_tiles:
+        assert bands % devices == 0 and max(totals) - min(totals) < bands
+        plain_h = [min(plain.band_tiles, n_tr - k * plain.band_tiles)
+                   for k in range(-(-n_tr // plain.band_tiles))]  # fmt: skip
+        plain_t = [sum(plain_h[d::devices]) for d in range(devices)]
+        assert max(totals) - min(totals) <= max(plain_t) - min(plain_t)
+
+
+def test_coarser_rows_keep_the_callers_checkpoints():
+    from dpalign.kernels_cl.skewed import _coarser
+
+    slots = np.array([-1, 0, -1, 1, -1, -1, -1, 2, 3])
+    np.testing.assert_array_equal(_coarser(slots, 9, 2), [0, 1, -1, 2, 3])
+    assert _coarser(slots, 9, 3) is None  # row 1 is no bottom of a 3-row tile
+    np.testing.assert_array_equal(_coarser(np.full(5, -1), 5, 4), [-1, -1])
+    assert _coarser(slots, 9, 1) is None
+
+
 # --------------------------------------------------------------------------------------------
 # Global scores from two halves (the bottom one reversed), joined on the middle row
 # --------------------------------------------------------------------------------------------
@@ -271,10 +313,14 @@ def test_halves_take_their_path_only_where_they_apply(monkeypatch):
         assert bool(calls) == used, (mode, free, traceback)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_halves_on_two_device_queues(cl_device, seed):
+@pytest.mark.parametrize("seed", range(6))
+def test_halves_on_two_device_queues(cl_device, seed, monkeypatch):
+    import dpalign.bands as bands_module
     from dpalign.gcups import RunStats
     from dpalign.kernels_cl.backend import OpenCLBackend
+
+    monkeypatch.setattr(bands_module, "HALVES_TALL", 1 + seed // 2)  # taller tiles too
+    monkeypatch.setattr(bands_module, "HALVES_TALL_MIN_TILES", 1)  # in small pairs too
 
     rng = np.random.default_rng(seed)
     s = Scoring(*SCORINGS[seed % len(SCORINGS)])
@@ -288,3 +334,48 @@ def test_halves_on_two_device_queues(cl_device, seed):
                                     free_ends_tuple("global"))  # fmt: skip
     assert (got.score, got.a_end, got.b_end) == (want.score, want.a_end, want.b_end)
     assert sum(1 for w in stats.workers.values() if w.cells) >= 2  # both halves on devices
+
+
+@pytest.mark.parametrize("least", [1, 10**6])
+def test_taller_tiles_by_default_for_packed_pairs_only(cl_device, monkeypatch, least):
+    """Skewed fills and device halves take 512-row tiles where the pair's are 256-row packed
+    ones (fewer launches; the results the same) in regions large enough, and keep 32-bit
+    tiles as they are."""
+    import dpalign.bands as bands_module
+    import dpalign.kernels_cl.skewed as skewed_module
+    from dpalign.kernels_cl.antidiagonal import PairOnDevice, TileShape
+    from dpalign.kernels_cl.backend import OpenCLBackend
+    from dpalign.kernels_cl.skewed import SkewedFill
+
+    monkeypatch.setattr(skewed_module, "TALL_MIN_TILES", least)
+    monkeypatch.setattr(bands_module, "HALVES_TALL_MIN_TILES", least)
+    TALL = skewed_module.TALL if least == 1 else 1
+
+    scoring = Scoring((2, -3), (5, 2))
+    m, n = 90, 70
+    a, b = random_pair(np.random.default_rng(7), m, n, 4, True)
+    lanes = plan_lanes(scoring, m, n, "global", Tiling(lane_bits=32))
+    job = _Aligner(a, b, scoring, "global", free_ends_tuple("global"), Tiling(), 1, lanes)
+    whole = job.global_region()
+    for tile, rows in (((3, 2, 2, True), 3 * TALL), ((3, 2, 2), 3)):
+        shape = TileShape(*tile)
+        pairs = [
+            PairOnDevice(c, a, b, scoring.matrix, 5, 2, False, shape)
+            for c in _contexts(cl_device, 2)
+        ]
+        n_tr, n_tc = -(-m // 3), -(-n // shape.cols)
+        slots = (np.full(n_tr, -1), np.full(n_tc, -1))
+        want = pairs[0].fill_region(0, 0, whole.top, whole.left, *slots, 3, lanes.neg_store)
+        skewed = SkewedFill(pairs, band_tiles=2, lag=1)
+        got = skewed.fill_region(0, 0, whole.top, whole.left, *slots, 3, lanes.neg_store)
+        assert skewed.stats["tile_rows"] == rows
+        np.testing.assert_array_equal(got.last_row, want.last_row)
+    devices = [OpenCLBackend(device=cl_device, stream=k) for k in range(2)]
+    got = align_long(a, b, scoring, "global", traceback=False,
+                     tiling=Tiling(device_cells=1, device_tile=(3, 2, 2, True)),
+                     bands=Bands(devices=devices, halves=True))  # fmt: skip
+    halves_tall = bands_module.HALVES_TALL if least == 1 else 1
+    assert bands_module.last_halves["tile_rows_0"] == 3 * halves_tall
+    want = reference.pairwise_score(a, b, scoring.matrix, 5, 2, "global",
+                                    free_ends_tuple("global"))  # fmt: skip
+    assert (got.score, got.a_end, got.b_end) == (want.score, want.a_end, want.b_end)

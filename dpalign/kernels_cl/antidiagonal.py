@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import OptionError
-from .context import DeviceContext, driver_errors, wait
+from .context import DeviceContext, driver_errors, int_setter, wait
 from .programs import build
 
 KERNELS = {f"{family}_fill_opencl_antidiagonal_i32": family for family in ("nw", "sw")}
@@ -393,6 +393,30 @@ class PairOnDevice:
         self.packed_defines = defines
         return a_buf, prof_buf, letters, stride
 
+    def taller(self, tile_rows: int, factor: int, wide: bool = True) -> int:
+        """The tallest tile rows, a multiple of ``tile_rows`` at most ``factor`` times it,
+        that this pair's kernel runs as it runs ``tile_rows`` (packed tiles within the packed
+        kernel's local memory and 16-bit bounds; 32-bit ones within their local memory, and
+        only with ``wide``), for fills that want fewer, longer launches (several devices: a
+        launch's gap and start-up cost the same for a tile of 256 rows as for one of 512)."""
+        tile_rows = int(tile_rows)
+        packed = self.packed is not None and tile_rows <= self.packed_defines["MAXTR"]
+        if not (packed or wide):
+            return tile_rows
+        for f in range(max(int(factor), 1), 1, -1):
+            rows = f * tile_rows
+            if packed:
+                if rows > self.packed_defines["MAXTR"]:
+                    continue
+                a, _, scores, _, _ = self._inputs
+                shape = TileShape(rows, self.shape.items, self.shape.per_item, True)
+                if not _packs(scores, self.o, self.e, a, self.n, shape):
+                    continue
+            elif rows > self.defines["MAXTR"]:
+                continue
+            return rows
+        return tile_rows
+
     def reshaped(self, shape: TileShape) -> PairOnDevice:
         """The same pair on the device (shared buffers; packed tiles of another width get
         their own packed profile) with tiles of another shape, at most as wide (e.g.
@@ -654,11 +678,12 @@ class PairOnDevice:
             kernel.set_arg(index, buf)
         events = []
         items = self.shape.items
+        set_int = int_setter(kernel)
         with driver_errors(dctx.caps, f"running {self.name}"):
             for d in range(n_tr + n_tc - 1):
                 ti0, ti1 = max(0, d - n_tc + 1), min(d, n_tr - 1)
-                kernel.set_arg(13, i32(d))
-                kernel.set_arg(14, i32(ti0))
+                set_int(13, d)
+                set_int(14, ti0)
                 groups = ti1 - ti0 + 1
                 events.append(
                     cl.enqueue_nd_range_kernel(dctx.queue, kernel, (groups * items,), (items,))

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InternalError, OptionError
-from .context import driver_errors, wait
+from .context import driver_errors, int_setter, wait
 from .programs import build
 
 #: Tile rows per band (aimed at; :func:`band_plan` adjusts it so the bands divide evenly).
@@ -51,6 +51,22 @@ LAG = 64
 WINDOW = 512
 #: Steps between flushes of a device's queue.
 FLUSH = 32
+#: :func:`band_plan` gives every device as many bands (its total tiles alike) rather than
+#: aiming at equal tiles per step (not measured on GPUs in this form: off).
+BALANCE = False
+#: Tile rows of a skewed fill in packed tiles: up to this many times the caller's
+#: (``PairOnDevice.taller``; the caller's checkpoint rows must fall on the taller tiles'
+#: bottoms): fewer launches.
+#: Two H200s, 3 Mb, global: 2.78 s with 512-row packed tiles against 3.09 s with 256
+#: (12 k launches a GPU against 18 k, each GPU's kernels 2.56 / 2.26 s against 2.76 / 2.65).
+TALL = 2
+#: :data:`TALL` by default only where each device's share of the region's longest tile
+#: diagonal in the taller tiles is at least this many tiles (3 Mb on two GPUs: ~2,800). An
+#: H200 runs ~1,500 tiles of a launch at once (``bands.DEVICE_CHUNK_TILES``): a launch of
+#: fewer takes about one tile's latency, which taller tiles double.
+TALL_MIN_TILES = 1500
+#: A device's launch profiles are read in chunks of this many while the fill runs.
+PROFILE_CHUNK = 256
 
 
 @dataclass(frozen=True)
@@ -68,15 +84,20 @@ class BandPlan:
         return self.band_tiles + self.lag
 
 
-def band_plan(n_tr: int, n_tc: int, devices: int, band_tiles=None, lag=None, batch=None):
+def band_plan(n_tr: int, n_tc: int, devices: int, band_tiles=None, lag=None, batch=None,
+              balance=None):  # fmt: skip
     """Bands for a region of ``n_tr x n_tc`` tiles on ``devices`` devices.
 
     With ``band_tiles`` not given: about :data:`BAND_TILES` tile rows, chosen so that
     ``n_tc`` is a multiple of ``devices * (H + L)`` where it can be: then every device holds
-    the same number of tiles at every step of the middle of the fill.
+    the same number of tiles at every step of the middle of the fill. With ``balance``
+    (default :data:`BALANCE`) instead as many bands on every device, the last one about as
+    tall as the others, so that every device holds the same number of tiles in all (the
+    middle of the fill, where ``n_tc`` matters, is short where ``n_tr <= n_tc``).
     """
     lag = LAG if lag is None else int(lag)
     batch = BATCH if batch is None else int(batch)
+    balance = BALANCE if balance is None else bool(balance)
     if lag < 0 or batch < 1:
         raise OptionError("skewed bands need lag >= 0 and batch >= 1")
     if band_tiles is None:
@@ -84,6 +105,13 @@ def band_plan(n_tr: int, n_tc: int, devices: int, band_tiles=None, lag=None, bat
         band_tiles = n_tc // (devices * q) - lag
         if band_tiles < BAND_TILES // 4:  # narrow regions: balance matters less than bands
             band_tiles = BAND_TILES
+        elif balance and n_tr > devices * band_tiles:
+            # (3 Mb, two devices: 22 bands of 522 tile rows left the second device's last
+            # band 171 rows tall, 5,742 tile rows on one device against 5,391; taking up
+            # the period with a longer lag instead was slower: every band adds its lag to
+            # the fill's steps)
+            per = max(1, round(n_tr / (devices * band_tiles)))  # bands per device
+            band_tiles = -(-n_tr // (devices * per))
         band_tiles = min(band_tiles, max(1, -(-n_tr // devices)))
     if band_tiles < 1:
         raise OptionError("skewed bands need at least one tile row per band")
@@ -110,6 +138,8 @@ class _Device:
         self.end = (len(bands) - 1) * self.skew + self.first + last_rows - 1 + job.n_tc - 1
         self.step = self.first
         self.events: list = []  # every launch's event
+        self.profiled = 0  # launches whose profile was read (into self.times)
+        self.times: list = []  # (starts, ends) arrays of the launches read so far
         self.event_of: dict[int, object] = {}  # step -> its launch (recent ones)
         self.last_event = None
         self.copied = [0] * len(bands)  # tile columns of each band's bottom row copied
@@ -217,6 +247,27 @@ class _Device:
         self.buffers = bufs  # kernel arguments do not keep their buffers alive
         for i, buf in enumerate(bufs):
             self.kernel.set_arg(i, buf)
+        self.set_int = int_setter(self.kernel)
+
+    def read_profiles(self, upto: int) -> None:
+        """Read the start and end of launches ``profiled .. upto`` (complete ones: a launch
+        on this in-order queue is complete once a later one is)."""
+        import pyopencl as cl
+
+        events = self.events[self.profiled : upto]
+        if not events:
+            return
+        start, end = cl.profiling_info.START, cl.profiling_info.END
+        try:
+            starts = np.fromiter((ev.get_profiling_info(start) for ev in events), np.int64)
+            ends = np.fromiter((ev.get_profiling_info(end) for ev in events), np.int64)
+        except cl.Error:  # a driver that completes events out of order: wait for them
+            for ev in events:
+                wait(ev)
+            starts = np.fromiter((ev.get_profiling_info(start) for ev in events), np.int64)
+            ends = np.fromiter((ev.get_profiling_info(end) for ev in events), np.int64)
+        self.times.append((starts, ends))
+        self.profiled = upto
 
     @property
     def done(self) -> bool:
@@ -269,10 +320,16 @@ class SkewedFill:
         Border copies and uploads on each device's copy queue, the launches waiting on the
         uploads' events (default); False: on the devices' in-order queues, no event lists
         within a device (see ``_Run``).
+    balance : bool, optional
+        See :func:`band_plan` (default :data:`BALANCE`).
+    tall : int, optional
+        Tile rows up to this many times the caller's (``PairOnDevice.taller``), where the
+        caller's checkpoint rows allow; default :data:`TALL` for packed tiles (where it was
+        measured) in regions large enough (:data:`TALL_MIN_TILES`), else 1.
     """
 
     def __init__(self, pairs, device_waits=None, band_tiles=None, lag=None, batch=None,
-                 window=None, copy_queues=True):  # fmt: skip
+                 window=None, copy_queues=True, balance=None, tall=None):  # fmt: skip
         if len(pairs) < 1:
             raise OptionError("skewed bands need at least one device")
         shapes = {(p.shape.rows, p.shape.cols, p.shape.packed) for p in pairs}
@@ -283,7 +340,8 @@ class SkewedFill:
             raise OptionError("devices can wait on each other only within one OpenCL context")
         self.pairs = list(pairs)
         self.device_waits = shared if device_waits is None else bool(device_waits)
-        self.options = (band_tiles, lag, batch)
+        self.options = (band_tiles, lag, batch, balance)
+        self.tall = tall
         self.window = WINDOW if window is None else int(window)
         self.copy_queues = bool(copy_queues)
         self.stats: dict = {}
@@ -300,9 +358,19 @@ class SkewedFill:
         n_tr, n_tc = -(-h // tr), -(-w // tc)
         if len(row_slot) != n_tr or len(col_slot) != n_tc:
             raise OptionError("one checkpoint slot per tile row and tile column is needed")
+        slots = row_slot
+        tall = TALL if self.tall is None else int(self.tall)
+        if tall > 1 and not wide:
+            factor = pair.taller(tr, tall, wide=self.tall is not None) // tr
+            diagonal = min(-(-h // (factor * tr)), n_tc)  # tiles, in the taller tiles
+            if self.tall is None and diagonal < TALL_MIN_TILES * len(self.pairs):
+                factor = 1
+            coarse = _coarser(np.asarray(row_slot), n_tr, factor)
+            if coarse is not None:  # (the refill in 32 bits below takes the caller's tiles)
+                tr, slots, n_tr = factor * tr, coarse, len(coarse)
         packed = bool(pair.packed) and not wide and tr <= pair.packed_defines["MAXTR"]
         plan = band_plan(n_tr, n_tc, len(self.pairs), *self.options)
-        job = _Job(r0, c0, top, left, row_slot, col_slot, tr, tc, neg_store, plan, packed)
+        job = _Job(r0, c0, top, left, slots, col_slot, tr, tc, neg_store, plan, packed)
         start = time.perf_counter()
         devices = [
             _Device(job, d, p, list(range(d, job.n_bands, plan.devices)))
@@ -326,19 +394,15 @@ class SkewedFill:
                         r0, c0, top, left, row_slot, col_slot, tile_rows, neg_store, wide=True
                     )
             fill = job.collect(devices)
-        # one pass over the launches' profiles, 35 k of them for a 3 Mb pair (on PoCL the
-        # event.profile proxy took 1.4 us a launch, get_profiling_info 0.2 us a value)
-        import pyopencl as cl
-
-        info = cl.profiling_info
+        collected = time.perf_counter()
+        # the launches' profiles not read while the fill ran (35 k launches for a 3 Mb pair;
+        # on PoCL the event.profile proxy took 1.4 us a launch, get_profiling_info 0.2 us a
+        # value)
         seconds, spans, idle = [], [], []
         for dev in devices:
-            starts = np.fromiter(
-                (ev.get_profiling_info(info.START) for ev in dev.events), np.int64, len(dev.events)
-            )
-            ends = np.fromiter(
-                (ev.get_profiling_info(info.END) for ev in dev.events), np.int64, len(dev.events)
-            )
+            dev.read_profiles(len(dev.events))
+            starts = np.concatenate([t[0] for t in dev.times] or [np.zeros(0, np.int64)])
+            ends = np.concatenate([t[1] for t in dev.times] or [np.zeros(0, np.int64)])
             seconds.append(float((ends - starts).sum()) * 1e-9)
             spans.append(float(ends[-1] - starts[0]) * 1e-9 if len(ends) else 0.0)
             idle.append(float(np.maximum(starts[1:] - ends[:-1], 0).sum()) * 1e-9)
@@ -350,6 +414,9 @@ class SkewedFill:
             "wall": time.perf_counter() - start,
             "set_up": began - start,
             "run": ran,
+            "collect": collected - began - ran,  # flags, last row, checkpoints, best cells
+            "profiles_after": time.perf_counter() - collected,
+            "tile_rows": tr,
             "kernel": seconds,
             "device_span": spans,  # first launch's start to last one's end
             "device_idle": idle,  # gaps between launches within that span
@@ -364,6 +431,19 @@ class SkewedFill:
         return DeviceFill(
             fill.last_row, fill.row_store, fill.col_store, fill.best, max(seconds), 0, 0
         )
+
+
+def _coarser(row_slot: np.ndarray, n_tr: int, factor: int):
+    """``row_slot`` for tile rows ``factor`` times as tall, or None where a kept row is not
+    the bottom of a taller tile row."""
+    if factor <= 1:
+        return None
+    kept = np.flatnonzero(row_slot >= 0)
+    if not (((kept + 1) % factor == 0) | (kept == n_tr - 1)).all():
+        return None
+    coarse = np.full(-(-n_tr // factor), -1, np.int64)
+    coarse[kept // factor] = row_slot[kept]
+    return coarse
 
 
 def _read(dev, host, buf, **more):
@@ -527,8 +607,11 @@ class _Run:
         # copies in flight per (consumer device, its band): (first col, last col, DP
         # column, columns, copy event, host slot), in column order
         self.handoffs: dict[tuple[int, int], list] = {}
-        # the host loop's account: steps blocked on a border or on the window, sleeps
-        self.counts = {"border": 0, "window": 0, "sleeps": 0, "sleep_s": 0.0, "loops": 0}
+        # the host loop's account: steps blocked on a border or on the window, sleeps; the
+        # seconds in the launches' calls (arguments and enqueue), in the window's status
+        # polls and in reading launch profiles
+        self.counts = {"border": 0, "window": 0, "sleeps": 0, "sleep_s": 0.0, "loops": 0,
+                       "enqueue_s": 0.0, "poll_s": 0.0, "profile_s": 0.0}  # fmt: skip
 
     def _queue(self, dev):
         return dev.dctx.copy_queue if self.copy_queues else dev.dctx.queue
@@ -540,6 +623,8 @@ class _Run:
                 moved = self._handoffs() if self.copy_queues else False
                 for dev in devices:
                     moved |= self._advance(dev)
+                for dev in devices:
+                    self._profiles(dev)
                 if all(d.done for d in devices):
                     break
                 if not moved:
@@ -567,19 +652,34 @@ class _Run:
                 dev.dctx.copy_queue.finish()
             self.pinned.release()
 
+    def _profiles(self, dev) -> None:
+        """Read the profiles of a chunk of finished launches, if one is done (the reading
+        then overlaps the fill, not the time after it)."""
+        upto = dev.profiled + PROFILE_CHUNK
+        if len(dev.events) > upto:
+            t0 = time.perf_counter()
+            if _complete(dev.events[upto - 1]):
+                dev.read_profiles(upto)
+            self.counts["profile_s"] += time.perf_counter() - t0
+
     def _advance(self, dev) -> bool:
         import pyopencl as cl
 
         moved = False
         plan = self.job.plan
+        counts = self.counts
+        clock = time.perf_counter
         for _ in range(16):  # then the hand-offs again: a consumer may be waiting
             if dev.done:
                 break
             s = dev.step
             back = dev.event_of.get(s - self.window)
             if back is not None:
-                if not _complete(back):
-                    self.counts["window"] += 1
+                t0 = clock()
+                complete = _complete(back)
+                counts["poll_s"] += clock() - t0
+                if not complete:
+                    counts["window"] += 1
                     break
                 del dev.event_of[s - self.window]
             waits = []
@@ -596,13 +696,14 @@ class _Run:
                 break
             start, count = dev.tiles(s)
             if count:
-                kernel = dev.kernel
-                kernel.set_arg(13, np.int32(s))
-                kernel.set_arg(14, np.int32(start))
+                t0 = clock()
+                dev.set_int(13, s)
+                dev.set_int(14, start)
                 items = dev.pair.shape.items
                 event = cl.enqueue_nd_range_kernel(
-                    dev.dctx.queue, kernel, (count * items,), (items,), wait_for=waits or None
+                    dev.dctx.queue, dev.kernel, (count * items,), (items,), wait_for=waits or None
                 )
+                counts["enqueue_s"] += clock() - t0
                 dev.events.append(event)
                 dev.event_of[s] = event
                 dev.last_event = event
