@@ -67,6 +67,13 @@ OPENCL_BUILD_PROCESSES: int = int(os.environ.get("DPALIGN_OPENCL_BUILD_PROCESSES
 #: noise), so off unless DPALIGN_OPENCL_SEARCH_PINNED=1.
 OPENCL_SEARCH_PINNED: bool = os.environ.get("DPALIGN_OPENCL_SEARCH_PINNED", "0") == "1"
 
+#: How the group search submits a batch (``search_group.SUBMIT_MODES``). Override:
+#: DPALIGN_OPENCL_SEARCH_SUBMIT.
+OPENCL_SEARCH_SUBMIT: str = os.environ.get("DPALIGN_OPENCL_SEARCH_SUBMIT") or "v0"
+#: How the group search's bucket layouts reach the device ("create" or "copy", see
+#: ``GroupSearch.upload_mode``). Override: DPALIGN_OPENCL_SEARCH_UPLOAD.
+OPENCL_SEARCH_UPLOAD: str = os.environ.get("DPALIGN_OPENCL_SEARCH_UPLOAD") or "create"
+
 #: How the host waits for OpenCL kernels: "poll" (sleep between status checks, no spinning
 #: core) or "block" (clWaitForEvents, which NVIDIA's driver implements as a busy-wait).
 #: Override: DPALIGN_OPENCL_WAIT.

@@ -989,6 +989,7 @@ class SearchRunner:
                     self._groups[self.ptx] = GroupSearch(
                         self.dctx, self.codes, self.lengths, ptx=self.ptx, residues=self.residues
                     )
+                    self._groups[self.ptx].slots = FLIGHT
                 group = self._groups[self.ptx]
         return group if group.fits(query) else None
 
