@@ -57,9 +57,9 @@ RUNS = [
     "global:::eager",
     "semiglobal:slots",
     "local:slots",
+    "global:slots::cold",
     "global:slots",
     "global",
-    "global:slots::cold",
 ]
 SCORING = ["--matrix", "BLOSUM62", "--gap-open", "11", "--gap-extend", "1"]
 
