@@ -872,6 +872,10 @@ def test_start_builds_leaves_a_share_to_the_caller(cl_device, tmp_path, monkeypa
     assert children is not None and children.given == 2 and len(mine) == 1
     assert [i.origin for i in programs.build_all(dctx, "search_group.cl", mine, 2)] == ["compiled"]
     assert children.wait() == 2
+    # each child's times: start, imports, context, one build (for -v), in order
+    assert [len(t) for t in children.times] == [4, 4]
+    assert all(children.started <= t[0] <= t[1] <= t[2] <= t[3] for t in children.times)
+    assert children.describe().count("builds") == 2
     origins = [i.origin for i in programs.build_all(dctx, "search_group.cl", defines, 2)]
     assert sorted(origins) == ["disk", "disk", "memory"]
     # everything cached: nothing for children, nothing left

@@ -188,6 +188,7 @@ class SkewedRegions(RegionFiller):
         )
         return RegionFill(fill.last_row, fill.row_store, fill.col_store, fill.best)
 
+
 def _prepare_quietly(runner, codes, scoring, mode, ends) -> None:
     """:meth:`SearchRunner.prepare` of later queries, ahead of their turn; an error is left
     for the search itself to meet (it prepares every chunk it takes)."""
@@ -347,9 +348,12 @@ class OpenCLBackend(Backend):
             children, mine = start_builds(caps, ident, name, defines, processes, keep=True)
         began = time.perf_counter()
         dctx = device_context(self.device, self.stream)
+        context = time.perf_counter()
         build_all(dctx, "search_group.cl", mine, build_threads())
+        own = time.perf_counter()
         if children is not None:
             children.wait()
+        waited = time.perf_counter()
         build_all(dctx, "search_group.cl", defines, build_threads())  # the children's, loaded
         built = time.perf_counter()
         if not caps.is_cpu:  # (PoCL would compile each kernel again at its first launch)
@@ -360,6 +364,13 @@ class OpenCLBackend(Backend):
             built - began, len(defines), children.given if children is not None else 0,
             time.perf_counter() - built,
         )  # fmt: skip
+        if children is not None:
+            log.info(
+                "opencl search: warm-up steps: context %.3f s, %d programs here %.3f s, "
+                "then waiting for the children %.3f s, loading %.3f s; children: %s",
+                context - began, len(mine), own - context, waited - own, built - waited,
+                children.describe(),
+            )  # fmt: skip
 
     def device_wait(self):
         return wait_totals()
