@@ -24,7 +24,8 @@ logs in ``$OUT/search_submit_probe.log``):
   its own batch, only one batch is ever in flight).
 
 Runs are ``mode[:submit][:upload][:flags]`` (``submit``: ``search_group.SUBMIT_MODES``,
-default v0 = main's; ``upload``: ``create`` or ``copy``; flags joined by ``+``: ``eager``,
+here v0 unless given (main's of 2026-11-26; the command's default is rect); ``upload``:
+``create`` unless given (the command's default: copy); flags joined by ``+``: ``eager``,
 the child runs with ``CUDA_MODULE_LOADING=EAGER``; ``cold``, with empty kernel caches of its
 own). Hits of runs of one mode are compared byte for byte.
 
@@ -50,16 +51,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = [
     "global",
-    "global:carry",
-    "global:slots",
-    "global:rect",
     "global:rect:copy",
-    "global:::eager",
-    "semiglobal:slots",
-    "local:slots",
-    "global:slots::cold",
-    "global:slots",
+    "semiglobal",
+    "semiglobal:rect:copy",
+    "local",
+    "local:rect:copy",
+    "global:rect:copy:cold",
     "global",
+    "global:rect:copy",
 ]
 SCORING = ["--matrix", "BLOSUM62", "--gap-open", "11", "--gap-extend", "1"]
 

@@ -983,6 +983,17 @@ def test_page_locked_results_equal_the_oracle_and_are_reused(
         np.testing.assert_array_equal(again.scores[k], want)
 
 
+def _search_buffers(group) -> tuple:
+    """Ids of every buffer a GroupSearch's batches take (results, inputs, pass columns,
+    page-locked results)."""
+    return (
+        {slot: id(buf) for slot, buf in group._outs.items()},
+        {slot: [id(k[1]) for k in kept] for slot, kept in group._inputs.items()},
+        id(group._carry),
+        sorted(id(buf) for buf, _ in group._pinned_free),
+    )
+
+
 @pytest.mark.parametrize("submit", ["v0", "carry", "slots", "rect"])
 @pytest.mark.parametrize("upload", ["create", "copy"])
 @pytest.mark.parametrize("mode", ["local", "global"])
@@ -990,9 +1001,10 @@ def test_every_submit_mode_scores_as_the_oracle(
     cl_device, small_group_shapes, monkeypatch, submit, upload, mode
 ):
     """GroupSearch.submit_mode / upload_mode (here PoCL taken for a GPU, so that results go
-    to page-locked memory and the slots are stocked): batches of one plan and several (multi-
-    pass buckets, an odd bucket, three slots in flight) give the oracle's scores; the stocked
-    modes allocate nothing on a second pass over the same batches."""
+    to page-locked memory): batches of one plan and several (multi-pass buckets, an odd
+    bucket, three slots in flight) give the oracle's scores. In the modes that reserve, the
+    search prepared as a command prepares it (its longest queries first) makes no buffer
+    after the reservation, over two passes."""
     from dpalign.kernels_cl import capabilities as caps_module
     from dpalign.kernels_cl import search_group
 
@@ -1007,20 +1019,24 @@ def test_every_submit_mode_scores_as_the_oracle(
         patch.setattr(search_group, "BATCH", 2)
         patch.setattr(search_group.config, "OPENCL_SEARCH_SUBMIT", submit)
         patch.setattr(search_group.config, "OPENCL_SEARCH_UPLOAD", upload)
-        first = runner.score_block(queries, scoring, mode, ends)
+        runner.prepare(queries, scoring, mode, ends, build=False)
         group = next(iter(runner._groups.values()))
         assert (group.submit_mode, group.upload_mode) == (submit, upload)
-        pinned = [id(buf) for buf, _ in group._pinned_free]
-        inputs = {slot: [id(k[1]) for k in kept] for slot, kept in group._inputs.items()}
+        reserves = submit in ("slots", "rect")
+        assert (group._reserving is not None) == reserves
+        if reserves:
+            group._reserving.result()
+            assert sorted(group._inputs) == sorted(group._outs) == [0, 1, 2]
+            assert len(group._pinned_free) == group.pool == 7
+        reserved = _search_buffers(group)
+        first = runner.score_block(queries, scoring, mode, ends)
         again = runner.score_block(queries, scoring, mode, ends)
     for k, query in enumerate(queries):
         want = _oracle(query, targets, scoring, mode, ends)
         np.testing.assert_array_equal(first.scores[k], want)
         np.testing.assert_array_equal(again.scores[k], want)
-    if submit in ("slots", "rect"):
-        assert sorted(group._inputs) == [0, 1, 2]  # every slot of the flight stocked
-        assert {id(buf) for buf, _ in group._pinned_free} == set(pinned)
-        assert {s: [id(k[1]) for k in kept] for s, kept in group._inputs.items()} == inputs
+    if reserves:
+        assert _search_buffers(group) == reserved
     else:
         assert not group._inputs
 

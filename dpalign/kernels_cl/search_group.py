@@ -73,8 +73,13 @@ BATCH = 32
 #: host memory), the pass-column buffer grown launch by launch, the results in one copy on the
 #: copy queue behind every launch; "carry" the same with the pass-column buffer sized once per
 #: batch; "slots" also each slot's input buffers kept and written by non-blocking copies from
-#: page-locked memory, the results into page-locked memory; "rect" also each launch's results
-#: read back on its own queue behind it (no copy waiting on other queues' events).
+#: page-locked memory, the results into page-locked memory, every buffer made and first used
+#: before the search's first launch (:meth:`GroupSearch.reserve`); "rect" (default) also each
+#: launch's results read back on its own queue behind it. NVIDIA's driver gives a buffer its
+#: memory at the first command that uses it and waits there until the device is idle: in v0
+#: every batch's first launch waited for the batch before (H100, 1,000 x 200,000 global,
+#: ``bench/search_submit_probe.py``: launches 4.7 s of 7.2 s of submits, the device idle 1.07
+#: s of its 7.28 s; "rect" with layouts copied: 0.22 s of 6.41).
 SUBMIT_MODES = ("v0", "carry", "slots", "rect")
 
 
@@ -456,9 +461,11 @@ class GroupSearch:
         self._queues: list = []
         self._carry = None
         self._inputs: dict = {}  # slot -> staged (host, device) inputs (submit_mode "slots")
-        self._stocked = False  # _stock() done
-        #: Batches the caller keeps in flight (slots 0 .. slots - 1; SearchRunner's FLIGHT).
+        #: Batches the caller keeps in flight (slots 0 .. slots - 1; SearchRunner's FLIGHT)
+        #: and batches whose results may be out at once (in flight or being gathered).
         self.slots = 3
+        self.pool = 7
+        self._reserving = None  # reserve()'s job on the layout threads
         #: How a batch is submitted (see :data:`SUBMIT_MODES`).
         self.submit_mode = config.OPENCL_SEARCH_SUBMIT
         #: Diagnostics (bench/search_submit_probe.py): a list to which every collected batch
@@ -602,8 +609,10 @@ class GroupSearch:
         mark("tables")
         per_lane = 4 if glob else 1
         stride = lanes.n_lanes * per_lane
+        if self._reserving is not None:  # the buffers reserve() is making (pack phase)
+            self._reserving.result()
         pinned = None
-        if (mode != "v0" or config.OPENCL_SEARCH_PINNED) and not caps.is_cpu:
+        if self._pinned_results():
             pinned = self._take_pinned(nq * stride)
             host = pinned[1][: nq * stride].reshape(nq, stride)
         else:
@@ -706,9 +715,6 @@ class GroupSearch:
                 mark("copy")
                 self.dctx.copy_queue.flush()
                 mark("flush")
-        if mode in ("slots", "rect") and not self._stocked and not caps.is_cpu:
-            lanes_bound = len(self.real) + 256  # any plan's (a padding lane per bucket)
-            self._stock(words_max, m_max, lanes_bound * per_lane)
         # the inputs stay referenced until the launches are collected
         return {
             "task": task,
@@ -776,20 +782,56 @@ class GroupSearch:
             )
         return kept
 
-    def _stock(self, words: int, rows: int, count: int) -> None:
-        """After the first batch's launches (the device computes meanwhile): every slot's
-        input buffers and page-locked result memory for :attr:`slots` + 1 batches, sized
-        for :data:`BATCH` queries as large as the first batch's largest (pair table
-        ``words``, ``rows``, results ``count``), so that later submits allocate nothing while
-        batches are in flight (the first chunk has the longest queries)."""
-        self._stocked = True
-        for slot in range(self.slots):
-            self._slot_buffers(slot, BATCH * words, BATCH * rows, 8 * BATCH)
-        with self._pinned_lock:
-            have = len(self._pinned_free)
-        made = [self._take_pinned(BATCH * count) for _ in range(self.slots + 1 - have)]
-        with self._pinned_lock:
-            self._pinned_free.extend(made)
+    def _pinned_results(self) -> bool:
+        """Whether batches' results come back into page-locked memory (GPUs, every submit
+        mode but v0 unless :data:`~dpalign.config.OPENCL_SEARCH_PINNED`)."""
+        wanted = self.submit_mode != "v0" or config.OPENCL_SEARCH_PINNED
+        return wanted and not self.dctx.caps.is_cpu
+
+    def reserve(self, longest: int, glob: bool, letters: int = 255, multi: bool = True) -> None:
+        """Make, before the search's first launch, every buffer its batches take: each
+        slot's result, input and staging buffers, the pass-column buffer, and page-locked
+        result memory for :attr:`pool` batches, for :data:`BATCH` queries of up to
+        ``longest`` residues and ``letters`` distinct letters (``multi``: the plans have
+        multi-pass buckets; submit modes "slots" and "rect"; batches beyond these sizes grow
+        them as before).
+
+        NVIDIA's driver gives a buffer its memory at the first command that uses it, and
+        that command waits until the device has nothing running (H100 host: a slot's
+        first input copy waited 0.35-0.40 s for the batch in flight, a new page-locked
+        buffer 0.43-0.52 s), so each device buffer is also filled once here, while the
+        device is idle."""
+        import pyopencl as cl
+
+        if self.submit_mode not in ("slots", "rect"):
+            return
+        per_lane = 4 if glob else 1
+        lanes = len(self.real) + 256  # any plan's lanes (a padding lane per bucket at most)
+        words = (min(letters, 255) + 1) * self.L * self.L  # a query's pair table, at most
+        made = []
+        with driver_errors(self.dctx.caps, "reserving the search buffers"):
+            for slot in range(self.slots):
+                made.append(self._out_buffer(slot, BATCH * lanes * per_lane * 2))
+                kept = self._slot_buffers(slot, BATCH * words, BATCH * longest, 8 * BATCH)
+                made.extend(k[1] for k in kept)
+            groups = self.dctx.caps.compute_units * GROUPS_PER_CU
+            carry = groups * (WG // min(g for g, _ in MULTI_SHAPES)) * longest * 8
+            if multi and carry <= min(1 << 30, self.dctx.caps.max_alloc):
+                # as wide as a batch's multi-pass launch can be (see submit); a longer query
+                # grows it when it comes
+                made.append(self._carry_buffer(carry))
+            queue = self._side_queue("search_inputs")
+            zero = np.zeros(1, np.uint8)
+            for buf in made:
+                cl.enqueue_fill_buffer(queue, buf, zero, 0, buf.size)
+            queue.finish()
+            if self._pinned_results():
+                with self._pinned_lock:
+                    have = len(self._pinned_free)
+                count = BATCH * lanes * per_lane
+                more = [self._take_pinned(count) for _ in range(self.pool - have)]
+                with self._pinned_lock:
+                    self._pinned_free.extend(more)
 
     def _staged(self, count: int, dtype):
         """``(page-locked host array, device buffer, its host-side buffer)`` of ``count``
@@ -861,10 +903,9 @@ class GroupSearch:
 
     def _take_pinned(self, count: int):
         """``(buffer, mapped uint16 array of at least count)``: page-locked host memory for a
-        batch's results, from the batches collected before or new. NVIDIA's driver copies
-        to pageable memory before a non-blocking read returns (the first batch's launches
-        took 0.45 s to submit on the H100 host, its kernels' time), to page-locked memory
-        while the host goes on."""
+        batch's results, from the batches collected before (or :meth:`reserve`'s) or new (a
+        new one waits for the device to be idle on NVIDIA's driver: 0.43-0.52 s mid-search
+        on the H100 host)."""
         import pyopencl as cl
 
         with self._pinned_lock:
@@ -1086,6 +1127,15 @@ class GroupSearch:
                 layout_threads = config.OPENCL_SEARCH_LAYOUT_THREADS or threads
                 self._pack_pool = ThreadPoolExecutor(
                     max(1, layout_threads), thread_name_prefix="dpalign-pack"
+                )
+            if self._reserving is None and self.submit_mode in ("slots", "rect"):
+                # the first call's queries are the run's longest (a search prepares its
+                # first chunk first, longest queries first)
+                longest = max(lengths, default=1)
+                letters = scoring.matrix.shape[0] if scoring is not None else 255
+                multi = any(b.passes > 1 for b in buckets.values())
+                self._reserving = self._pack_pool.submit(
+                    self.reserve, longest, glob, letters, multi
                 )
             for k, b in todo:
                 self._packing[k] = self._pack_pool.submit(self._lay_out, k, b, glob)
