@@ -1095,3 +1095,31 @@ def test_a_traced_search_records_every_batch(cl_device, small_group_shapes):
         assert all(q <= s <= b <= e for q, s, b, e in batch["events"])
         assert batch["wait"][0] <= batch["wait"][1] <= batch["gather"][1]
     assert group.layout_trace and all(a <= b <= c for a, b, c, _ in group.layout_trace)
+
+
+def test_a_failed_reservation_leaves_the_batches_to_make_their_buffers(
+    cl_device, small_group_shapes, monkeypatch
+):
+    """GroupSearch.reserve failing (device or page-locked memory exhausted, say) is logged by
+    the first submit, and the batches make what they need: the oracle's scores."""
+    from dpalign.errors import DpalignError
+    from dpalign.kernels_cl import search_group
+
+    def fail(self, *args):
+        raise DpalignError("no memory for the reservation")
+
+    monkeypatch.setattr(search_group.GroupSearch, "reserve", fail)
+    rng = np.random.default_rng(37)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    ends = free_ends_tuple("local")
+    targets = [rng.integers(0, 20, n).astype(np.uint8) for n in rng.integers(1, 60, 20)]
+    queries = [rng.integers(0, 20, n).astype(np.uint8) for n in (5, 30, 31, 12, 40)]
+    runner = SearchRunner(device_context(cl_device), targets, local_kernel="group")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_group, "BATCH", 2)
+        runner.prepare(queries, scoring, "local", ends, build=False)
+        block = runner.score_block(queries, scoring, "local", ends)
+    for k, query in enumerate(queries):
+        np.testing.assert_array_equal(
+            block.scores[k], _oracle(query, targets, scoring, "local", ends)
+        )

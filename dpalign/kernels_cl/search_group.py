@@ -21,6 +21,7 @@ against 200,000 proteins, against 1,400 for the strip kernel in local mode.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from .. import config
 from ..errors import DpalignError
 from .context import DeviceContext, driver_errors, wait
 from .programs import build
+
+log = logging.getLogger("dpalign.opencl")
 
 #: Score of the padding letter and of the virtual query row: low enough that padding never
 #: raises a best score, high enough that nothing wraps in 16 bits.
@@ -466,6 +469,7 @@ class GroupSearch:
         self.slots = 3
         self.pool = 7
         self._reserving = None  # reserve()'s job on the layout threads
+        self._reserve_checked = False  # a submit has waited for it
         #: How a batch is submitted (see :data:`SUBMIT_MODES`).
         self.submit_mode = config.OPENCL_SEARCH_SUBMIT
         #: Diagnostics (bench/search_submit_probe.py): a list to which every collected batch
@@ -609,8 +613,12 @@ class GroupSearch:
         mark("tables")
         per_lane = 4 if glob else 1
         stride = lanes.n_lanes * per_lane
-        if self._reserving is not None:  # the buffers reserve() is making (pack phase)
-            self._reserving.result()
+        if self._reserving is not None and not self._reserve_checked:
+            try:  # the buffers reserve() is making (pack phase)
+                self._reserving.result()
+            except DpalignError as exc:  # (the batches then make what they need)
+                log.info("opencl search: the search buffers were not reserved: %s", exc)
+            self._reserve_checked = True
         pinned = None
         if self._pinned_results():
             pinned = self._take_pinned(nq * stride)
@@ -829,7 +837,10 @@ class GroupSearch:
                 with self._pinned_lock:
                     have = len(self._pinned_free)
                 count = BATCH * lanes * per_lane
-                more = [self._take_pinned(count) for _ in range(self.pool - have)]
+                # at most ~2 GiB of page-locked memory up front (a database of millions of
+                # targets: the batches in flight only, the rest made when needed)
+                wanted = max(self.slots + 1, min(self.pool, (2 << 30) // (2 * count)))
+                more = [self._take_pinned(count) for _ in range(wanted - have)]
                 with self._pinned_lock:
                     self._pinned_free.extend(more)
 
