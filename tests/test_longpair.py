@@ -321,7 +321,6 @@ def test_warm_up_halves_load_what_a_long_alignment_takes(mode):
     with pytest.raises(OptionError):
         warm_up(scoring, mode, "both", 202)
 
-
 @settings(max_examples=40, deadline=None)
 @given(pairs(max_len=150), modes(), st.data())
 def test_a_trace_that_meets_another_follows_it(pair, mode_ends, data):
