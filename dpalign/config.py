@@ -55,17 +55,34 @@ OPENCL_SEARCH_LAYOUT_THREADS: int | None = (
 #: A first run's search programs that the disk cache lacks are compiled by this many child
 #: processes beside the command's own share, on GPUs: NVIDIA's driver compiles one program
 #: at a time per process whatever the threads (H100 host: one global-mode program 0.54 s,
-#: 17 on threads 4.45 s; 17 children at once spent 2.5-2.9 s each starting). 0: the
-#: command builds them all itself. Override: DPALIGN_OPENCL_BUILD_PROCESSES.
-OPENCL_BUILD_PROCESSES: int = int(os.environ.get("DPALIGN_OPENCL_BUILD_PROCESSES") or 3)
+#: 17 on threads 4.45 s; 17 children at once spent 2.5-2.9 s each starting). With 3
+#: children (4 programs each, 0.27-0.68 s a build, ready after 1.0-1.2 s of start-up) the
+#: command's own 5 programs took longest (2.9 s after its context, global mode, H100
+#: 2026-11-26): 5 children and a share of 3 here balance them. 0: the command builds them
+#: all itself. Override: DPALIGN_OPENCL_BUILD_PROCESSES.
+OPENCL_BUILD_PROCESSES: int = int(os.environ.get("DPALIGN_OPENCL_BUILD_PROCESSES") or 5)
 
 #: The group search's results come back into page-locked host memory (a pool of the
-#: batches' buffers) rather than new pageable arrays: NVIDIA's driver finishes a
-#: non-blocking read into pageable memory before returning, so each batch's submit waited
-#: for its own kernels (H100 host: the first batch's launches took 0.45 s to submit).
-#: Measured on an H100 (2026-11-26): no change (the first submit still 0.48 s, wall within
-#: noise), so off unless DPALIGN_OPENCL_SEARCH_PINNED=1.
+#: batches' buffers) in submit mode v0 too (the other modes always do so on GPUs).
+#: Measured on an H100 (2026-11-26) in v0: the first submit still 0.48 s (it waited for
+#: the layouts' and inputs' first use, see OPENCL_SEARCH_SUBMIT), so off unless
+#: DPALIGN_OPENCL_SEARCH_PINNED=1.
 OPENCL_SEARCH_PINNED: bool = os.environ.get("DPALIGN_OPENCL_SEARCH_PINNED", "0") == "1"
+
+#: How the group search submits a batch (``search_group.SUBMIT_MODES``): "rect" (default)
+#: keeps every buffer of the batches, made before the first launch, and reads each launch's
+#: results back on its own queue; "v0" is the submit of 2026-11-26's main (new input buffers
+#: per batch: NVIDIA's driver gives a buffer memory at its first use and waits for the
+#: device there, so each batch's launches waited for the batch before; H100, 1,000 x
+#: 200,000 global: device idle 1.07 s of 7.28 against 0.22 of 6.41, bench/
+#: search_submit_probe.py). Override: DPALIGN_OPENCL_SEARCH_SUBMIT.
+OPENCL_SEARCH_SUBMIT: str = os.environ.get("DPALIGN_OPENCL_SEARCH_SUBMIT") or "rect"
+#: How the group search's bucket layouts reach the device: "copy" (default: a blocking copy
+#: into each new buffer as it is made, on a queue of the layouts' own) or "create" (buffers
+#: made from host memory, which NVIDIA's driver copies at their first use by a launch: the
+#: first batch's launches then waited for each other, 0.49-0.55 s to submit against 0.17 s).
+#: Override: DPALIGN_OPENCL_SEARCH_UPLOAD.
+OPENCL_SEARCH_UPLOAD: str = os.environ.get("DPALIGN_OPENCL_SEARCH_UPLOAD") or "copy"
 
 #: How the host waits for OpenCL kernels: "poll" (sleep between status checks, no spinning
 #: core) or "block" (clWaitForEvents, which NVIDIA's driver implements as a busy-wait).

@@ -872,6 +872,10 @@ def test_start_builds_leaves_a_share_to_the_caller(cl_device, tmp_path, monkeypa
     assert children is not None and children.given == 2 and len(mine) == 1
     assert [i.origin for i in programs.build_all(dctx, "search_group.cl", mine, 2)] == ["compiled"]
     assert children.wait() == 2
+    # each child's times: start, imports, context, one build (for -v), in order
+    assert [len(t) for t in children.times] == [4, 4]
+    assert all(children.started <= t[0] <= t[1] <= t[2] <= t[3] for t in children.times)
+    assert children.describe().count("builds") == 2
     origins = [i.origin for i in programs.build_all(dctx, "search_group.cl", defines, 2)]
     assert sorted(origins) == ["disk", "disk", "memory"]
     # everything cached: nothing for children, nothing left
@@ -977,3 +981,145 @@ def test_page_locked_results_equal_the_oracle_and_are_reused(
         want = _oracle(query, targets, scoring, mode, ends)
         np.testing.assert_array_equal(first.scores[k], want)
         np.testing.assert_array_equal(again.scores[k], want)
+
+
+def _search_buffers(group) -> tuple:
+    """Ids of every buffer a GroupSearch's batches take (results, inputs, pass columns,
+    page-locked results)."""
+    return (
+        {slot: id(buf) for slot, buf in group._outs.items()},
+        {slot: [id(k[1]) for k in kept] for slot, kept in group._inputs.items()},
+        id(group._carry),
+        sorted(id(buf) for buf, _ in group._pinned_free),
+    )
+
+
+@pytest.mark.parametrize("submit", ["v0", "carry", "slots", "rect"])
+@pytest.mark.parametrize("upload", ["create", "copy"])
+@pytest.mark.parametrize("mode", ["local", "global"])
+def test_every_submit_mode_scores_as_the_oracle(
+    cl_device, small_group_shapes, monkeypatch, submit, upload, mode
+):
+    """GroupSearch.submit_mode / upload_mode (here PoCL taken for a GPU, so that results go
+    to page-locked memory): batches of one plan and several (multi-pass buckets, an odd
+    bucket, three slots in flight) give the oracle's scores. In the modes that reserve, the
+    search prepared as a command prepares it (its longest queries first) makes no buffer
+    after the reservation, over two passes."""
+    from dpalign.kernels_cl import capabilities as caps_module
+    from dpalign.kernels_cl import search_group
+
+    monkeypatch.setattr(caps_module.Capabilities, "is_cpu", property(lambda self: False))
+    rng = np.random.default_rng(23)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    ends = free_ends_tuple(mode)
+    targets = [rng.integers(0, 20, n).astype(np.uint8) for n in rng.integers(1, 90, 27)]
+    queries = [rng.integers(0, 20, n).astype(np.uint8) for n in (5, 30, 31, 12, 40, 200, 1)]
+    runner = SearchRunner(device_context(cl_device), targets, local_kernel="group")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_group, "BATCH", 2)
+        patch.setattr(search_group.config, "OPENCL_SEARCH_SUBMIT", submit)
+        patch.setattr(search_group.config, "OPENCL_SEARCH_UPLOAD", upload)
+        runner.prepare(queries, scoring, mode, ends, build=False)
+        group = next(iter(runner._groups.values()))
+        assert (group.submit_mode, group.upload_mode) == (submit, upload)
+        reserves = submit in ("slots", "rect")
+        assert (group._reserving is not None) == reserves
+        if reserves:
+            group._reserving.result()
+            assert sorted(group._inputs) == sorted(group._outs) == [0, 1, 2]
+            assert len(group._pinned_free) == group.pool == 7
+        reserved = _search_buffers(group)
+        first = runner.score_block(queries, scoring, mode, ends)
+        again = runner.score_block(queries, scoring, mode, ends)
+    for k, query in enumerate(queries):
+        want = _oracle(query, targets, scoring, mode, ends)
+        np.testing.assert_array_equal(first.scores[k], want)
+        np.testing.assert_array_equal(again.scores[k], want)
+    if reserves:
+        assert _search_buffers(group) == reserved
+    else:
+        assert not group._inputs
+
+
+def test_a_batch_sizes_its_pass_columns_once(cl_device, small_group_shapes, monkeypatch):
+    """submit_mode "carry" (and those after it): the pass-column buffer is grown once per
+    batch, before its launches, to its widest multi-pass launch, and the buffer it replaces
+    stays referenced by the batch until it is collected."""
+    from dpalign.kernels_cl import search_group
+
+    rng = np.random.default_rng(29)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    ends = free_ends_tuple("global")
+    targets = [rng.integers(0, 20, n).astype(np.uint8) for n in (3, 17, 40, 70, 90, 33, 65)]
+    runner = SearchRunner(device_context(cl_device), targets, local_kernel="group")
+    task = search_module.SearchTask.of(scoring, "global", ends)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_group.config, "OPENCL_SEARCH_SUBMIT", "carry")
+        group = runner._group_kernel(task, rng.integers(0, 20, 10).astype(np.uint8))
+        assert any(b.passes > 1 for b in group._lanes(10).buckets)
+        calls = []
+        grow = group._carry_buffer
+        patch.setattr(group, "_carry_buffer", lambda *a, **k: calls.append(a) or grow(*a, **k))
+        small = group.submit([rng.integers(0, 20, 10).astype(np.uint8)], task)
+        before = group._carry
+        big = group.submit([rng.integers(0, 20, 40).astype(np.uint8)], task, slot=1)
+        assert len(calls) == 2  # one per batch, not one per launch
+        assert group._carry is not before and big["inputs"][-1] is before  # kept, retired
+        for pending in (small, big):
+            assert group.collect(pending).values.shape[:2] == (1, len(targets))
+
+
+def test_a_traced_search_records_every_batch(cl_device, small_group_shapes):
+    """GroupSearch.trace (bench/search_submit_probe.py): each collected batch's submit steps
+    in order, one launch profile and one "enqueue" mark per launch, the launcher's wait and
+    the gather; the layouts' times."""
+    from dpalign.kernels_cl import search_group
+
+    rng = np.random.default_rng(31)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    ends = free_ends_tuple("local")
+    targets = [rng.integers(0, 20, n).astype(np.uint8) for n in rng.integers(1, 60, 20)]
+    queries = [rng.integers(0, 20, n).astype(np.uint8) for n in (5, 30, 31, 12, 40)]
+    runner = SearchRunner(device_context(cl_device), targets, local_kernel="group")
+    group = runner._group_kernel(search_module.SearchTask.of(scoring, "local", ends), queries[0])
+    group.trace = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_group, "BATCH", 2)
+        runner.score_block(queries, scoring, "local", ends)
+    assert len(group.trace) == 3
+    for batch in group.trace:
+        labels = [label for label, _ in batch["marks"]]
+        times = [t for _, t in batch["marks"]]
+        assert labels[0] == "start" and times == sorted(times)
+        assert labels.count("enqueue") == len(batch["events"]) == len(batch["buckets"])
+        assert all(q <= s <= b <= e for q, s, b, e in batch["events"])
+        assert batch["wait"][0] <= batch["wait"][1] <= batch["gather"][1]
+    assert group.layout_trace and all(a <= b <= c for a, b, c, _ in group.layout_trace)
+
+
+def test_a_failed_reservation_leaves_the_batches_to_make_their_buffers(
+    cl_device, small_group_shapes, monkeypatch
+):
+    """GroupSearch.reserve failing (device or page-locked memory exhausted, say) is logged by
+    the first submit, and the batches make what they need: the oracle's scores."""
+    from dpalign.errors import DpalignError
+    from dpalign.kernels_cl import search_group
+
+    def fail(self, *args):
+        raise DpalignError("no memory for the reservation")
+
+    monkeypatch.setattr(search_group.GroupSearch, "reserve", fail)
+    rng = np.random.default_rng(37)
+    scoring = Scoring("BLOSUM62", (11, 1))
+    ends = free_ends_tuple("local")
+    targets = [rng.integers(0, 20, n).astype(np.uint8) for n in rng.integers(1, 60, 20)]
+    queries = [rng.integers(0, 20, n).astype(np.uint8) for n in (5, 30, 31, 12, 40)]
+    runner = SearchRunner(device_context(cl_device), targets, local_kernel="group")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_group, "BATCH", 2)
+        runner.prepare(queries, scoring, "local", ends, build=False)
+        block = runner.score_block(queries, scoring, "local", ends)
+    for k, query in enumerate(queries):
+        np.testing.assert_array_equal(
+            block.scores[k], _oracle(query, targets, scoring, "local", ends)
+        )

@@ -359,9 +359,12 @@ class OpenCLBackend(Backend):
             children, mine = start_builds(caps, ident, name, defines, processes, keep=True)
         began = time.perf_counter()
         dctx = device_context(self.device, self.stream)
+        context = time.perf_counter()
         build_all(dctx, "search_group.cl", mine, build_threads())
+        own = time.perf_counter()
         if children is not None:
             children.wait()
+        waited = time.perf_counter()
         build_all(dctx, "search_group.cl", defines, build_threads())  # the children's, loaded
         built = time.perf_counter()
         if not caps.is_cpu:  # (PoCL would compile each kernel again at its first launch)
@@ -372,6 +375,13 @@ class OpenCLBackend(Backend):
             built - began, len(defines), children.given if children is not None else 0,
             time.perf_counter() - built,
         )  # fmt: skip
+        if children is not None:
+            log.info(
+                "opencl search: warm-up steps: context %.3f s, %d programs here %.3f s, "
+                "then waiting for the children %.3f s, loading %.3f s; children: %s",
+                context - began, len(mine), own - context, waited - own, built - waited,
+                children.describe(),
+            )  # fmt: skip
 
     def device_wait(self):
         return wait_totals()

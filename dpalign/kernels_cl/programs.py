@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -184,13 +184,26 @@ def cached(dctx: DeviceContext, name: str, defines: dict) -> bool:
 
 #: A child of :func:`start_builds`: builds its share of the programs into the disk cache.
 _BUILD_CHILD = """
-import pickle, sys
+import time
+times = [time.perf_counter()]
+import importlib.util, pickle, sys, types
+# dpalign's package without its __init__ (pairwise, papara, search...): this child needs only
+# kernels_cl, config and errors (0.46-0.75 s of imports on the H100 host with them)
+spec = importlib.util.find_spec("dpalign")
+package = types.ModuleType("dpalign")
+package.__path__ = list(spec.submodule_search_locations)
+package.__spec__ = spec
+sys.modules["dpalign"] = package
 from dpalign.kernels_cl.context import device_context
 from dpalign.kernels_cl.programs import build
 ident, name, defines = pickle.load(sys.stdin.buffer)
+times.append(time.perf_counter())
 dctx = device_context(ident)
+times.append(time.perf_counter())
 for d in defines:
     build(dctx, name, d)
+    times.append(time.perf_counter())
+print(" ".join(f"{t:.6f}" for t in times), flush=True)
 """
 
 
@@ -200,6 +213,10 @@ class ChildBuilds:
 
     children: list
     given: int  # programs handed to the children
+    started: float = 0.0  # perf_counter when the first child was started
+    #: Per child, once waited for: perf_counter (a system-wide clock) at its start, after
+    #: its imports, after its context, after each build (empty if it said nothing).
+    times: list = field(default_factory=list)
 
     def wait(self, timeout: float = 600.0) -> int:
         """Wait for the children (killed after ``timeout``); return how many programs they
@@ -209,11 +226,41 @@ class ChildBuilds:
 
         deadline = time.monotonic() + timeout
         for child in self.children:
+            out = b""
             try:
                 child.wait(max(0.0, deadline - time.monotonic()))
+                out = child.stdout.read()  # one short line: it fits the pipe's buffer
             except subprocess.TimeoutExpired:
                 child.kill()
+            except OSError:
+                pass
+            finally:
+                child.stdout.close()
+            try:
+                self.times.append([float(x) for x in (out or b"").split()])
+            except ValueError:
+                self.times.append([])
         return self.given
+
+    def describe(self) -> str:
+        """The children's steps in seconds after the first was started (for ``-v``):
+        ``start+imports / context / builds...``."""
+        parts = []
+        for times in self.times:
+            if len(times) >= 3:
+                start, imports, context = (
+                    times[0] - self.started,
+                    *(b - a for a, b in zip(times[:2], times[1:3], strict=True)),
+                )
+                builds = "/".join(
+                    f"{b - a:.2f}" for a, b in zip(times[2:], times[3:], strict=False)
+                )
+                done = times[-1] - self.started
+                parts.append(
+                    f"started +{start:.2f}, imports {imports:.2f}, context {context:.2f}, "
+                    f"builds {builds}, done +{done:.2f}"
+                )
+        return "; ".join(parts)
 
 
 def start_builds(
@@ -238,13 +285,13 @@ def start_builds(
     parts = min(processes + int(keep), len(todo))
     shares = [todo[k::parts] for k in range(parts)]
     mine = shares.pop(0) if keep else []
-    children, given = [], 0
+    children, given, started = [], 0, time.perf_counter()
     for share in shares:
         try:
             child = subprocess.Popen(
                 [sys.executable, "-c", _BUILD_CHILD],
                 stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
             )
             child.stdin.write(pickle.dumps((ident, name, share)))
@@ -254,7 +301,7 @@ def start_builds(
             continue
         children.append(child)
         given += len(share)
-    return ChildBuilds(children, given), mine
+    return ChildBuilds(children, given, started), mine
 
 
 def build_in_processes(

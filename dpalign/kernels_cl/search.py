@@ -989,6 +989,9 @@ class SearchRunner:
                     self._groups[self.ptx] = GroupSearch(
                         self.dctx, self.codes, self.lengths, ptx=self.ptx, residues=self.residues
                     )
+                    # the batches this runner keeps in flight and gathers at once
+                    self._groups[self.ptx].slots = FLIGHT
+                    self._groups[self.ptx].pool = FLIGHT + FINISHERS
                 group = self._groups[self.ptx]
         return group if group.fits(query) else None
 

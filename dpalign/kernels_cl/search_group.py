@@ -21,6 +21,7 @@ against 200,000 proteins, against 1,400 for the strip kernel in local mode.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from .. import config
 from ..errors import DpalignError
 from .context import DeviceContext, driver_errors, wait
 from .programs import build
+
+log = logging.getLogger("dpalign.opencl")
 
 #: Score of the padding letter and of the virtual query row: low enough that padding never
 #: raises a best score, high enough that nothing wraps in 16 bits.
@@ -66,6 +69,49 @@ PLAN_LENGTHS = (128, 256, 1024)
 #: 200,000 take ~0.2 s of an H100, so the host's share of a batch (tables, one copy back,
 #: the scores) runs while the next batch computes.
 BATCH = 32
+
+
+#: How :meth:`GroupSearch.submit` hands a batch to the device
+#: (:data:`dpalign.config.OPENCL_SEARCH_SUBMIT`): "v0" new input buffers per batch (made from
+#: host memory), the pass-column buffer grown launch by launch, the results in one copy on the
+#: copy queue behind every launch; "carry" the same with the pass-column buffer sized once per
+#: batch; "slots" also each slot's input buffers kept and written by non-blocking copies from
+#: page-locked memory, the results into page-locked memory, every buffer made and first used
+#: before the search's first launch (:meth:`GroupSearch.reserve`); "rect" (default) also each
+#: launch's results read back on its own queue behind it. NVIDIA's driver gives a buffer its
+#: memory at the first command that uses it and waits there until the device is idle: in v0
+#: every batch's first launch waited for the batch before (H100, 1,000 x 200,000 global,
+#: ``bench/search_submit_probe.py``: launches 4.7 s of 7.2 s of submits, the device idle 1.07
+#: s of its 7.28 s; "rect" with layouts copied: 0.22 s of 6.41).
+SUBMIT_MODES = ("v0", "carry", "slots", "rect")
+
+
+class _Marks:
+    """Host timestamps of one submit's steps (diagnostics: :attr:`GroupSearch.trace`)."""
+
+    def __init__(self) -> None:
+        self.marks: list = []
+
+    def __call__(self, label: str) -> None:
+        self.marks.append((label, time.perf_counter()))
+
+    def done(self, order, slot: int) -> dict:
+        buckets = [(b.G, b.R, b.passes, b.npairs) for b, _ in order]
+        return {"marks": self.marks, "buckets": buckets, "slot": slot}
+
+
+def _no_mark(label: str) -> None:
+    return None
+
+
+def _profile(event) -> tuple | None:
+    """An event's (queued, submit, start, end) in device nanoseconds, or None (a queue
+    without profiling)."""
+    try:
+        p = event.profile
+        return (p.queued, p.submit, p.start, p.end)
+    except Exception:  # noqa: BLE001 - PROFILING_INFO_NOT_AVAILABLE and the like
+        return None
 
 
 @dataclass
@@ -417,6 +463,23 @@ class GroupSearch:
         self._pack_pool = None  # build_for's layout threads
         self._queues: list = []
         self._carry = None
+        self._inputs: dict = {}  # slot -> staged (host, device) inputs (submit_mode "slots")
+        #: Batches the caller keeps in flight (slots 0 .. slots - 1; SearchRunner's FLIGHT)
+        #: and batches whose results may be out at once (in flight or being gathered).
+        self.slots = 3
+        self.pool = 7
+        self._reserving = None  # reserve()'s job on the layout threads
+        self._reserve_checked = False  # a submit has waited for it
+        #: How a batch is submitted (see :data:`SUBMIT_MODES`).
+        self.submit_mode = config.OPENCL_SEARCH_SUBMIT
+        #: Diagnostics (bench/search_submit_probe.py): a list to which every collected batch
+        #: appends its host timestamps and event times, or None.
+        self.trace: list | None = None
+        self.layout_trace: list = []  # (began, packed, uploaded, bytes) per layout, when tracing
+        self._trace_lock = threading.Lock()
+        #: How bucket layouts reach the device: "create" (buffers made from host memory) or
+        #: "copy" (empty buffers, then a blocking copy on a queue of their own).
+        self.upload_mode = config.OPENCL_SEARCH_UPLOAD
 
     # -- capacity -----------------------------------------------------------------------------
 
@@ -512,10 +575,13 @@ class GroupSearch:
     def submit(self, queries, task, slot: int = 0) -> dict:
         """Enqueue every launch of a batch of ``queries`` (one plan: see :meth:`batches`) and
         return at once; :meth:`collect` gives the results. Batches in different ``slot``s
-        (result buffers of their own) may be in flight together: the next batch's kernels run
-        while this one's results come back and are finished."""
+        (buffers of their own) may be in flight together: the next batch's kernels run while
+        this one's results come back and are finished. A slot's buffers are reused by its
+        next batch, which the caller submits only after :meth:`wait_for` of this one."""
         import pyopencl as cl
 
+        mark = _Marks() if self.trace is not None else _no_mark
+        mark("start")
         if not queries or not all(self.fits(q) for q in queries):
             raise DpalignError(
                 "the pair table of this query does not fit the device's local memory"
@@ -529,7 +595,8 @@ class GroupSearch:
         ms = np.array([len(q) for q in queries], np.int64)
         m_max = int(ms.max())
         nobest = not keeps_best(glob, sc, m_max)  # its best results stay at -30720
-        ctx, caps = self.dctx.context, self.dctx.caps
+        caps = self.dctx.caps
+        mode = self.submit_mode
         # Global modes: each target ends on its last pass's last column, after virtual
         # columns that carry the left border (scoring 0 when that border is free, else too
         # low to matter: H there follows F down the column, -(o + e (i + 1))).
@@ -541,39 +608,64 @@ class GroupSearch:
         qinfo[1:, 1] = np.cumsum(qinfo[:-1, 2])
         qinfo[1:, 3] = np.cumsum(ms[:-1])
         qinfo[:, 4] = [v for _, _, v in parts]
-        table = np.concatenate([t for t, _, _ in parts])
-        qoff = np.concatenate([o for _, o, _ in parts])
         words_max = int(qinfo[:, 2].max())
         lanes = self._lanes(m_max)
+        mark("tables")
         per_lane = 4 if glob else 1
         stride = lanes.n_lanes * per_lane
+        if self._reserving is not None and not self._reserve_checked:
+            try:  # the buffers reserve() is making (pack phase)
+                self._reserving.result()
+            except DpalignError as exc:  # (the batches then make what they need)
+                log.info("opencl search: the search buffers were not reserved: %s", exc)
+            self._reserve_checked = True
         pinned = None
-        if config.OPENCL_SEARCH_PINNED and not caps.is_cpu:
+        if self._pinned_results():
             pinned = self._take_pinned(nq * stride)
             host = pinned[1][: nq * stride].reshape(nq, stride)
         else:
             host = np.empty((nq, stride), np.uint16)
-        mf = cl.mem_flags
+        mark("host")
         queues = self._queue_list()
         cap = max(1, caps.compute_units * GROUPS_PER_CU // nq)
-        events = []
+        # Latency-bound buckets first (most steps per pair), then the biggest.
+        order = sorted(
+            zip(lanes.buckets, lanes.bases, strict=True),
+            key=lambda bb: (-bb[0].passes * (m_max + bb[0].G), -len(bb[0].targets)),
+        )
+        sizes = [max(1, min(-(-b.npairs // (WG // b.G)), cap)) for b, _ in order]
+        events, copies, retired, uploads = [], [], [], []
         with driver_errors(caps, "running the group search kernel"):
-            table_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=table)
-            qoff_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=qoff)
-            info_buf = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=qinfo)
+            if mode in ("slots", "rect"):
+                table_buf, qoff_buf, info_buf, uploads = self._slot_inputs(
+                    slot, parts, qinfo, self._side_queue("search_inputs")
+                )
+            else:
+                table = np.concatenate([t for t, _, _ in parts])
+                qoff = np.concatenate([o for _, o, _ in parts])
+                table_buf, qoff_buf, info_buf = self._new_inputs(table, qoff, qinfo)
+            mark("inputs")
             out = self._out_buffer(slot, host.nbytes)
-            # Latency-bound buckets first (most steps per pair), then the biggest.
-            order = sorted(
-                zip(lanes.buckets, lanes.bases, strict=True),
-                key=lambda bb: (-bb[0].passes * (m_max + bb[0].G), -len(bb[0].targets)),
-            )
-            for j, (bucket, base) in enumerate(order):
+            if mode != "v0":
+                # The pass-column buffer of the batch's widest multi-pass launch, made once
+                # before the launches; a smaller one it replaces stays referenced until the
+                # batch is collected (released while a launch may still use it otherwise).
+                need = max(
+                    [wgs * nq * (WG // b.G) * m_max * 8
+                     for (b, _), wgs in zip(order, sizes, strict=True) if b.passes > 1] or [8]
+                )  # fmt: skip
+                retired = self._carry_buffer(need, keep_old=True)
+            mark("buffers")
+            for j, ((bucket, base), wgs) in enumerate(zip(order, sizes, strict=True)):
                 cols, pads, _ = self._upload(bucket, glob)
+                mark("layout")
                 kernel = self._kernel(bucket, glob, nobest)
-                wgs = -(-bucket.npairs // (WG // bucket.G))
-                wgs = max(1, min(wgs, cap))
                 slots = wgs * nq * (WG // bucket.G)
-                carry = self._carry_buffer(slots * m_max * 8 if bucket.passes > 1 else 8)
+                if mode == "v0":
+                    carry = self._carry_buffer(slots * m_max * 8 if bucket.passes > 1 else 8)
+                else:
+                    carry = self._carry
+                mark("kernel")
                 kernel.set_args(
                     cols,
                     table_buf,
@@ -594,38 +686,194 @@ class GroupSearch:
                     cl.LocalMemory(4 * words_max),
                     cl.LocalMemory(4 * (m_max + 2 * bucket.G)),
                 )
+                mark("set_args")
                 # Multi-pass launches share the pass-column buffer: one queue for them (in
                 # order, also across batches in flight).
                 queue = queues[j % len(queues)] if bucket.passes == 1 else queues[0]
-                events.append(cl.enqueue_nd_range_kernel(queue, kernel, (wgs * WG, nq), (WG, 1)))
+                wait = uploads or None  # the inputs' copies (slots), on a queue of their own
+                events.append(
+                    cl.enqueue_nd_range_kernel(queue, kernel, (wgs * WG, nq), (WG, 1),
+                                               wait_for=wait)
+                )  # fmt: skip
+                mark("enqueue")
+                if mode == "rect":
+                    # this bucket's lanes of every query, read back on the launch's own
+                    # queue behind it (no wait on other queues' events)
+                    width = 2 * bucket.npairs * per_lane * 2
+                    copies.append(
+                        cl.enqueue_copy(
+                            queue, host, out,
+                            buffer_origin=(2 * base * per_lane, 0, 0),
+                            host_origin=(2 * base * per_lane, 0, 0),
+                            region=(width, nq, 1),
+                            buffer_pitches=(2 * stride,), host_pitches=(2 * stride,),
+                            is_blocking=False,
+                        )
+                    )  # fmt: skip
+                    mark("copy")
                 queue.flush()  # running while the next bucket's layout may still be under way
-            # The whole batch's results in one copy, queued behind every launch.
-            copy = cl.enqueue_copy(
-                self.dctx.copy_queue, host, out, wait_for=events, is_blocking=False
-            )
-            self.dctx.copy_queue.flush()
+                mark("flush")
+            if mode != "rect":
+                # The whole batch's results in one copy, queued behind every launch.
+                copies.append(
+                    cl.enqueue_copy(
+                        self.dctx.copy_queue, host, out, wait_for=events, is_blocking=False
+                    )
+                )
+                mark("copy")
+                self.dctx.copy_queue.flush()
+                mark("flush")
         # the inputs stay referenced until the launches are collected
         return {
             "task": task,
             "ms": ms,
             "events": events,
-            "copy": copy,
+            "copies": copies,
             "host": host,
             "pinned": pinned,
             "lanes": lanes,
-            "inputs": (table_buf, qoff_buf, info_buf),
+            "inputs": (table_buf, qoff_buf, info_buf, uploads, retired),
+            "trace": mark.done(order, slot) if self.trace is not None else None,
         }
 
+    def _new_inputs(self, table, qoff, qinfo) -> tuple:
+        """The batch's pair tables, row offsets and query information in new buffers."""
+        import pyopencl as cl
+
+        mf = cl.mem_flags
+        ctx = self.dctx.context
+        return (
+            cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=table),
+            cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=qoff),
+            cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=qinfo),
+        )
+
+    def _slot_inputs(self, slot: int, parts, qinfo, queue) -> tuple:
+        """The batch's pair tables, row offsets and query information written into
+        ``slot``'s buffers (kept, grown as needed) from its page-locked staging, by
+        non-blocking copies on ``queue``: ``(table, qoff, info, [copy events])``. No
+        buffer is made or released per batch (NVIDIA's driver may wait for the device
+        there)."""
+        import pyopencl as cl
+
+        words = sum(len(t) for t, _, _ in parts)
+        rows = sum(len(o) for _, o, _ in parts)
+        kept = self._slot_buffers(slot, words, rows, qinfo.size)
+        (table_host, table_buf), (qoff_host, qoff_buf), (info_host, info_buf) = (
+            (k[0], k[1]) for k in kept
+        )
+        at = 0
+        for t, _, _ in parts:
+            table_host[at : at + len(t)] = t
+            at += len(t)
+        np.concatenate([o for _, o, _ in parts], out=qoff_host[:rows])
+        info_host[: qinfo.size] = qinfo.reshape(-1)
+        uploads = [
+            cl.enqueue_copy(queue, table_buf, table_host[:words], is_blocking=False),
+            cl.enqueue_copy(queue, qoff_buf, qoff_host[:rows], is_blocking=False),
+            cl.enqueue_copy(queue, info_buf, info_host[: qinfo.size], is_blocking=False),
+        ]
+        queue.flush()
+        return table_buf, qoff_buf, info_buf, uploads
+
+    def _slot_buffers(self, slot: int, words: int, rows: int, info: int) -> tuple:
+        """``slot``'s staged input buffers, (re)made to hold at least these sizes."""
+        kept = self._inputs.get(slot)
+        need = (words, rows, info)
+        if kept is None or any(k[0].size < n for k, n in zip(kept, need, strict=True)):
+            have = [0, 0, 0] if kept is None else [k[0].size for k in kept]
+            least = (1 << 16, 1 << 12, 8 * BATCH)
+            grow = [max(t) for t in zip(need, have, least, strict=True)]
+            kept = self._inputs[slot] = tuple(
+                self._staged(n, dtype)
+                for n, dtype in zip(grow, (np.uint32, np.int32, np.int32), strict=True)
+            )
+        return kept
+
+    def _pinned_results(self) -> bool:
+        """Whether batches' results come back into page-locked memory (GPUs, every submit
+        mode but v0 unless :data:`~dpalign.config.OPENCL_SEARCH_PINNED`)."""
+        wanted = self.submit_mode != "v0" or config.OPENCL_SEARCH_PINNED
+        return wanted and not self.dctx.caps.is_cpu
+
+    def reserve(self, longest: int, glob: bool, letters: int = 255, multi: bool = True) -> None:
+        """Make, before the search's first launch, every buffer its batches take: each
+        slot's result, input and staging buffers, the pass-column buffer, and page-locked
+        result memory for :attr:`pool` batches, for :data:`BATCH` queries of up to
+        ``longest`` residues and ``letters`` distinct letters (``multi``: the plans have
+        multi-pass buckets; submit modes "slots" and "rect"; batches beyond these sizes grow
+        them as before).
+
+        NVIDIA's driver gives a buffer its memory at the first command that uses it, and
+        that command waits until the device has nothing running (H100 host: a slot's
+        first input copy waited 0.35-0.40 s for the batch in flight, a new page-locked
+        buffer 0.43-0.52 s), so each device buffer is also filled once here, while the
+        device is idle."""
+        import pyopencl as cl
+
+        if self.submit_mode not in ("slots", "rect"):
+            return
+        per_lane = 4 if glob else 1
+        lanes = len(self.real) + 256  # any plan's lanes (a padding lane per bucket at most)
+        words = (min(letters, 255) + 1) * self.L * self.L  # a query's pair table, at most
+        made = []
+        with driver_errors(self.dctx.caps, "reserving the search buffers"):
+            for slot in range(self.slots):
+                made.append(self._out_buffer(slot, BATCH * lanes * per_lane * 2))
+                kept = self._slot_buffers(slot, BATCH * words, BATCH * longest, 8 * BATCH)
+                made.extend(k[1] for k in kept)
+            groups = self.dctx.caps.compute_units * GROUPS_PER_CU
+            carry = groups * (WG // min(g for g, _ in MULTI_SHAPES)) * longest * 8
+            if multi and carry <= min(1 << 30, self.dctx.caps.max_alloc):
+                # as wide as a batch's multi-pass launch can be (see submit); a longer query
+                # grows it when it comes
+                made.append(self._carry_buffer(carry))
+            queue = self._side_queue("search_inputs")
+            zero = np.zeros(1, np.uint8)
+            for buf in made:
+                cl.enqueue_fill_buffer(queue, buf, zero, 0, buf.size)
+            queue.finish()
+            if self._pinned_results():
+                with self._pinned_lock:
+                    have = len(self._pinned_free)
+                count = BATCH * lanes * per_lane
+                # at most ~2 GiB of page-locked memory up front (a database of millions of
+                # targets: the batches in flight only, the rest made when needed)
+                wanted = max(self.slots + 1, min(self.pool, (2 << 30) // (2 * count)))
+                more = [self._take_pinned(count) for _ in range(wanted - have)]
+                with self._pinned_lock:
+                    self._pinned_free.extend(more)
+
+    def _staged(self, count: int, dtype):
+        """``(page-locked host array, device buffer, its host-side buffer)`` of ``count``
+        elements."""
+        import pyopencl as cl
+
+        mf = cl.mem_flags
+        nbytes = count * np.dtype(dtype).itemsize
+        ctx = self.dctx.context
+        pinned = cl.Buffer(ctx, mf.READ_WRITE | mf.ALLOC_HOST_PTR, nbytes)
+        array, _ = cl.enqueue_map_buffer(
+            self._side_queue("search_maps"), pinned, cl.map_flags.READ | cl.map_flags.WRITE, 0,
+            (count,), dtype,
+        )  # fmt: skip
+        return array, cl.Buffer(ctx, mf.READ_ONLY, nbytes), pinned
+
     def wait_for(self, pending: dict) -> None:
-        """Wait until a :meth:`submit`'s results are on the host (its slot's buffer may then
+        """Wait until a :meth:`submit`'s results are on the host (its slot's buffers may then
         take another batch); :meth:`collect` may follow on another thread."""
+        began = time.perf_counter()
         with driver_errors(self.dctx.caps, "running the group search kernel"):
-            wait(pending["copy"])
+            for copy in pending["copies"]:
+                wait(copy)
+        if pending.get("trace") is not None:
+            pending["trace"]["wait"] = (began, time.perf_counter())
 
     def collect(self, pending: dict) -> GroupBatch:
         """The results of a :meth:`submit`, once its launches and copy finish."""
         task, ms, events = pending["task"], pending["ms"], pending["events"]
         self.wait_for(pending)
+        began = time.perf_counter()
         lanes = pending["lanes"]
         glob = not task.local
         # [queries, targets, 1 or 4]: a lane's results gathered as one 2- or 8-byte element
@@ -652,14 +900,23 @@ class GroupSearch:
         flagged &= real
         start = min(e.profile.start for e in events)
         end = max(e.profile.end for e in events)
+        trace = pending.get("trace")
+        if trace is not None:
+            trace["gather"] = (began, time.perf_counter())
+            trace["events"] = [
+                (e.profile.queued, e.profile.submit, e.profile.start, e.profile.end) for e in events
+            ]
+            trace["copies"] = [_profile(c) for c in pending["copies"]]
+            trace["uploads"] = [_profile(c) for c in pending["inputs"][3]]
+            with self._trace_lock:
+                self.trace.append(trace)
         return GroupBatch(values, flagged, real, (end - start) * 1e-9, len(events))
 
     def _take_pinned(self, count: int):
         """``(buffer, mapped uint16 array of at least count)``: page-locked host memory for a
-        batch's results, from the batches collected before or new. NVIDIA's driver copies
-        to pageable memory before a non-blocking read returns (the first batch's launches
-        took 0.45 s to submit on the H100 host, its kernels' time), to page-locked memory
-        while the host goes on."""
+        batch's results, from the batches collected before (or :meth:`reserve`'s) or new (a
+        new one waits for the device to be idle on NVIDIA's driver: 0.43-0.52 s mid-search
+        on the H100 host)."""
         import pyopencl as cl
 
         with self._pinned_lock:
@@ -670,8 +927,10 @@ class GroupSearch:
             mf = cl.mem_flags
             buf = cl.Buffer(self.dctx.context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, 2 * count)
             flags = cl.map_flags.READ | cl.map_flags.WRITE
+            # (a blocking map on a queue of its own: on the copy queue it would wait for the
+            # batches in flight)
             array, _ = cl.enqueue_map_buffer(
-                self.dctx.copy_queue, buf, flags, 0, (count,), np.uint16
+                self._side_queue("search_maps"), buf, flags, 0, (count,), np.uint16
             )
         return buf, array
 
@@ -747,15 +1006,46 @@ class GroupSearch:
     def _lay_out(self, key, bucket: Bucket, right: bool) -> None:
         import pyopencl as cl
 
+        began = time.perf_counter()
         cols, pads, targets = self._pack(bucket, right)
+        packed = time.perf_counter()
         mf = cl.mem_flags
         ctx = self.dctx.context
         with driver_errors(self.dctx.caps, "uploading the search targets"):
-            self._packed[key] = (
-                cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=cols),
-                cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=pads),
-                targets,
-            )
+            if self.upload_mode == "copy":
+                # Copied on a queue of the layouts' own, not with the buffer's creation
+                # (which NVIDIA's driver may order behind the kernels running meanwhile).
+                queue = self._side_queue("search_layouts")
+                made = []
+                for array in (cols, pads):
+                    buf = cl.Buffer(ctx, mf.READ_ONLY, max(array.nbytes, 1))
+                    cl.enqueue_copy(queue, buf, array, is_blocking=True)
+                    made.append(buf)
+                self._packed[key] = (*made, targets)
+            else:
+                self._packed[key] = (
+                    cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=cols),
+                    cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=pads),
+                    targets,
+                )
+        if self.trace is not None:
+            with self._trace_lock:
+                self.layout_trace.append((began, packed, time.perf_counter(), int(cols.nbytes)))
+
+    def _side_queue(self, name: str):
+        """An in-order queue of the context for one kind of copy (``name``: the bucket
+        layouts', a batch's inputs'), made once per context: its copies wait for nothing
+        else queued on the device."""
+        import pyopencl as cl
+
+        with self.dctx.lock:
+            queue = self.dctx.shared.get(name)
+            if queue is None:
+                with driver_errors(self.dctx.caps, "creating a command queue"):
+                    profiling = cl.command_queue_properties.PROFILING_ENABLE
+                    queue = cl.CommandQueue(self.dctx.context, self.dctx.device, profiling)
+                self.dctx.shared[name] = queue
+            return queue
 
     def _out_buffer(self, slot: int, nbytes: int):
         """The result buffer of batches in ``slot`` (grown as needed)."""
@@ -849,6 +1139,15 @@ class GroupSearch:
                 self._pack_pool = ThreadPoolExecutor(
                     max(1, layout_threads), thread_name_prefix="dpalign-pack"
                 )
+            if self._reserving is None and self.submit_mode in ("slots", "rect"):
+                # the first call's queries are the run's longest (a search prepares its
+                # first chunk first, longest queries first)
+                longest = max(lengths, default=1)
+                letters = scoring.matrix.shape[0] if scoring is not None else 255
+                multi = any(b.passes > 1 for b in buckets.values())
+                self._reserving = self._pack_pool.submit(
+                    self.reserve, longest, glob, letters, multi
+                )
             for k, b in todo:
                 self._packing[k] = self._pack_pool.submit(self._lay_out, k, b, glob)
         if build:
@@ -872,10 +1171,15 @@ class GroupSearch:
             self._queues = group_queues(self.dctx, self.n_queues)
         return self._queues
 
-    def _carry_buffer(self, nbytes: int):
+    def _carry_buffer(self, nbytes: int, keep_old: bool = False):
+        """The pass-column buffer, grown to ``nbytes``; ``keep_old``: return the buffer it
+        replaces (or None), for the caller to hold until the launches that used it are done,
+        else the buffer itself."""
         import pyopencl as cl
 
+        old = None
         if self._carry is None or self._carry.size < nbytes:
+            old = self._carry
             with driver_errors(self.dctx.caps, "allocating the pass columns"):
                 self._carry = cl.Buffer(self.dctx.context, cl.mem_flags.READ_WRITE, max(nbytes, 8))
-        return self._carry
+        return old if keep_old else self._carry
