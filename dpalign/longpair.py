@@ -135,8 +135,11 @@ class Tiling:
         page-locked staging of about that size (pinned while the forward pass runs, ~2 ms
         a MB) into pageable memory touched only there. A path that leaves them has the
         block's checkpoints fetched in full and is traced again (``band misses`` in the
-        run's notes). 0: every checkpoint through page-locked memory (3 x 366 MB at 1 Mb,
-        of which a path reads ~2 MB a block). Same result either way.
+        run's notes). 0 (the default): every checkpoint through page-locked memory (3 x
+        366 MB at 1 Mb, of which a path reads ~2 MB a block). Same result either way. On
+        the H100 the band did not lower the peak RSS of a 1 Mb or 10 Mb ``dpalign align``
+        (1.73 GB against 1.66; 6.53 GB against 5.68) nor its time, for reasons not yet
+        found (BENCHMARKS.md, "fourth session"), so it is an option, not the default.
     """
 
     tile_rows: int = 1024
@@ -153,7 +156,7 @@ class Tiling:
     fill_ahead: int = 2
     trace_ahead: int = 3
     switch_interval: float | None = 2e-4
-    staging_band: float = 1 / 16
+    staging_band: float = 0.0
 
     def __post_init__(self) -> None:
         if self.lane_bits not in (None, 16, 32, 64):
