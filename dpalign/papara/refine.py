@@ -271,6 +271,7 @@ class TreeFrequencies:
         self.background = counts / counts.sum() if counts.sum() > 0 else np.full(k, 1.0 / k)
         self._dna = k == 4
         self._share = transition_share
+        self._ones = np.ones(k)
         self._memo: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         self.prior = np.full(len(self.rates), 1.0 / len(self.rates))
         if data.tree.edges:
@@ -313,7 +314,7 @@ class TreeFrequencies:
             m = self._message(partial, z)
             out = m if out is None else out * m
             log_scale = log_scale + scale
-        top = np.maximum(out.max(axis=2), 1e-300)
+        top = np.maximum(out @ self._ones, 1e-300)  # any positive scale; a sum is fast
         return out / top[..., None], log_scale + np.log(top)
 
     def _directed(self, parent: int, node: int):
@@ -332,7 +333,7 @@ class TreeFrequencies:
         a, la = self._directed(e.v, e.u)
         b, lb = self._directed(e.u, e.v)
         root = self._message(a, e.length / 2) * self._message(b, e.length / 2) * self.background
-        lik = root.sum(axis=2)
+        lik = root @ self._ones
         return root / np.maximum(lik, 1e-300)[..., None], np.log(np.maximum(lik, 1e-300)) + la + lb
 
     def at_edge(self, edge: int) -> np.ndarray:
@@ -343,7 +344,7 @@ class TreeFrequencies:
         w /= w.sum(axis=0, keepdims=True)
         pred = np.matmul(cond, self.transition(self.pendant))  # (C, n, K)
         out = np.maximum(np.einsum("cn,cnk->nk", w, pred), 0.0)
-        total = out.sum(axis=1, keepdims=True)
+        total = (out @ self._ones)[:, None]
         # A column the model cannot explain at all (zero likelihood: only transitions allowed,
         # and rows that differ by a transversion) says nothing: the background.
         return np.where(total > 0, out / np.maximum(total, 1e-300), self.background)
