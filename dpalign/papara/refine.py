@@ -14,10 +14,13 @@ out in :func:`dpalign.reference.papara_refine_posteriors`). With ``RefineModel.r
 profile is a row mixture (:func:`dpalign.reference.papara_refine_rows_posteriors`): the read
 follows the nearest reference rows one at a time, each row's gaps and residues mixed with the
 edge's, and may switch rows between columns, so that a stretch can take the gaps of the one
-relative whose lineage it shares. The alignment kept is the one with the most characters
-expected in their right place, a character left as an insertion counting with its posterior
-of being in no column (``RefineModel.insert``). It runs on the CPU after any backend's
-scoring, so the output is the same whichever backend scored.
+relative whose lineage it shares. For DNA the residue frequencies are not the weighted rows'
+but a tree model's (:class:`TreeFrequencies`: what a read at the edge's middle is expected to
+carry given every row, the branch lengths and each column's rate). The alignment kept is
+the one with the most characters expected in their right place, a character left as an
+insertion counting with its posterior of being in no column (``RefineModel.insert``). It
+runs on the CPU after any backend's scoring, so the output is the same whichever backend
+scored.
 """
 
 from __future__ import annotations
