@@ -268,9 +268,7 @@ class TreeFrequencies:
             bits = ((states[:, None].astype(np.int64) >> np.arange(k)) & 1).astype(np.float64)
             counts += (bits / np.maximum(bits.sum(axis=1, keepdims=True), 1.0))[~gap].sum(axis=0)
             bits[gap] = 1.0  # missing data
-            self._tips[node] = np.ascontiguousarray(
-                np.broadcast_to(bits, (len(self.rates), *bits.shape))
-            )
+            self._tips[node] = bits  # (n, K): the same for every rate (matmul broadcasts)
         self.background = counts / counts.sum() if counts.sum() > 0 else np.full(k, 1.0 / k)
         self._dna = k == 4
         self._share = transition_share
@@ -325,7 +323,7 @@ class TreeFrequencies:
             parent,
             node,
             self._memo,
-            lambda q: (self._tips[q], np.zeros(self._tips[q].shape[:2])),
+            lambda q: (self._tips[q], np.zeros((len(self.rates), len(self._tips[q])))),
             self._combine,
         )
 
