@@ -35,6 +35,7 @@ MODELS: dict[str, dict] = {
     "first": {"first_only": True},
     "current": {},
     "nochain": {"markov": False},
+    "notree": {"tree_residues": "none"},
 }
 
 
@@ -45,7 +46,12 @@ def parse_model(name: str) -> dict:
     out = {}
     for part in name.split(":"):
         key, value = part.split("=")
-        out[key] = int(value) if key in ("rows", "band") else float(value)
+        if key in ("rows", "band"):
+            out[key] = int(value)
+        elif key == "tree_residues":
+            out[key] = value
+        else:
+            out[key] = float(value)
     return out
 
 

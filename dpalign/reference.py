@@ -763,6 +763,67 @@ def papara_refine_rows(
     return "R" * lo + papara_refine_decode(post, cut) + "R" * (n_total - hi)
 
 
+def papara_refine_tree_frequencies(
+    tree, tips, edge, rates, prior, background, pendant, transition_share=None
+) -> np.ndarray:
+    """``(n, K)``: the residue frequencies of a read placed at the middle of ``edge`` under the
+    tree model of :class:`dpalign.papara.refine.TreeFrequencies`, by summing over every
+    assignment of states to the inner nodes and to the placement point (tiny trees only).
+
+    ``tips`` maps each tip node to its ``(n, K)`` state sets (1 where the row may hold that
+    residue; all ones for a gap), ``rates`` and ``prior`` are the rate categories and their
+    shares, ``background`` the prior of the state at the point (and, for protein, what a
+    substitution draws), ``pendant`` the read's branch. DNA (K = 4, residues A C G T) when
+    ``transition_share`` is given: a substitution is a transition with that chance, else one
+    of the two transversions; protein otherwise. Transition matrices by ``scipy.linalg.expm``.
+    A column of zero likelihood (rows no path of the model explains) gives the background.
+    """
+    import itertools
+
+    from scipy.linalg import expm
+
+    k = len(background)
+    if transition_share is not None:
+        q = np.full((k, k), (1.0 - transition_share) / 2)
+        for a, b in ((0, 2), (2, 0), (1, 3), (3, 1)):
+            q[a, b] = transition_share
+        np.fill_diagonal(q, -1.0)
+    else:
+        q = np.tile(np.asarray(background, dtype=np.float64), (k, 1)) - np.eye(k)
+    e = tree.edges[edge]
+    point = len(tree.names)  # a node of its own in the middle of the edge
+    links = {node: [(nb, z) for nb, z in tree.neighbors[node]] for node in range(point)}
+    links[e.u] = [(nb, z) if nb != e.v else (point, e.length / 2) for nb, z in links[e.u]]
+    links[e.v] = [(nb, z) if nb != e.u else (point, e.length / 2) for nb, z in links[e.v]]
+    links[point] = [(e.u, e.length / 2), (e.v, e.length / 2)]
+    branches, order, seen = [], [point], {point}  # (parent, child, length), top down
+    for node in order:
+        for nb, z in links[node]:
+            if nb not in seen:
+                seen.add(nb)
+                order.append(nb)
+                branches.append((node, nb, z))
+    inner = [node for node in order if node == point or not tree.is_tip(node)]
+    n = next(iter(tips.values())).shape[0]
+    joint = np.zeros((len(rates), n, k))  # P(data, read residue x) per rate
+    for c, rate in enumerate(rates):
+        pend = expm(q * rate * pendant)
+        probs = {(a, b): expm(q * rate * z) for a, b, z in branches}
+        for states in itertools.product(range(k), repeat=len(inner)):
+            at = dict(zip(inner, states, strict=True))
+            weight = np.full(n, float(background[at[point]]))
+            for a, b, _ in branches:
+                p = probs[(a, b)]
+                if b in at:
+                    weight = weight * p[at[a], at[b]]
+                else:
+                    weight = weight * (tips[b] @ p[at[a]])
+            joint[c] += weight[:, None] * pend[at[point]][None, :]
+    total = np.einsum("c,cnk->nk", np.asarray(prior, dtype=np.float64), joint)
+    norm = total.sum(axis=1, keepdims=True)
+    return np.where(norm > 0, total / np.where(norm > 0, norm, 1.0), np.asarray(background))
+
+
 def papara_refine_decode(post: np.ndarray, theta) -> str:
     """The alignment (``M``/``R``/``I`` over the window) that maximises the sum of
     ``posterior - theta`` over its aligned pairs (``theta`` one value, or one per row of

@@ -414,3 +414,58 @@ def test_row_mixture_threads_do_not_change_the_result(insert):
         for t, r, b, theta in zip(which, reads, bands, thetas, strict=True)
     ]
     assert one == want
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    taxa=st.integers(3, 5),
+    protein=st.booleans(),
+    rates=st.lists(st.floats(0.01, 20.0), min_size=1, max_size=3),
+    pendant=st.floats(0.0, 3.0),
+    share=st.floats(0.0, 1.0),
+    ambiguous=st.integers(0, 6),
+)
+def test_tree_frequencies_match_the_oracle(seed, taxa, protein, rates, pendant, share, ambiguous):
+    """The pruning (scaled partials, shared directed subtrees, eigen-decomposed transitions)
+    against a sum over every assignment of states to the inner nodes, with gaps and
+    ambiguity codes in the reference."""
+    if protein:
+        taxa = 3  # one inner node: 20 ** 2 assignments per column and rate
+    sim = simulate(taxa, 40, 2, (4, 8), seed=seed, protein=protein, held_out=2)
+    data = dataset.load(sim.newick, sim.msa, sim.reads, protein=protein, keep_ambiguous=True)
+    rng = np.random.default_rng(seed)
+    k = 20 if protein else 4
+    for _ in range(ambiguous):  # a state set of two or three residues somewhere
+        row, col = rng.integers(0, data.ref_states.shape[0]), rng.integers(0, data.n_columns)
+        data.ref_states[row, col] = sum(1 << int(b) for b in rng.choice(k, 2 + (col % 2), False))
+    freqs = refine.TreeFrequencies(data, rates, share, pendant / np.mean(
+        [e.length for e in data.tree.edges]))  # fmt: skip
+    tips = {}
+    for node, row in data.tip_rows.items():
+        states = data.ref_states[row]
+        bits = ((states[:, None].astype(np.int64) >> np.arange(k)) & 1).astype(float)
+        bits[states == data.alphabet.gap] = 1.0
+        tips[node] = bits
+    for edge in range(len(data.tree.edges)):
+        want = reference.papara_refine_tree_frequencies(
+            data.tree, tips, edge, rates, freqs.prior, freqs.background, pendant,
+            None if protein else share,
+        )  # fmt: skip
+        np.testing.assert_allclose(freqs.at_edge(edge), want, rtol=1e-6, atol=1e-9)
+
+
+def test_tree_frequencies_follow_near_rows_in_slow_columns_only():
+    """What the tree model is for: at a slow rate the read is expected to carry its nearest
+    relative's residue, at a fast one about the background whatever the relatives hold."""
+    sim = simulate(8, 40, 2, (10, 20), seed=5, held_out=2)
+    data = dataset.load(sim.newick, sim.msa, sim.reads, keep_ambiguous=True)
+    edge = next(k for k, e in enumerate(data.tree.edges) if data.tree.is_tip(e.v))
+    tip = data.tree.edges[edge].v
+    states = data.ref_states[data.tip_rows[tip]]
+    col = int(np.flatnonzero(states != data.alphabet.gap)[0])
+    residue = int(states[col]).bit_length() - 1
+    slow = refine.TreeFrequencies(data, rates=(0.001,)).at_edge(edge)
+    fast = refine.TreeFrequencies(data, rates=(1000.0,)).at_edge(edge)
+    assert slow[col, residue] > 0.95
+    np.testing.assert_allclose(fast, np.full_like(fast, 0.25), atol=1e-6)

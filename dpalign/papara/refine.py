@@ -14,10 +14,13 @@ out in :func:`dpalign.reference.papara_refine_posteriors`). With ``RefineModel.r
 profile is a row mixture (:func:`dpalign.reference.papara_refine_rows_posteriors`): the read
 follows the nearest reference rows one at a time, each row's gaps and residues mixed with the
 edge's, and may switch rows between columns, so that a stretch can take the gaps of the one
-relative whose lineage it shares. The alignment kept is the one with the most characters
-expected in their right place, a character left as an insertion counting with its posterior
-of being in no column (``RefineModel.insert``). It runs on the CPU after any backend's
-scoring, so the output is the same whichever backend scored.
+relative whose lineage it shares. For DNA the residue frequencies are not the weighted rows'
+but a tree model's (:class:`TreeFrequencies`: what a read at the edge's middle is expected to
+carry given every row, the branch lengths and each column's rate). The alignment kept is
+the one with the most characters expected in their right place, a character left as an
+insertion counting with its posterior of being in no column (``RefineModel.insert``). It
+runs on the CPU after any backend's scoring, so the output is the same whichever backend
+scored.
 """
 
 from __future__ import annotations
@@ -94,6 +97,21 @@ class RefineModel:
         With ``rows``: a character goes into a column only where its posterior there beats
         its threshold plus ``insert`` times its posterior of being in no column (1: the
         alignment with the most characters expected right, inserted ones counted too).
+    tree_residues : str
+        Which alphabets take the edge's residue frequencies from the tree model
+        (:class:`TreeFrequencies`: what a read placed at the middle of the edge is expected to
+        carry, given every reference row, the branch lengths and each column's rate) instead
+        of the distance-weighted rows: ``"dna"``, ``"all"`` or ``"none"``. Near relatives'
+        residues mislead in fast columns and say too little in slow ones; the tree model
+        weighs them by the column's rate. On proteins it measured worse (BENCHMARKS.md, helper
+        acc5), so the default is DNA only.
+    rates : tuple of float
+        The tree model's rate categories (substitutions per unit branch length); their shares
+        are estimated from the reference (EM over the columns).
+    transition_share : float
+        DNA: the share of substitutions that are transitions (A<->G, C<->T).
+    pendant_rel : float
+        The read's own branch (from the edge's middle to the read), in mean branch lengths.
     """
 
     tau_rel: float = 0.8
@@ -117,6 +135,10 @@ class RefineModel:
     row_residue: float = 0.45
     blend: float = 0.3
     insert: float = 1.0
+    tree_residues: str = "dna"
+    rates: tuple = (0.02, 0.1, 0.4, 1.5, 6.0)
+    transition_share: float = 2 / 3
+    pendant_rel: float = 1.0
 
 
 class EdgeFrequencies:
@@ -205,6 +227,130 @@ class EdgeFrequencies:
         return freqs, value[:, k] / weight, value[:, k + 1] / weight
 
 
+class TreeFrequencies:
+    """Residue frequencies a read placed at the middle of an edge is expected to carry, given
+    the reference rows, the tree's branch lengths and each column's rate.
+
+    A continuous-time substitution model along the tree (DNA: a share ``transition_share``
+    of the substitutions are transitions, the rest one of the two transversions alike, so that
+    every base is as likely in the long run; protein: a substitution draws a residue from the
+    background frequencies), at one of ``rates`` per column. Felsenstein's pruning gives each
+    directed subtree's partial likelihoods (gaps as missing data, an ambiguity code as its
+    state set); at an edge's middle the two sides' give, per column and rate, the distribution
+    of the residue there (the background frequencies as its prior), which the read's own branch
+    (``pendant_rel`` mean branch lengths) carries to the read; the rates are then weighed by the
+    column's likelihood under each, with shares estimated from the whole reference by EM. In a
+    fast column this is near the background whatever the nearest row says; in a slow one, the
+    nearest rows' residue. The oracle, by summing over every assignment of states to the inner
+    nodes, is :func:`dpalign.reference.papara_refine_tree_frequencies`.
+    """
+
+    def __init__(
+        self,
+        data,
+        rates=RefineModel.rates,
+        transition_share: float = RefineModel.transition_share,
+        pendant_rel: float = RefineModel.pendant_rel,
+        em_rounds: int = 20,
+    ) -> None:
+        self._tree = data.tree
+        k = 4 if data.alphabet.name == "dna" else 20
+        self._k = k
+        self.rates = np.asarray(rates, dtype=np.float64)
+        lengths = [e.length for e in data.tree.edges]
+        self.mean_length = float(np.mean(lengths)) if lengths else 1.0
+        self.pendant = pendant_rel * self.mean_length
+        self._tips = {}
+        counts = np.zeros(k)
+        for node, row in data.tip_rows.items():
+            states = data.ref_states[row]
+            gap = states == data.alphabet.gap
+            bits = ((states[:, None].astype(np.int64) >> np.arange(k)) & 1).astype(np.float64)
+            counts += (bits / np.maximum(bits.sum(axis=1, keepdims=True), 1.0))[~gap].sum(axis=0)
+            bits[gap] = 1.0  # missing data
+            self._tips[node] = bits  # (n, K): the same for every rate (matmul broadcasts)
+        self.background = counts / counts.sum() if counts.sum() > 0 else np.full(k, 1.0 / k)
+        self._dna = k == 4
+        self._share = transition_share
+        self._ones = np.ones(k)
+        self._memo: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self.prior = np.full(len(self.rates), 1.0 / len(self.rates))
+        if data.tree.edges:
+            _, loglik = self._at_point(0)
+            rel = np.exp(loglik - loglik.max(axis=0, keepdims=True))
+            for _ in range(em_rounds):
+                post = rel * self.prior[:, None]
+                post /= post.sum(axis=0, keepdims=True)
+                self.prior = np.maximum(post.mean(axis=1), 1e-9)
+                self.prior /= self.prior.sum()
+
+    def transition(self, t: float) -> np.ndarray:
+        """``P[c, a, b]``: residue a becomes b along length t at rate category c (closed forms,
+        with ``expm1`` so that the small chances of short branches keep their precision)."""
+        rt = self.rates * t
+        if self._dna:
+            # Kimura's two-parameter model: transitions at rate alpha, each of the two
+            # transversions at beta (alpha + 2 beta = 1).
+            alpha, beta = self._share, (1.0 - self._share) / 2
+            tv = -np.expm1(-4.0 * beta * rt) / 4
+            ts = np.expm1(-4.0 * beta * rt) / 4 - np.expm1(-2.0 * (alpha + beta) * rt) / 2
+            same = 1.0 - ts - 2.0 * tv
+            p = np.empty((len(rt), 4, 4))
+            p[:] = tv[:, None, None]
+            for x, y in ((0, 2), (2, 0), (1, 3), (3, 1)):
+                p[:, x, y] = ts
+            idx = np.arange(4)
+            p[:, idx, idx] = same[:, None]
+            return p
+        changed = -np.expm1(-rt)[:, None, None]
+        return (1.0 - changed) * np.eye(self._k)[None] + changed * self.background[None, None, :]
+
+    def _message(self, partial: np.ndarray, t: float) -> np.ndarray:
+        """A subtree's partials carried up a branch of length t: ``sum_b P[a, b] L[b]``."""
+        return np.matmul(partial, self.transition(t).transpose(0, 2, 1))
+
+    def _combine(self, q, kids):
+        out, log_scale = None, 0.0
+        for _, z, (partial, scale) in kids:
+            m = self._message(partial, z)
+            out = m if out is None else out * m
+            log_scale = log_scale + scale
+        top = np.maximum(out @ self._ones, 1e-300)  # any positive scale; a sum is fast
+        return out / top[..., None], log_scale + np.log(top)
+
+    def _directed(self, parent: int, node: int):
+        return self._tree.directed(
+            parent,
+            node,
+            self._memo,
+            lambda q: (self._tips[q], np.zeros((len(self.rates), len(self._tips[q])))),
+            self._combine,
+        )
+
+    def _at_point(self, edge: int):
+        """``(root (C, n, K), loglik (C, n))``: at the middle of ``edge``, each state's joint
+        weight with the data (scaled per column and rate), and the data's log likelihood."""
+        e = self._tree.edges[edge]
+        a, la = self._directed(e.v, e.u)
+        b, lb = self._directed(e.u, e.v)
+        root = self._message(a, e.length / 2) * self._message(b, e.length / 2) * self.background
+        lik = root @ self._ones
+        return root / np.maximum(lik, 1e-300)[..., None], np.log(np.maximum(lik, 1e-300)) + la + lb
+
+    def at_edge(self, edge: int) -> np.ndarray:
+        """``(n, K)``: the frequencies of the residue of a read placed at the edge's middle."""
+        cond, loglik = self._at_point(edge)
+        loglik = loglik + np.log(self.prior)[:, None]
+        w = np.exp(loglik - loglik.max(axis=0, keepdims=True))
+        w /= w.sum(axis=0, keepdims=True)
+        pred = np.matmul(cond, self.transition(self.pendant))  # (C, n, K)
+        out = np.maximum(np.einsum("cn,cnk->nk", w, pred), 0.0)
+        total = (out @ self._ones)[:, None]
+        # A column the model cannot explain at all (zero likelihood: only transitions allowed,
+        # and rows that differ by a transversion) says nothing: the background.
+        return np.where(total > 0, out / np.maximum(total, 1e-300), self.background)
+
+
 class Refiner:
     """Re-aligns reads against their edges' frequency profiles (see the module's text)."""
 
@@ -219,12 +365,25 @@ class Refiner:
             if self.model.tau_gap_rel == self.model.tau_rel
             else EdgeFrequencies(data, self.model.tau_gap_rel)
         )
+        which = self.model.tree_residues
+        if which not in ("dna", "all", "none"):
+            raise ValueError(f"tree_residues must be 'dna', 'all' or 'none', not {which!r}")
+        self._tree_freqs = (
+            TreeFrequencies(
+                data, self.model.rates, self.model.transition_share, self.model.pendant_rel
+            )
+            if which == "all" or (which == "dna" and data.alphabet.name == "dna")
+            else None
+        )
 
     def _at_edge(self, edge: int):
         """:meth:`EdgeFrequencies.at_edge` of the residue scale, kept for the edge's row
         table (the chunk of edges being built)."""
         if edge not in self._edge_memo:
-            self._edge_memo[edge] = self._freqs.at_edge(edge)
+            residues, gap, pair = self._freqs.at_edge(edge)
+            if self._tree_freqs is not None:
+                residues = self._tree_freqs.at_edge(edge)
+            self._edge_memo[edge] = (residues, gap, pair)
         return self._edge_memo[edge]
 
     def _tables(self, edge: int, codes: np.ndarray):
