@@ -775,13 +775,12 @@ def papara_refine_tree_frequencies(
     shares, ``background`` the prior of the state at the point (and, for protein, what a
     substitution draws), ``pendant`` the read's branch. DNA (K = 4, residues A C G T) when
     ``transition_share`` is given: a substitution is a transition with that chance, else one
-    of the two transversions; protein otherwise. Transition matrices by ``scipy.linalg.expm``.
+    of the two transversions; protein otherwise. Transition matrices by :func:`_expm`.
     A column of zero likelihood (rows no path of the model explains) gives the background.
     """
     import itertools
 
-    from scipy.linalg import expm
-
+    expm = _expm
     k = len(background)
     if transition_share is not None:
         q = np.full((k, k), (1.0 - transition_share) / 2)
@@ -822,6 +821,22 @@ def papara_refine_tree_frequencies(
     total = np.einsum("c,cnk->nk", np.asarray(prior, dtype=np.float64), joint)
     norm = total.sum(axis=1, keepdims=True)
     return np.where(norm > 0, total / np.where(norm > 0, norm, 1.0), np.asarray(background))
+
+
+def _expm(a: np.ndarray) -> np.ndarray:
+    """The matrix exponential by scaling and squaring of a Taylor series: ``a`` halved until
+    its norm is at most 1/2, 30 terms (each below 2^-30 / 30! of the first), squared back."""
+    a = np.asarray(a, dtype=np.float64)
+    norm = float(np.abs(a).sum(axis=1).max()) if a.size else 0.0
+    halvings = max(0, int(np.ceil(np.log2(norm / 0.5)))) if norm > 0.5 else 0
+    a = a / 2.0**halvings
+    total, term = np.eye(len(a)), np.eye(len(a))
+    for k in range(1, 31):
+        term = term @ a / k
+        total = total + term
+    for _ in range(halvings):
+        total = total @ total
+    return total
 
 
 def papara_refine_decode(post: np.ndarray, theta) -> str:
