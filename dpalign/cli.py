@@ -915,6 +915,16 @@ def _add_align(sub) -> None:
         "--cigar", default="=X", choices=["=X", "M"], help="CIGAR operations (default: =X)"
     )
     p.add_argument(
+        "--score-only",
+        action="store_true",
+        help="no traceback: each pair's score and where its alignment ends, one tab-separated "
+        "line per pair (a, b, score, a end, b end, 1-based, and the strand of B with --strand "
+        "minus or both; --format json: the library's 0-based, exclusive a_end and b_end). "
+        "Long pairs run the forward pass only: on several --device GPUs in skewed row bands, "
+        "a global pair as two halves joined in the middle. Takes --format pretty (the "
+        "default: these lines), cigar (the same) or json",
+    )
+    p.add_argument(
         "--strand",
         default="plus",
         choices=["plus", "minus", "both"],
@@ -1065,12 +1075,13 @@ def _align_bands(args):
     return args.backend, device, None, None
 
 
-def _long_pair_cells(pairs) -> int:
+def _long_pair_cells(pairs, traceback: bool = True) -> int:
     """Cells the long-pair path will fill for ``pairs`` of lengths (a progress bar's total)."""
     from . import config
     from .longpair import expected_cells
 
-    return sum(expected_cells(m, n, True) for m, n in pairs if m * n > config.LONG_PAIR_CELLS)
+    cells = (expected_cells(m, n, traceback) for m, n in pairs if m * n > config.LONG_PAIR_CELLS)
+    return sum(cells)
 
 
 def _run_align(args) -> int:
@@ -1091,11 +1102,16 @@ def _run_align(args) -> int:
         raise DpalignError(f"--prune is for --mode local, not {args.mode}")
     _cap_threads(args)
     _check_outputs({"--out": args.out}, {"A": args.a, "B": args.b})
+    if args.score_only and args.format in ("sam", "fasta"):
+        raise DpalignError(
+            f"--score-only gives scores and end cells, not alignments: --format {args.format} "
+            "needs the alignment (use --format cigar or json, or leave out --score-only)"
+        )
     scoring = _scoring(args)
     recs_a, codes_a = _read_encoded(args.a, scoring)
     recs_b, codes_b = _read_encoded(args.b, scoring)
     lengths = [(len(ca), len(cb)) for ca in codes_a for cb in codes_b]
-    if args.format == "pretty":
+    if args.format == "pretty" and not args.score_only:
         for (m, n), (ra, rb) in zip(lengths, [(x, y) for x in recs_a for y in recs_b], strict=True):
             if m + n > PRETTY_MAX_RESIDUES:
                 raise DpalignError(
@@ -1104,8 +1120,21 @@ def _run_align(args) -> int:
                     "it is meant for; use --format sam, cigar, fasta or json"
                 )
     strands = 1 if args.strand != "both" else 2
-    bar = _progress_bar(_long_pair_cells(lengths) * strands, args.progress, "aligning")
+    cells = _long_pair_cells(lengths, not args.score_only) * strands
+    bar = _progress_bar(cells, args.progress, "scoring" if args.score_only else "aligning")
     backend, device, bands, close = _align_bands(args)
+    if args.score_only:
+        try:
+            count = _score_pairs(
+                args, recs_a, codes_a, recs_b, codes_b, scoring, backend, device, bands, bar
+            )
+        finally:
+            if bar:
+                bar.close()
+            if close is not None:
+                close()
+        log.info("%d pairs scored; %s", count, _describe_scoring(scoring, args.mode))
+        return 0
     try:
         with ExitStack() as stack:
             out = sys.stdout if args.out == "-" else stack.enter_context(atomic_output(args.out))
@@ -1162,6 +1191,51 @@ def _run_align(args) -> int:
             close()
     log.info("%d alignments; %s", count, _describe_scoring(scoring, args.mode))
     return 0
+
+
+def _score_pairs(args, recs_a, codes_a, recs_b, codes_b, scoring, backend, device, bands, bar):
+    """``dpalign align --score-only``: every pair's score and end cell into ``--out``;
+    returns the number of pairs."""
+    from .errors import InternalError
+    from .io import atomic_output
+    from .pairwise import score_pair
+
+    count = 0
+    with ExitStack() as stack:
+        out = sys.stdout if args.out == "-" else stack.enter_context(atomic_output(args.out))
+        if args.format == "json":
+            out.write("[")
+        for ra, ca in zip(recs_a, codes_a, strict=True):
+            for rb, cb in zip(recs_b, codes_b, strict=True):
+                try:
+                    got = score_pair(
+                        ca, cb, args.mode, scoring=scoring, backend=backend, device=device,
+                        strand=args.strand, threads=args.threads,
+                        progress=bar.update if bar else None, bands=bands, prune=args.prune,
+                    )  # fmt: skip
+                except InternalError as exc:  # a kernel bug (nothing written): name the pair
+                    raise InternalError(
+                        f"A record {ra.name!r} with B record {rb.name!r}: {exc}"
+                    ) from None
+                if args.format == "json":
+                    item = {"a": ra.name, "b": rb.name, "score": got.score, "a_end": got.a_end}
+                    item.update(b_end=got.b_end, strand=got.strand, backend=got.backend)
+                    text = json.dumps(item, indent=2)
+                    out.write(
+                        ("," if count else "")
+                        + "\n"
+                        + "\n".join("  " + x for x in text.split("\n"))
+                    )
+                else:
+                    strand = f"\t{got.strand}" if got.strand is not None else ""
+                    out.write(
+                        f"{ra.name}\t{rb.name}\t{got.score}\t{got.a_end}\t{got.b_end}{strand}\n"
+                    )
+                count += 1
+        if args.format == "json":
+            out.write("\n]\n" if count else "]\n")
+        out.flush()
+    return count
 
 
 def _align_text(fmt: str, na: str, nb: str, aln, index: int) -> str:

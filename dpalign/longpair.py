@@ -980,8 +980,11 @@ def align_long(
         runners = [engine.get_backend(r, threads=threads, device=device) for r in runners]
         local = mode == "local"
         args = (a, b, scoring, local, lanes.neg_store, tiling.device_tile)
-        if halves:  # each half's device holds its pair in the half's own thread
-            others = list(runners)
+        devices = [r for r in runners if getattr(r, "kind", None) == "device"]
+        if halves and len(devices) == 1:  # one device fills the whole pair, not half of it
+            halves = False
+        if halves:  # two devices hold a half each, in the half's own thread (none: CPU)
+            others = devices
         else:
             others = hold_devices(runners, *args, processes=bands.processes if bands else False)
         pair = others[0] if others and not halves else None

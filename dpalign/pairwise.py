@@ -299,6 +299,97 @@ def align(
     if prune and mode != "local":
         raise OptionError("block pruning (prune=True) is for local alignments")
     long = {"progress": progress, "bands": bands, "prune": prune}
+    fields, which, b_shown, shown_strand = _best_strand(
+        a_codes, b_codes, scoring, mode, ends, runner, threads, strand, **long
+    )
+    decode = scoring.alphabet.decode
+    return Alignment(
+        scoring.user(fields[0]),
+        *fields[1:],
+        width=64,
+        backend=which,
+        mode=mode,
+        cigar_style=cigar,
+        strand=shown_strand,
+        a_text=decode(a_codes),
+        b_text=decode(b_shown),
+    )
+
+
+@dataclass(frozen=True)
+class PairScore:
+    """One pair's best score and where its alignment ends, without the alignment.
+
+    Attributes
+    ----------
+    score : int or float
+        In the user's units (as :attr:`Alignment.score`).
+    a_end, b_end : int
+        Where the alignment ends: 0-based, exclusive, the same as :class:`Alignment`'s.
+    strand : {"+", "-"} or None
+        The strand of b scored (None unless ``strand`` was asked for).
+    backend : str
+        What filled the matrix.
+    """
+
+    score: int | float
+    a_end: int
+    b_end: int
+    strand: str | None
+    backend: str
+
+
+def score_pair(
+    a,
+    b,
+    mode: str = "global",
+    sub_score=(1, -1),
+    gap_cost=2,
+    free_ends=None,
+    *,
+    backend: str = "auto",
+    scoring: Scoring | None = None,
+    threads: int | None = None,
+    device: str | None = None,
+    strand: str = "plus",
+    progress=None,
+    bands=None,
+    prune: bool = False,
+) -> PairScore:
+    """Score one pair and find where its alignment ends, without the traceback.
+
+    The parameters are :func:`align`'s. Long pairs (over ``config.LONG_PAIR_CELLS`` cells,
+    or any pair on a device) run the forward pass of :func:`dpalign.longpair.align_long`
+    only: on every device of ``bands.devices`` in skewed row bands, and a global pair whose
+    ``bands`` allow it as two halves joined in the middle (``Bands(halves=True)``). Shorter
+    pairs are aligned (a traceback costs little there). Score and end cell are
+    :func:`align`'s, with the same tie rules.
+
+    Returns
+    -------
+    PairScore
+    """
+    scoring, ends = _settings(mode, sub_score, gap_cost, free_ends, scoring)
+    if threads is not None:
+        config.cpu_threads(threads)
+    check_strand(strand)
+    a_codes = scoring.encode(a, record="a")
+    b_codes = scoring.encode(b, record="b")
+    if _oracle_pays(backend, len(a_codes) * len(b_codes) * (1 if strand == "plus" else 2)):
+        backend = "reference"
+    runner = engine.backend_for(backend, scoring, threads=threads, device=device)
+    if prune and mode != "local":
+        raise OptionError("block pruning (prune=True) is for local alignments")
+    long = {"progress": progress, "bands": bands, "prune": prune, "traceback": False}
+    fields, which, _, shown_strand = _best_strand(
+        a_codes, b_codes, scoring, mode, ends, runner, threads, strand, **long
+    )
+    return PairScore(scoring.user(fields[0]), fields[2], fields[4], shown_strand, which)
+
+
+def _best_strand(a_codes, b_codes, scoring, mode, ends, runner, threads, strand, **long):
+    """:func:`_align_codes` on the strands of b asked for, the better kept (ties: plus):
+    ``(fields, backend label, b as aligned, strand shown)``."""
     b_shown, shown_strand = b_codes, None
     if strand != "minus":
         fields, which = _align_codes(a_codes, b_codes, scoring, mode, ends, runner, threads, **long)
@@ -316,18 +407,7 @@ def align(
             )
             if minus[0] > fields[0]:  # ties stay on the plus strand
                 fields, which, b_shown, shown_strand = minus, which_minus, b_minus, "-"
-    decode = scoring.alphabet.decode
-    return Alignment(
-        scoring.user(fields[0]),
-        *fields[1:],
-        width=64,
-        backend=which,
-        mode=mode,
-        cigar_style=cigar,
-        strand=shown_strand,
-        a_text=decode(a_codes),
-        b_text=decode(b_shown),
-    )
+    return fields, which, b_shown, shown_strand
 
 
 STRANDS = ("plus", "minus", "both")
@@ -339,9 +419,10 @@ def check_strand(strand: str) -> None:
         raise OptionError(f"strand must be 'plus', 'minus' or 'both', not {strand!r}")
 
 
-def _align_codes(a_codes, b_codes, scoring, mode, ends, runner, threads, **long):
+def _align_codes(a_codes, b_codes, scoring, mode, ends, runner, threads, traceback=True, **long):
     """``((score, a_start, a_end, b_start, b_end, ops), backend label)`` of encoded a and b,
-    scores in kernel units."""
+    scores in kernel units (``traceback=False``: a long pair's start is its end and its ops
+    None)."""
     tracer = engine.tracer(runner)
     limit = runner.long_pair_cells() if runner.kind == "device" else tracer.long_pair_cells()
     if limit is not None and len(a_codes) * len(b_codes) > limit:
@@ -357,6 +438,7 @@ def _align_codes(a_codes, b_codes, scoring, mode, ends, runner, threads, **long)
             ends if mode == "global" else None,
             threads=threads,
             backend=runner,
+            traceback=traceback,
             **long,
         )
         fields = (r.score, r.a_start, r.a_end, r.b_start, r.b_end, r.ops)

@@ -307,3 +307,20 @@ def test_dask_workers_hold_the_pair_on_their_devices(dask_backend, cl_device):
         got = align_long(a, b, scoring, mode, tiling=tiling, bands=bands, stats=stats)
         assert got == _oracle(a, b, scoring, mode, None)
         assert len(stats.workers) == 2  # both workers' devices filled
+
+
+@pytest.mark.parametrize("mode", ["global", "local", "semiglobal"])
+def test_score_pair_takes_the_forward_pass_only_with_bands_and_halves(mode):
+    """``pairwise.score_pair`` (``dpalign align --score-only``): a long pair's score and end
+    cell from the forward pass alone, here in two CPU bands (a global pair as two halves
+    joined in the middle), equal to the traced alignment's."""
+    from dpalign.bands import Bands
+    from dpalign.pairwise import align, score_pair
+
+    rng = np.random.default_rng(11)
+    b = "".join(rng.choice(list("ACGT"), 900))
+    a = b[50:800] + "".join(rng.choice(list("ACGT"), 40))
+    got = score_pair(a, b, mode, bands=Bands(cpu=2, halves=True), backend="numba")
+    want = align(a, b, mode, backend="numba")
+    assert (got.score, got.a_end, got.b_end) == (want.score, want.a_end, want.b_end)
+    assert got.strand is None and "long pair" in got.backend

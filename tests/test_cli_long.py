@@ -263,3 +263,38 @@ def test_prune_gives_the_same_alignment(files, capsys, cl_device, monkeypatch):
     assert seen == [False, True]
     code, out, err = _run([*base, "--mode", "global", "--prune"], capsys)
     assert code != 0 and "--prune is for --mode local" in err and not out
+
+
+@pytest.mark.parametrize("mode", ["local", "semiglobal", "global"])
+@pytest.mark.parametrize("backend", ["numba", "opencl"])
+def test_score_only_prints_the_alignments_score_and_end(files, capsys, mode, backend):
+    """--score-only: one line per pair (a, b, score, a end, b end, strand) equal to the
+    traced alignment's score and end, long pairs (the forward pass only: numba's tiles, or
+    the OpenCL device, PoCL here) and short ones alike; --format json gives the same."""
+    if backend == "opencl":
+        pytest.importorskip("pyopencl")
+    a, b = _related(1500, 3)
+    fa = files("a.fa", _fasta([("q", a), ("tiny", "ACGTT")]))
+    fb = files("b.fa", _fasta([("t1", b), ("t2", b[:700].translate(COMPLEMENT)[::-1])]))
+    args = ["align", fa, fb, "--mode", mode, "--strand", "both", "--backend", backend]
+    code, out, _ = _run([*args, "--score-only"], capsys)
+    assert code == 0
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert len(rows) == 4
+    t2 = b[:700].translate(COMPLEMENT)[::-1]
+    pairs = [(a, b), (a, t2), ("ACGTT", b), ("ACGTT", t2)]
+    for row, (qa, ta) in zip(rows, pairs, strict=True):
+        want = align(qa, ta, mode, strand="both")
+        assert row[2:] == [str(want.score), str(want.a_end), str(want.b_end), want.strand]
+    code, text, _ = _run([*args, "--score-only", "--format", "json"], capsys)
+    items = json.loads(text)
+    assert [[i["a"], i["b"], str(i["score"]), str(i["a_end"]), str(i["b_end"]), i["strand"]]
+            for i in items] == [[r[0].split()[0], *r[1:]] for r in rows]  # fmt: skip
+
+
+def test_score_only_refuses_formats_that_need_the_alignment(files, capsys):
+    fa = files("a.fa", ">q\nACGT\n")
+    for fmt in ("sam", "fasta"):
+        code, out, err = _run(["align", fa, fa, "--score-only", "--format", fmt], capsys)
+        assert code != 0 and out == ""
+        assert f"--format {fmt} needs the alignment" in err
