@@ -1092,7 +1092,7 @@ def _run_align(args) -> int:
     from .engine import backend_class
     from .errors import InternalError
     from .io import atomic_output
-    from .pairwise import align
+    from .pairwise import align, score_pair
 
     if args.device is not None and (
         args.backend == "auto" or backend_class(args.backend).kind != "device"
@@ -1123,18 +1123,6 @@ def _run_align(args) -> int:
     cells = _long_pair_cells(lengths, not args.score_only) * strands
     bar = _progress_bar(cells, args.progress, "scoring" if args.score_only else "aligning")
     backend, device, bands, close = _align_bands(args)
-    if args.score_only:
-        try:
-            count = _score_pairs(
-                args, recs_a, codes_a, recs_b, codes_b, scoring, backend, device, bands, bar
-            )
-        finally:
-            if bar:
-                bar.close()
-            if close is not None:
-                close()
-        log.info("%d pairs scored; %s", count, _describe_scoring(scoring, args.mode))
-        return 0
     try:
         with ExitStack() as stack:
             out = sys.stdout if args.out == "-" else stack.enter_context(atomic_output(args.out))
@@ -1148,6 +1136,15 @@ def _run_align(args) -> int:
             for ra, ca in zip(recs_a, codes_a, strict=True):
                 per_query = []
                 for rb, cb in zip(recs_b, codes_b, strict=True):
+                    if args.score_only:
+                        got = score_pair(
+                            ca, cb, args.mode, scoring=scoring, backend=backend, device=device,
+                            strand=args.strand, threads=args.threads,
+                            progress=bar.update if bar else None, bands=bands, prune=args.prune,
+                        )  # fmt: skip
+                        out.write(_score_text(args.format, ra.name, rb.name, got, count))
+                        count += 1
+                        continue
                     aln = align(
                         ca,
                         cb,
@@ -1189,60 +1186,32 @@ def _run_align(args) -> int:
             bar.close()
         if close is not None:
             close()
-    log.info("%d alignments; %s", count, _describe_scoring(scoring, args.mode))
+    done = "pairs scored" if args.score_only else "alignments"
+    log.info("%d %s; %s", count, done, _describe_scoring(scoring, args.mode))
     return 0
 
 
-def _score_pairs(args, recs_a, codes_a, recs_b, codes_b, scoring, backend, device, bands, bar):
-    """``dpalign align --score-only``: every pair's score and end cell into ``--out``;
-    returns the number of pairs."""
-    from .errors import InternalError
-    from .io import atomic_output
-    from .pairwise import score_pair
+def _score_text(fmt: str, na: str, nb: str, got, index: int) -> str:
+    """One pair of ``--score-only``: a json element of the list, else a tab-separated line
+    (a, b, score, 1-based ends, strand)."""
+    if fmt == "json":
+        item = {"a": na, "b": nb, "score": got.score, "a_end": got.a_end, "b_end": got.b_end}
+        return _json_item({**item, "strand": got.strand, "backend": got.backend}, index)
+    strand = f"\t{got.strand}" if got.strand is not None else ""
+    return f"{na}\t{nb}\t{got.score}\t{got.a_end}\t{got.b_end}{strand}\n"
 
-    count = 0
-    with ExitStack() as stack:
-        out = sys.stdout if args.out == "-" else stack.enter_context(atomic_output(args.out))
-        if args.format == "json":
-            out.write("[")
-        for ra, ca in zip(recs_a, codes_a, strict=True):
-            for rb, cb in zip(recs_b, codes_b, strict=True):
-                try:
-                    got = score_pair(
-                        ca, cb, args.mode, scoring=scoring, backend=backend, device=device,
-                        strand=args.strand, threads=args.threads,
-                        progress=bar.update if bar else None, bands=bands, prune=args.prune,
-                    )  # fmt: skip
-                except InternalError as exc:  # a kernel bug (nothing written): name the pair
-                    raise InternalError(
-                        f"A record {ra.name!r} with B record {rb.name!r}: {exc}"
-                    ) from None
-                if args.format == "json":
-                    item = {"a": ra.name, "b": rb.name, "score": got.score, "a_end": got.a_end}
-                    item.update(b_end=got.b_end, strand=got.strand, backend=got.backend)
-                    text = json.dumps(item, indent=2)
-                    out.write(
-                        ("," if count else "")
-                        + "\n"
-                        + "\n".join("  " + x for x in text.split("\n"))
-                    )
-                else:
-                    strand = f"\t{got.strand}" if got.strand is not None else ""
-                    out.write(
-                        f"{ra.name}\t{rb.name}\t{got.score}\t{got.a_end}\t{got.b_end}{strand}\n"
-                    )
-                count += 1
-        if args.format == "json":
-            out.write("\n]\n" if count else "]\n")
-        out.flush()
-    return count
+
+def _json_item(item: dict, index: int) -> str:
+    """An element of the json list the align command writes (a comma before all but the
+    first)."""
+    text = json.dumps(item, indent=2)
+    return ("," if index else "") + "\n" + "\n".join("  " + x for x in text.split("\n"))
 
 
 def _align_text(fmt: str, na: str, nb: str, aln, index: int) -> str:
     """One pair in --format json (an element of the list), cigar, fasta or pretty."""
     if fmt == "json":
-        item = json.dumps({"a": na, "b": nb, **aln.as_dict()}, indent=2)
-        return ("," if index else "") + "\n" + "\n".join("  " + x for x in item.split("\n"))
+        return _json_item({"a": na, "b": nb, **aln.as_dict()}, index)
     if fmt == "cigar":
         a0, a1 = _span(aln.a_start, aln.a_end)
         b0, b1 = _span(aln.b_start, aln.b_end)

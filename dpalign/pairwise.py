@@ -287,17 +287,9 @@ def align(
     """
     if cigar not in CIGAR_STYLES:
         raise OptionError(f"cigar must be '=X' or 'M', not {cigar!r}")
-    scoring, ends = _settings(mode, sub_score, gap_cost, free_ends, scoring)
-    if threads is not None:
-        config.cpu_threads(threads)  # refuse 0 and negatives now, as score and search do
-    check_strand(strand)
-    a_codes = scoring.encode(a, record="a")
-    b_codes = scoring.encode(b, record="b")
-    if _oracle_pays(backend, len(a_codes) * len(b_codes) * (1 if strand == "plus" else 2)):
-        backend = "reference"
-    runner = engine.backend_for(backend, scoring, threads=threads, device=device)
-    if prune and mode != "local":
-        raise OptionError("block pruning (prune=True) is for local alignments")
+    scoring, ends, a_codes, b_codes, runner = _one_pair(
+        a, b, mode, sub_score, gap_cost, free_ends, scoring, backend, threads, device, strand, prune
+    )
     long = {"progress": progress, "bands": bands, "prune": prune}
     fields, which, b_shown, shown_strand = _best_strand(
         a_codes, b_codes, scoring, mode, ends, runner, threads, strand, **long
@@ -369,9 +361,24 @@ def score_pair(
     -------
     PairScore
     """
+    scoring, ends, a_codes, b_codes, runner = _one_pair(
+        a, b, mode, sub_score, gap_cost, free_ends, scoring, backend, threads, device, strand, prune
+    )
+    long = {"progress": progress, "bands": bands, "prune": prune, "traceback": False}
+    fields, which, _, shown_strand = _best_strand(
+        a_codes, b_codes, scoring, mode, ends, runner, threads, strand, **long
+    )
+    return PairScore(scoring.user(fields[0]), fields[2], fields[4], shown_strand, which)
+
+
+def _one_pair(
+    a, b, mode, sub_score, gap_cost, free_ends, scoring, backend, threads, device, strand, prune
+):
+    """What :func:`align` and :func:`score_pair` check and prepare from their arguments:
+    ``(scoring, free ends, a's codes, b's codes, backend)``."""
     scoring, ends = _settings(mode, sub_score, gap_cost, free_ends, scoring)
     if threads is not None:
-        config.cpu_threads(threads)
+        config.cpu_threads(threads)  # refuse 0 and negatives now, as score and search do
     check_strand(strand)
     a_codes = scoring.encode(a, record="a")
     b_codes = scoring.encode(b, record="b")
@@ -380,11 +387,7 @@ def score_pair(
     runner = engine.backend_for(backend, scoring, threads=threads, device=device)
     if prune and mode != "local":
         raise OptionError("block pruning (prune=True) is for local alignments")
-    long = {"progress": progress, "bands": bands, "prune": prune, "traceback": False}
-    fields, which, _, shown_strand = _best_strand(
-        a_codes, b_codes, scoring, mode, ends, runner, threads, strand, **long
-    )
-    return PairScore(scoring.user(fields[0]), fields[2], fields[4], shown_strand, which)
+    return scoring, ends, a_codes, b_codes, runner
 
 
 def _best_strand(a_codes, b_codes, scoring, mode, ends, runner, threads, strand, **long):
