@@ -737,6 +737,86 @@ def _run_devices(args) -> int:
 
 
 # --------------------------------------------------------------------------------------------
+# dpalign serve
+# --------------------------------------------------------------------------------------------
+
+
+def _add_serve(sub) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="keep a process with everything loaded; later dpalign commands run in it",
+        description="Start a resident dpalign process for this user, installation and "
+        "environment. While it runs, a dpalign command (align, search, papara, devices) hands "
+        "itself over to it and starts in ~0.03 s instead of ~0.7 s (Python, NumPy, Numba and "
+        "the compiled kernels are loaded; a search database whose file is unchanged is not "
+        "read again). Outputs, errors and exit statuses are the command's own. A command runs "
+        "in its own process when the server is busy with another, with DPALIGN_SERVER=off, "
+        "or for bench and Dask options.",
+    )
+    what = p.add_mutually_exclusive_group()
+    what.add_argument(
+        "--detach", action="store_true", help="run in the background; return once it is ready"
+    )
+    what.add_argument("--stop", action="store_true", help="stop the running server")
+    what.add_argument("--status", action="store_true", help="say whether a server runs")
+    p.add_argument(
+        "--idle",
+        type=float,
+        default=900.0,
+        metavar="SECONDS",
+        help="end after this long without a command (default: 900)",
+    )
+    _add_common(p)
+    p.set_defaults(run=_run_serve)
+
+
+def _run_serve(args) -> int:
+    import os
+
+    from _dpalign_entry import socket_path
+
+    from . import serve
+    from .errors import OptionError
+
+    path = socket_path()
+    if args.stop or args.status:
+        answer = serve.ask(path, "stop" if args.stop else "status")
+        if answer is None:
+            print("dpalign serve: no server runs for this installation and environment")
+            return 0 if args.stop else 1
+        if args.stop:
+            print(f"dpalign serve: stopped the server (pid {answer['stopped']})")
+        else:
+            up = time.time() - answer["since"]
+            busy = ", busy" if answer["busy"] else ""
+            print(
+                f"dpalign serve: pid {answer['pid']} on {path}, up {up:.0f} s, "
+                f"{answer['commands']} commands{busy}"
+            )
+        return 0
+    if args.idle <= 0:
+        raise OptionError("--idle must be more than 0 seconds")
+    if serve.ask(path, "status") is not None:
+        raise OptionError(f"a dpalign server already runs on {path} (dpalign serve --stop ends it)")
+    if args.detach:
+        pid = serve.start_detached(path, args.idle, args.verbose)
+        print(f"dpalign serve: ready (pid {pid}, {path}); dpalign serve --stop ends it")
+        return 0
+    serve.log_to_stderr(args.verbose)
+    server = serve.Server(path, idle=args.idle)
+    seconds = serve.warm_up(serve.make_folder(path))
+    server.bind()
+    print(
+        f"dpalign serve: ready in {seconds:.1f} s (pid {os.getpid()}, {path}); "
+        f"it ends after {args.idle:.0f} s without a command, on Ctrl-C or dpalign serve --stop",
+        file=sys.stderr,
+        flush=True,
+    )
+    server.run()
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
 # dpalign align / dpalign search: shared scoring options
 # --------------------------------------------------------------------------------------------
 
@@ -1438,6 +1518,8 @@ def _finish_traceback_compile(child, timeout: float = 300.0) -> None:
 TRACE_PROCESS_HITS = 2_000
 #: Hits per worker job.
 TRACE_CHUNK = 64
+#: What the traceback workers' fork server imports before it forks them.
+TRACE_PRELOAD = ["dpalign.cli", "dpalign.pairwise", "dpalign.search"]
 
 
 def _start_trace_workers(n_hits: int, threads):
@@ -1457,7 +1539,7 @@ def _start_trace_workers(n_hits: int, threads):
         # a database by then): 14 spawned workers slowed the database's reading by ~0.45 s on
         # the H100 host, 9x on this 2-core machine.
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["dpalign.cli", "dpalign.pairwise", "dpalign.search"])
+        context.set_forkserver_preload(TRACE_PRELOAD)
     except ValueError:  # pragma: no cover - no fork server on this platform
         context = multiprocessing.get_context("spawn")
     try:
@@ -1615,8 +1697,51 @@ def _trace_back(hits, threads, workers=None) -> dict:
     return _HitTracer(workers, threads).finish(hits)
 
 
+#: Whether this process is a ``dpalign serve`` server (set by :func:`main`): only then are
+#: search databases kept between commands.
+_SERVING = [False]
+#: Search databases a server keeps, newest last: {file's identity: Database}.
+_KEPT_DATABASES: dict = {}
+#: How many a server keeps.
+KEPT_DATABASES = 2
+
+
+def _database_identity(path, scoring) -> tuple | None:
+    """What must be unchanged for a kept database to stand for ``path`` (None: never kept,
+    e.g. outside a server, or standard input)."""
+    import os
+
+    if not _SERVING[0] or str(path) == "-":
+        return None
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None  # reading reports it
+    return (
+        os.path.realpath(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns,
+        info.st_ctime_ns, scoring.alphabet.lut.tobytes(),
+    )  # fmt: skip
+
+
+def kept_database(path, scoring):
+    """The :class:`~dpalign.search.Database` a server read from ``path`` for this alphabet,
+    if the file has not changed since (same inode, size and times); else None."""
+    identity = _database_identity(path, scoring)
+    return _KEPT_DATABASES.get(identity) if identity is not None else None
+
+
+def _keep_database(identity, db, scoring) -> None:
+    if identity is None or identity != _database_identity(identity[0], scoring):
+        return  # not serving, or the file changed while it was read
+    _KEPT_DATABASES.pop(identity, None)
+    _KEPT_DATABASES[identity] = db
+    while len(_KEPT_DATABASES) > KEPT_DATABASES:
+        _KEPT_DATABASES.pop(next(iter(_KEPT_DATABASES)))
+
+
 def _read_search_inputs(query_path, db_path, scoring, queries_read=None):
-    """``(query records, query codes, names, residues, offsets, seconds)`` of a search;
+    """``(query records, query codes, database, seconds)`` of a search, the database as
+    ``(names, residues, offsets)`` or, in a server that has it, as a kept Database;
     ``queries_read`` (a Future), where given, gets the number of queries (or the error) as
     soon as they are read, before the database."""
     start = time.perf_counter()
@@ -1629,13 +1754,18 @@ def _read_search_inputs(query_path, db_path, scoring, queries_read=None):
     if queries_read is not None:
         queries_read.set_result(len(q_codes))
     mark = time.perf_counter()
+    kept = kept_database(db_path, scoring)
+    if kept is not None:
+        log.info("search: queries read in %.3f s, the database kept", mark - start)
+        return queries, q_codes, kept, time.perf_counter() - start
+    identity = _database_identity(db_path, scoring)
     names, residues, offsets = _read_database(db_path, scoring)
     end = time.perf_counter()
     log.info(
         "search: queries read in %.3f s, the database (%d records) in %.3f s",
         mark - start, len(names), end - mark,
     )  # fmt: skip
-    return queries, q_codes, names, residues, offsets, end - start
+    return queries, q_codes, (names, residues, offsets, identity), end - start
 
 
 def _run_search(args) -> int:
@@ -1699,11 +1829,11 @@ def _run_search(args) -> int:
                     n_queries = 0
                 strands = 2 if args.strand == "both" else 1
                 tracing = _start_trace_workers(n_queries * strands * args.top, args.threads)
-            queries, q_codes, names, residues, offsets, seconds = reading.result()
+            queries, q_codes, database, seconds = reading.result()
         run.phases = {"read": seconds, **run.phases}
         code = _search_and_write(
             args, scoring, stats, backend, run, whole, compiling, tracing, warmed,
-            queries, q_codes, names, residues, offsets,
+            queries, q_codes, database,
         )  # fmt: skip
     finally:
         if tracing is not None:  # after a run every job is done: the workers end at once
@@ -1721,10 +1851,11 @@ def _run_search(args) -> int:
 
 def _search_and_write(
     args, scoring, stats, backend, run, whole, compiling, tracing, warmed,
-    queries, q_codes, names, residues, offsets,
+    queries, q_codes, database,
 ) -> int:  # fmt: skip
     """The rest of :func:`_run_search`, once the inputs are read and the backend is up
-    (``warmed``: its warm-up, still running on a thread, or None)."""
+    (``warmed``: its warm-up, still running on a thread, or None; ``database`` as
+    :func:`_read_search_inputs` gives it)."""
     from .gcups import gcups
     from .search import (
         Database,
@@ -1737,7 +1868,12 @@ def _search_and_write(
     )
 
     with run.phase("pack"):
-        db = Database.from_codes(residues, offsets, names, sub_score=scoring)
+        if isinstance(database, Database):
+            db = database
+        else:
+            names, residues, offsets, identity = database
+            db = Database.from_codes(residues, offsets, names, sub_score=scoring)
+            _keep_database(identity, db, scoring)
         # The database laid out as the search takes it, while kernels load or programs build
         # (a device's targets uploaded too): set-up, not search (the Numba backend's blocks
         # of 50,000 proteins were packed inside the timed search phase).
@@ -1866,7 +2002,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_SUBCOMMANDS = [_add_papara, _add_devices, _add_align, _add_search, _add_bench]
+_SUBCOMMANDS = [_add_papara, _add_devices, _add_align, _add_search, _add_bench, _add_serve]
 
 
 def _join_negative_values(argv: list[str]) -> list[str]:
@@ -1892,9 +2028,19 @@ def _join_negative_values(argv: list[str]) -> list[str]:
 _NEGATIVE_VALUED = {"--scoring"}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+_PARSERS: list[argparse.ArgumentParser | None] = [None]
+
+
+def main(argv: list[str] | None = None, *, serving: bool = False) -> int:
+    """Run one ``dpalign`` command (``argv``: its arguments, else ``sys.argv``'s); its exit
+    status. ``serving``: in a ``dpalign serve`` process (search databases are kept)."""
+    if serving:  # one parser for every command (building it takes ~5 ms)
+        parser = _PARSERS[0] = _PARSERS[0] or build_parser()
+    else:
+        parser = build_parser()
     args = parser.parse_args(_join_negative_values(sys.argv[1:] if argv is None else list(argv)))
+    _SERVING[0] = serving
+    _DONE_WITH_NOTHING_OPEN[0] = False
     _setup_logging(args.verbose)
     try:
         return args.run(args)
@@ -1906,6 +2052,23 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         sys.stderr.close()
+        return EXIT_ERROR
+
+
+def main_served(argv: list[str]) -> int:
+    """:func:`main` in a ``dpalign serve`` process: whatever happens, an exit status, and the
+    server goes on (a bug's traceback goes to the client, as it would alone)."""
+    try:
+        return main(argv, serving=True)
+    except SystemExit as exc:  # argparse: --help, a usage error
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_ERROR)
+    except KeyboardInterrupt:  # before or after the command's own handling
+        print("dpalign: interrupted; no output was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception:
+        import traceback
+
+        traceback.print_exc()
         return EXIT_ERROR
 
 

@@ -22,6 +22,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 # The hybrid backend keeps measured worker rates between processes; tests (and the commands
 # they start) neither read a user's nor leave theirs behind.
 os.environ["DPALIGN_HYBRID_RATES_FILE"] = ""
+# A `dpalign serve` the user runs must not take the commands tests start (tests/test_serve.py
+# starts servers of its own).
+os.environ["DPALIGN_SERVER"] = "off"
 
 HERE = Path(__file__).parent
 SHARED_GOLDEN = HERE.parent.parent / "shared" / "golden" / "papara"

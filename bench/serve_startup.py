@@ -1,0 +1,115 @@
+"""A small search's whole command against its search phase, alone and through ``dpalign serve``.
+
+Issue 13 asks, on a 2-core machine, for the whole command of 3 proteins against 20,000
+(``workloads.protein_database(20_000)``, BLOSUM62, gaps 11 + k, local, one thread) to take at
+most 1.5x its search phase. Each round runs the command in a fresh process twice, in turn:
+handed to a running server of this installation, and alone (``DPALIGN_SERVER=off``); the
+wall time is the parent's, around the whole process (interpreter start included), and the
+search phase is the command's own (``--report``). Outputs must be identical.
+
+    python bench/serve_startup.py --rounds 7 [--targets 20000] [--queries 3] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import _dpalign_entry  # noqa: E402
+from dpalign.benchmarks.workloads import protein_database  # noqa: E402
+
+
+def _fasta(path: Path, records) -> None:
+    path.write_text("".join(f">{n}\n{s}\n" for n, s in records))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--targets", type=int, default=20_000)
+    parser.add_argument("--queries", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="dps"))
+    env = {k: v for k, v in os.environ.items() if k != _dpalign_entry.SWITCH}
+    env["XDG_RUNTIME_DIR"] = str(work)  # a server of its own
+    db = protein_database(args.targets)
+    _fasta(work / "db.fa", db)
+    _fasta(work / "q.fa", db[: args.queries])
+    # the installed command itself (``python -m`` would add runpy's imports)
+    command = [
+        str(Path(sys.executable).parent / "dpalign"), "search", "--query", "q.fa", "--db", "db.fa",
+        "--matrix", "BLOSUM62", "--gap-open", "11", "--gap-extend", "1",
+        "--threads", str(args.threads), "--backend", "numba",
+    ]  # fmt: skip
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "dpalign.cli", "serve", "--detach", "--idle", "600"],
+        env=env, cwd=work, check=True, capture_output=True,
+    )  # fmt: skip
+    server_start = time.perf_counter() - started
+
+    def once(served: bool, name: str) -> dict:
+        run_env = env if served else {**env, _dpalign_entry.SWITCH: "off"}
+        mark = time.perf_counter()
+        done = subprocess.run(
+            [*command, "--out", f"{name}.tsv", "--report", f"{name}.json"],
+            env=run_env, cwd=work, capture_output=True, text=True,
+        )  # fmt: skip
+        wall = time.perf_counter() - mark
+        if done.returncode:
+            raise SystemExit(done.stderr)
+        report = json.loads((work / f"{name}.json").read_text())
+        phases = {k: v["seconds"] for k, v in report["phases"].items()}
+        return {"wall": wall, "search": phases["search"], "phases": phases}
+
+    once(True, "warm")  # the server reads and lays out the database once
+    rows = {"served": [], "alone": []}
+    try:
+        for _ in range(args.rounds):
+            rows["served"].append(once(True, "served"))
+            rows["alone"].append(once(False, "alone"))
+            same = (work / "served.tsv").read_bytes() == (work / "alone.tsv").read_bytes()
+            if not same:
+                raise SystemExit("served and alone outputs differ")
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "dpalign.cli", "serve", "--stop"], env=env, cwd=work,
+            capture_output=True,
+        )  # fmt: skip
+    summary = {"server_start_s": server_start, "rounds": args.rounds}
+    for how, runs in rows.items():
+        ratios = [r["wall"] / r["search"] for r in runs]
+        summary[how] = {
+            "wall_median_s": statistics.median(r["wall"] for r in runs),
+            "search_median_s": statistics.median(r["search"] for r in runs),
+            "ratio_median": statistics.median(ratios),
+            "ratio_range": [min(ratios), max(ratios)],
+            "runs": runs,
+        }
+        got = summary[how]
+        print(
+            f"{how:6s}: whole {got['wall_median_s']:.3f} s, search phase "
+            f"{got['search_median_s']:.3f} s, whole/search {got['ratio_median']:.2f}"
+            f" ({min(ratios):.2f}-{max(ratios):.2f}) over {args.rounds} runs"
+        )
+    print(f"server start (detached, ready): {server_start:.2f} s; outputs identical")
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

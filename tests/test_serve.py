@@ -1,0 +1,240 @@
+"""``dpalign serve``: commands handed to a resident process give what they give alone.
+
+Each test module run starts one real server (a child process) with a private socket folder
+and an environment key of its own, and runs the ``dpalign`` entry point
+(``python -m _dpalign_entry``) against it, comparing with the same command run in its own
+process (``DPALIGN_SERVER=off``).
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import _dpalign_entry
+from dpalign import serve
+from dpalign.benchmarks.workloads import protein_database
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _write_fasta(path: Path, records) -> Path:
+    path.write_text("".join(f">{name}\n{seq}\n" for name, seq in records))
+    return path
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("run")
+    out = {k: v for k, v in os.environ.items() if k != _dpalign_entry.SWITCH}
+    out["XDG_RUNTIME_DIR"] = str(folder)
+    out["DPALIGN_SERVE_TEST"] = str(folder)  # a key of its own, whatever else runs here
+    out["PYTHONPATH"] = os.pathsep.join([str(ROOT), out.get("PYTHONPATH", "")]).rstrip(
+        os.pathsep
+    )
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(env):
+    path = _dpalign_entry.socket_path(env)
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "dpalign.cli", "serve", "--idle", "120"],
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while serve.ask(path, "status") is None:
+            assert child.poll() is None, child.stderr.read()
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.05)
+        yield child, path
+    finally:
+        if serve.ask(path, "stop") is not None:
+            child.wait(30)
+        if child.poll() is None:
+            child.kill()
+
+
+def _commands(server) -> int:
+    return serve.ask(server[1], "status")["commands"]
+
+
+def _dpalign(argv, env, cwd, served: bool, stdin: str | None = None):
+    run_env = dict(env) if served else {**env, _dpalign_entry.SWITCH: "off"}
+    return subprocess.run(
+        [sys.executable, "-m", "_dpalign_entry", *argv],
+        env=run_env, cwd=cwd, input=stdin, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def _same(argv, env, cwd, server, stdin=None, outputs=()):
+    """Run ``argv`` served and alone; both results (the served one's outputs read first)."""
+    before = _commands(server)
+    served = _dpalign(argv, env, cwd, True, stdin)
+    assert _commands(server) == before + 1, served.stderr  # it did run in the server
+    files = {name: (cwd / name).read_bytes() for name in outputs}
+    for name in outputs:
+        (cwd / name).unlink()
+    alone = _dpalign(argv, env, cwd, False, stdin)
+    assert served.returncode == alone.returncode
+    assert served.stdout == alone.stdout
+    for name in outputs:
+        assert (cwd / name).read_bytes() == files[name], name
+    return served, alone
+
+
+def _only_first_line(text: str) -> str:
+    # the summary line's times differ between runs
+    return text.split(";")[0]
+
+
+def test_search_served_equals_alone(server, env, tmp_path):
+    db = _write_fasta(tmp_path / "db.fa", protein_database(300, seed=3))
+    _write_fasta(tmp_path / "q.fa", protein_database(3, seed=4))
+    for outfmt in ("dpalign", "6"):
+        served, alone = _same(
+            ["search", "--query", "q.fa", "--db", str(db), "--outfmt", outfmt, "--top", "4",
+             "--out", "hits.tsv", "--threads", "1"],
+            env, tmp_path, server, outputs=["hits.tsv"],
+        )  # fmt: skip
+        assert _only_first_line(served.stderr) == _only_first_line(alone.stderr)
+    # the queries on standard input, the hits on standard output
+    served, alone = _same(
+        ["search", "--query", "-", "--db", "db.fa"], env, tmp_path, server,
+        stdin=(tmp_path / "q.fa").read_text(),
+    )  # fmt: skip
+    assert served.stdout.count("\n") == 3 * 10
+
+
+def test_a_changed_database_is_read_again(server, env, tmp_path):
+    records = protein_database(50, seed=5)
+    db = _write_fasta(tmp_path / "db.fa", records)
+    _write_fasta(tmp_path / "q.fa", records[:1])
+    argv = ["search", "--query", "q.fa", "--db", "db.fa", "--top", "1"]
+    first = _dpalign(argv, env, tmp_path, True)
+    assert first.stdout.split("\t")[1] == records[0][0]
+    # the same length and the same second: only the inode and ctime tell (a rename)
+    renamed = [(f"X{name[1:]}", seq) for name, seq in records]
+    _write_fasta(tmp_path / "new.fa", renamed)
+    os.utime(tmp_path / "new.fa", ns=(db.stat().st_atime_ns, db.stat().st_mtime_ns))
+    os.replace(tmp_path / "new.fa", db)
+    second = _dpalign(argv, env, tmp_path, True)
+    assert second.stdout.split("\t")[1] == renamed[0][0]
+
+
+def test_errors_served_equal_errors_alone(server, env, tmp_path):
+    (tmp_path / "bad.fa").write_text(">x\nAC1GT\n")
+    _write_fasta(tmp_path / "db.fa", protein_database(5, seed=1))
+    served, alone = _same(["search", "--query", "bad.fa", "--db", "db.fa"], env, tmp_path, server)
+    assert served.returncode == 1
+    assert served.stderr == alone.stderr
+    assert "bad.fa:2, record 'x', position 3" in served.stderr
+    served, alone = _same(["search", "--query", "bad.fa"], env, tmp_path, server)
+    assert served.returncode == 2 and served.stderr == alone.stderr  # argparse's usage error
+    assert not list(tmp_path.glob("*.tmp*"))
+
+
+def test_align_served_equals_alone(server, env, tmp_path):
+    _write_fasta(tmp_path / "a.fa", [("a", "ACGTTGCAACGT")])
+    _write_fasta(tmp_path / "b.fa", [("b", "ACGTGCAACCGT")])
+    served, alone = _same(["align", "a.fa", "b.fa", "--mode", "local"], env, tmp_path, server)
+    assert served.returncode == 0 and served.stdout
+
+
+def test_interrupt_stops_the_command_not_the_server(server, env, tmp_path):
+    db = _write_fasta(tmp_path / "db.fa", protein_database(4000, seed=6))
+    _write_fasta(tmp_path / "q.fa", protein_database(400, seed=7))
+    run_env = dict(env)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "_dpalign_entry", "search", "--query", "q.fa", "--db", str(db),
+         "--out", "hits.tsv", "--threads", "1"],
+        env=run_env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not serve.ask(server[1], "status")["busy"]:
+        assert child.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    time.sleep(0.2)
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == 130, err
+    assert "interrupted; no output was written" in err
+    assert not (tmp_path / "hits.tsv").exists()
+    assert serve.ask(server[1], "status")["busy"] is False  # and it still answers
+
+
+def test_a_busy_server_declines(tmp_path):
+    """A second client while a command runs is told so (and runs its command itself)."""
+    srv = serve.Server(str(tmp_path / "x.sock"))
+    srv._busy = True
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    body = marshal.dumps({"op": "run", "argv": ["align"], "cwd": "/", "env": {}})
+    socket.send_fds(theirs, [len(body).to_bytes(8, "little")], [0, 1, 2])
+    theirs.sendall(body)
+    srv._take(ours)
+    assert theirs.makefile("rb").readline() == b"declined busy\n"
+    assert srv._todo.empty()
+
+
+def test_declined_commands():
+    assert serve.declined(["bench", "quick"])
+    assert serve.declined(["serve"])
+    assert serve.declined(["search", "--query", "q", "--db", "d", "--scheduler", "tcp://x:1"])
+    assert serve.declined(["search", "--dask-workers=2"])
+    assert serve.declined(["search", "--backend", "dask"])
+    assert serve.declined(["search", "--backend=dask"])
+    assert serve.declined(["search", "--query", "q", "--db", "d", "--backend", "numba"]) is None
+    assert serve.declined(["papara", "-t", "x", "-s", "y", "-q", "z"]) is None
+
+
+def test_no_server_or_a_stale_socket_runs_here(monkeypatch):
+    import tempfile
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="dps"))
+    monkeypatch.delenv(_dpalign_entry.SWITCH, raising=False)
+    assert _dpalign_entry._handed_over(["align", "a", "b"]) is None  # no folder
+    folder = Path(_dpalign_entry.socket_folder())
+    folder.mkdir(mode=0o700)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(_dpalign_entry.socket_path())  # a socket file nobody listens on
+    stale.close()
+    assert _dpalign_entry._handed_over(["align", "a", "b"]) is None
+    folder.chmod(0o755)  # others may enter: never used
+    assert not _dpalign_entry.private_folder(str(folder))
+    monkeypatch.setenv(_dpalign_entry.SWITCH, "off")
+    assert not _dpalign_entry._wanted(["align"])
+
+
+def test_the_key_follows_the_environment_and_the_sources(monkeypatch):
+    env = {"DPALIGN_THREADS": "1", "HOME": "/x"}
+    key = _dpalign_entry.installation_key(env)
+    assert _dpalign_entry.installation_key({**env, "HOME": "/y"}) == key
+    assert _dpalign_entry.installation_key({**env, _dpalign_entry.SWITCH: "on"}) == key
+    assert _dpalign_entry.installation_key({**env, "DPALIGN_THREADS": "2"}) != key
+    assert _dpalign_entry.installation_key({**env, "NUMBA_NUM_THREADS": "2"}) != key
+    monkeypatch.setattr(_dpalign_entry, "_newest_source", lambda folder: 1)
+    assert _dpalign_entry.installation_key(env) != key
+
+
+def test_handing_over_imports_no_numpy(server, env, tmp_path):
+    _write_fasta(tmp_path / "a.fa", [("a", "ACGT")])
+    probe = (
+        "import sys, _dpalign_entry\n"
+        "code = _dpalign_entry._handed_over(['align', 'a.fa', 'a.fa'])\n"
+        "print(code, 'numpy' in sys.modules, 'dpalign' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert done.stdout.strip().splitlines()[-1] == "0 False False", done.stderr
