@@ -62,7 +62,8 @@ def _newest_source(package_dir: str) -> int:
 
 def installation_key(environ=os.environ) -> str:
     """What a server and its clients must share: the interpreter, the package's sources
-    (path and newest change) and the variables read at import (:data:`_KEYED_PREFIXES`)."""
+    (path and newest change), the variables read at import (:data:`_KEYED_PREFIXES`) and
+    the cores this process may run on."""
     import zlib
 
     package = _package_dir() or ""
@@ -72,7 +73,12 @@ def installation_key(environ=os.environ) -> str:
         if name.startswith(_KEYED_PREFIXES) and name != SWITCH
     )
     interpreter = (sys.prefix, os.path.realpath(sys.executable), sys.version)
-    text = repr((interpreter, package, _newest_source(package) if package else 0, keyed)).encode()
+    try:  # a client limited to some cores (taskset, a batch job's share) runs its own
+        cores = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = []
+    newest = _newest_source(package) if package else 0
+    text = repr((interpreter, package, newest, keyed, cores)).encode()
     # zlib, not hashlib (2.5 ms to import): a name, not a secret (the folder is private)
     return f"{zlib.crc32(text):08x}{zlib.adler32(text):08x}{len(text):x}"
 

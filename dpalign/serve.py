@@ -25,7 +25,7 @@ import socket
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 from .errors import OptionError
@@ -277,6 +277,9 @@ class Server:
                     return
                 try:
                     self._serve(request)
+                except Exception:  # one request's failure is not the server's end
+                    log.exception("a request failed")
+                    request.connection.close()
                 finally:
                     with self._lock:
                         self._busy = False
@@ -293,9 +296,16 @@ class Server:
                 os.close(fd)
             connection.close()
             return
+        client = ExitStack()
+        try:
+            client.enter_context(_as_client(request))
+        except OSError as exc:  # e.g. its folder is gone: it runs (and fails) there
+            _say(connection, f"declined {exc}")
+            connection.close()
+            return
         _say(connection, f"accepted {os.getpid()}")
         start = time.perf_counter()
-        with _as_client(request):
+        with client:
             code = self.command(argv)
         self.commands += 1
         with self._lock:

@@ -238,3 +238,48 @@ def test_handing_over_imports_no_numpy(server, env, tmp_path):
         timeout=60,
     )  # fmt: skip
     assert done.stdout.strip().splitlines()[-1] == "0 False False", done.stderr
+
+
+def test_papara_served_equals_alone(server, env, tmp_path):
+    examples = ROOT / "examples"
+    argv = [
+        "papara", "--ref", str(examples / "tree.nwk"), "--msa", str(examples / "ref.fasta"),
+        "--reads", str(examples / "reads.fasta"), "--out", "aligned.phy",
+        "--placements", "placements.tsv", "--threads", "1",
+    ]  # fmt: skip
+    served, _ = _same(argv, env, tmp_path, server, outputs=["aligned.phy", "placements.tsv"])
+    assert served.returncode == 0
+
+
+def test_detach_status_idle_and_stop(env, tmp_path):
+    own = {**env, "DPALIGN_SERVE_TEST": str(tmp_path)}  # another key: another server
+
+    def dpalign(*argv):
+        return subprocess.run(
+            [sys.executable, "-m", "dpalign.cli", *argv], env=own, cwd=tmp_path,
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    assert dpalign("serve", "--status").returncode == 1
+    started = dpalign("serve", "--detach", "--idle", "4")
+    assert started.returncode == 0 and "ready (pid" in started.stdout, started.stderr
+    again = dpalign("serve", "--detach")
+    assert again.returncode == 1 and "already runs" in again.stderr
+    status = dpalign("serve", "--status")
+    assert status.returncode == 0 and "0 commands" in status.stdout
+    path = _dpalign_entry.socket_path(own)
+    deadline = time.monotonic() + 60
+    while os.path.exists(path):  # no command for 4 s: it ends, and its socket goes
+        assert time.monotonic() < deadline, "the idle server did not end"
+        time.sleep(0.2)
+    assert "no server runs" in dpalign("serve", "--stop").stdout
+    dpalign("serve", "--detach", "--idle", "60")
+    stopped = dpalign("serve", "--stop")
+    assert stopped.returncode == 0 and "stopped the server" in stopped.stdout
+    assert dpalign("serve", "--status").returncode == 1
+
+
+def test_a_client_on_other_cores_runs_its_own(monkeypatch):
+    key = _dpalign_entry.installation_key({})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {4095})
+    assert _dpalign_entry.installation_key({}) != key
