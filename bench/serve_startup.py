@@ -51,8 +51,15 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="dps"))
     env = {k: v for k, v in os.environ.items() if k != _dpalign_entry.SWITCH}
     env["XDG_RUNTIME_DIR"] = str(work)  # a server of its own
-    # the installed command itself (``python -m`` would add runpy's imports)
+    # the installed command itself (``python -m`` would add runpy's imports), else a copy
+    # of what pip writes for it (a tree on PYTHONPATH, not installed)
     dpalign = str(Path(sys.executable).parent / "dpalign")
+    if not os.access(dpalign, os.X_OK):
+        dpalign = str(work / "dpalign")
+        Path(dpalign).write_text(
+            f"#!{sys.executable}\nimport sys\nfrom _dpalign_entry import run\nsys.exit(run())\n"
+        )
+        os.chmod(dpalign, 0o755)
     if args.workload == "search":
         db = protein_database(args.targets)
         _fasta(work / "db.fa", db)
