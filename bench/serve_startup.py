@@ -36,6 +36,20 @@ def _fasta(path: Path, records) -> None:
     path.write_text("".join(f">{n}\n{s}\n" for n, s in records))
 
 
+def _gpu_mib() -> list[int] | None:
+    """Memory in use on each NVIDIA GPU (MiB), where nvidia-smi exists: a server's should
+    not grow from command to command."""
+    import shutil
+
+    if shutil.which("nvidia-smi") is None:
+        return None
+    done = subprocess.run(
+        ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    return [int(x) for x in done.stdout.split()] if done.returncode == 0 else None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
@@ -97,7 +111,7 @@ def main() -> int:
             raise SystemExit(done.stderr)
         report = json.loads((work / f"{name}.json").read_text())
         phases = {k: v["seconds"] for k, v in report["phases"].items()}
-        return {"wall": wall, "phase": phases[phase], "phases": phases}
+        return {"wall": wall, "phase": phases[phase], "phases": phases, "gpu_mib": _gpu_mib()}
 
     once(True, "warm")  # the server reads and lays out the database once
     rows = {"served": [], "alone": []}
@@ -129,6 +143,8 @@ def main() -> int:
             f"{got['phase_median_s']:.3f} s, whole/{phase} {got['ratio_median']:.2f}"
             f" ({min(ratios):.2f}-{max(ratios):.2f}) over {args.rounds} runs"
         )
+    if rows["served"][0]["gpu_mib"] is not None:
+        print("GPU memory after each served run (MiB):", [r["gpu_mib"] for r in rows["served"]])
     ratio = summary["alone"]["wall_median_s"] / summary["served"]["wall_median_s"]
     print(
         f"server start (detached, ready): {server_start:.2f} s; outputs identical; "
