@@ -1818,11 +1818,13 @@ def _run_search(args) -> int:
                 )
                 warming.shutdown(wait=False)
             compiling = None
-            if args.top and backend.kind == "device":
+            device_hits = bool(args.top) and backend.kind == "device"
+            if device_hits and not _SERVING[0]:  # a server loads them here, once
                 compiling = _start_traceback_compile(
                     scoring, args.mode, traceback_backend(backend).threads
                 )
-            if compiling is not None:  # a device search: the traceback may take workers,
+            if compiling is not None or (device_hits and _SERVING[0]):
+                # a device search: the traceback may take workers,
                 try:  # started once the queries are read (the database is still coming)
                     n_queries = queries_read.result()
                 except Exception:  # noqa: BLE001 - reported by reading.result() below

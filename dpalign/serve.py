@@ -260,11 +260,17 @@ class Server:
         if self._in_command:
             raise KeyboardInterrupt
 
-    def run(self) -> None:
-        """Serve commands until stopped or idle (the caller has :meth:`bind`-ed)."""
+    def _handle_signals(self) -> None:
+        # Again before every command: an OpenCL driver built on LLVM (PoCL) installs LLVM's
+        # signal handlers when its first context is made, and LLVM's SIGUSR1 handler does
+        # not pass the signal on, so a client's Ctrl-C would no longer reach a command.
         signal.signal(signal.SIGUSR1, self._interrupt)
         signal.signal(signal.SIGINT, self._stop)
         signal.signal(signal.SIGTERM, self._stop)
+
+    def run(self) -> None:
+        """Serve commands until stopped or idle (the caller has :meth:`bind`-ed)."""
+        self._handle_signals()
         threading.Thread(target=self._accept_forever, name="dpalign-serve", daemon=True).start()
         try:
             while True:
@@ -318,6 +324,7 @@ class Server:
         """Run one command here, as ``dpalign argv`` would; its exit status."""
         from . import cli
 
+        self._handle_signals()
         self._in_command = True
         try:
             return cli.main_served(argv)

@@ -116,6 +116,20 @@ def test_search_served_equals_alone(server, env, tmp_path):
     assert served.stdout.count("\n") == 3 * 10
 
 
+def test_device_search_served_equals_alone(server, env, tmp_path):
+    """A device search (PoCL here) traces its hits back in the server's own process (alone
+    it compiles the traceback kernels in children while the device searches)."""
+    from conftest import opencl_devices
+
+    if not opencl_devices():
+        pytest.skip("no OpenCL device here")
+    _write_fasta(tmp_path / "db.fa", protein_database(60, seed=8))
+    _write_fasta(tmp_path / "q.fa", protein_database(2, seed=9))
+    argv = ["search", "--query", "q.fa", "--db", "db.fa", "--backend", "opencl", "--top", "3"]
+    served, alone = _same([*argv, "--out", "hits.tsv"], env, tmp_path, server, outputs=["hits.tsv"])
+    assert served.returncode == 0, served.stderr
+
+
 def test_a_changed_database_is_read_again(server, env, tmp_path):
     records = protein_database(50, seed=5)
     db = _write_fasta(tmp_path / "db.fa", records)
