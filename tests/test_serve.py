@@ -196,7 +196,8 @@ def test_a_busy_server_declines(tmp_path):
     socket.send_fds(theirs, [len(body).to_bytes(8, "little")], [0, 1, 2])
     theirs.sendall(body)
     srv._take(ours)
-    assert theirs.makefile("rb").readline() == b"declined busy\n"
+    with theirs, theirs.makefile("rb") as replies:
+        assert replies.readline() == b"declined busy\n"
     assert srv._todo.empty()
 
 
