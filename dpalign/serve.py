@@ -367,9 +367,10 @@ def log_to_stderr(verbose: int) -> None:
     log.propagate = False
 
 
-def start_detached(path: str, idle: float, verbose: int, wait: float = 120.0) -> int:
-    """Start a server in a new session in the background; its pid once it answers. Its
-    messages go to ``<socket>.log``."""
+def start_detached(path: str, idle: float, verbose: int, wait: float = 600.0) -> int:
+    """Start a server in a new session in the background; its pid once it answers (after
+    its warm-up: up to minutes where Numba's cache is empty). Its messages go to
+    ``<socket>.log``."""
     import subprocess
 
     folder = make_folder(path)
