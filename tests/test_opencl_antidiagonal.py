@@ -400,14 +400,13 @@ def test_blocks_filled_ahead_of_the_traceback_change_nothing(cl_device, data):
     assert all("traceback: 0 blocks filled ahead" in note for note in runs[1][1])
 
 
-@pytest.mark.parametrize("ahead", [1, 2])
-@pytest.mark.parametrize("mode", ["global", "local"])
-def test_the_traceback_uses_blocks_filled_ahead(cl_device, mode, ahead):
-    """A similar pair's path runs near the diagonal: the blocks filled ahead are traced."""
+def _similar_pair_in_tiny_tiles(**tiling):
+    """The traceback tests' set-up: a similar 600 x 620 pair, scores (2, -3), gaps (5, 2),
+    and tiny device tiles (six blocks, leaves of 16 x 16, leaf_bytes 60,000) with
+    ``tiling``'s further settings."""
     rng = np.random.default_rng(5)
-    scoring = Scoring((2, -3), (5, 2))
     a, b = random_pair(rng, 600, 620, 4, True)
-    tiling = Tiling(
+    tiles = Tiling(
         tile_rows=16,
         blocks=6,
         leaf_rows=16,
@@ -415,8 +414,16 @@ def test_the_traceback_uses_blocks_filled_ahead(cl_device, mode, ahead):
         device_cells=1 << 10,
         device_tile=(8, 4, 2),
         leaf_bytes=60_000,
-        fill_ahead=ahead,
+        **tiling,
     )
+    return a, b, Scoring((2, -3), (5, 2)), tiles
+
+
+@pytest.mark.parametrize("ahead", [1, 2])
+@pytest.mark.parametrize("mode", ["global", "local"])
+def test_the_traceback_uses_blocks_filled_ahead(cl_device, mode, ahead):
+    """A similar pair's path runs near the diagonal: the blocks filled ahead are traced."""
+    a, b, scoring, tiling = _similar_pair_in_tiny_tiles(fill_ahead=ahead)
     stats = RunStats()
     got = align_long(
         a, b, scoring, mode, tiling=tiling, backend="opencl", device=cl_device, stats=stats
@@ -497,19 +504,8 @@ def test_staging_is_pinned_while_the_forward_pass_runs(cl_device, monkeypatch):
 
     monkeypatch.setattr(longpair._Aligner, "_warm_traces", warm_spy)
     monkeypatch.setattr(longpair._Aligner, "walk", walk_spy)
-    rng = np.random.default_rng(5)
-    scoring = Scoring((2, -3), (5, 2))
-    a, b = random_pair(rng, 600, 620, 4, True)
-    tiling = Tiling(
-        tile_rows=16,
-        blocks=6,
-        leaf_rows=16,
-        leaf_cols=16,
-        device_cells=1 << 10,
-        device_tile=(8, 4, 2),
-        leaf_bytes=60_000,
-        staging_band=0,  # every checkpoint, into page-locked memory
-    )
+    # staging_band=0: every checkpoint, into page-locked memory
+    a, b, scoring, tiling = _similar_pair_in_tiny_tiles(staging_band=0)
     got = align_long(a, b, scoring, "global", tiling=tiling, backend="opencl", device=cl_device)
     assert got == reference.pairwise_align(a, b, scoring.matrix, 5, 2, "global", (False,) * 4)
     reserved = [c for c in calls if c[2]]

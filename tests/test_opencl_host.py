@@ -135,3 +135,30 @@ def test_sources_expand_the_shared_packed_arithmetic():
     for name in ("papara.cl", "search.cl", "search_group.cl"):
         text = source(name)
         assert '#include "' not in text and shared in text
+
+
+def test_tile_kernels_share_tiles_cl_and_their_cache_keys_follow_it(monkeypatch, tmp_path):
+    """antidiagonal.cl and antidiagonal16.cl take their parameter layout and tile position
+    from tiles.cl: an edit of that file alone must give both programs new disk-cache keys."""
+    from importlib import resources
+
+    from dpalign.kernels_cl.programs import _digest, render_options, source
+
+    names = ("antidiagonal.cl", "antidiagonal16.cl")
+    shared = source("tiles.cl")
+    assert "TILE_POSITION()" in shared
+    for name in names:
+        text = source(name)
+        assert '#include "' not in text and shared in text
+
+    options = render_options({"BANDS": 1})
+    before = {name: _digest("device", source(name), options) for name in names}
+    package = resources.files(programs.__package__)
+    for item in package.iterdir():
+        if item.name.endswith(".cl"):
+            (tmp_path / item.name).write_text(item.read_text(encoding="utf-8"), "utf-8")
+    edited = tmp_path / "tiles.cl"
+    edited.write_text(shared.replace("#define P_NTR 16", "#define P_NTR 17"), "utf-8")
+    monkeypatch.setattr(programs.resources, "files", lambda package: tmp_path)
+    for name in names:
+        assert _digest("device", source(name), options) != before[name]

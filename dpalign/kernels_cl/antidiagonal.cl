@@ -34,31 +34,7 @@
  * right column kept there and written after them; tiles of at most MAXTR rows).
  */
 
-#define P_H 0        /* region rows */
-#define P_W 1        /* region columns */
-#define P_TR 2       /* tile rows */
-#define P_NTC 3      /* tile columns */
-#define P_O 4
-#define P_E 5
-#define P_ROW0 6     /* the region's first row in `a` */
-#define P_COL0 7     /* the region's first column in `b` (profile column) */
-#define P_PSTRIDE 8  /* profile row stride */
-#define P_SMAX 9     /* the largest substitution score (pruning's bound) */
-/* BANDS (dpalign.kernels_cl.skewed: one region on several devices): the device holds bands
-   of P_BH tile rows, its band b being band b * P_BK + P_BK0 of the region, stacked (its tile
-   rows ti = b * P_BH + r, DP rows, left column, checkpoints and vcol in that stacked order);
-   a launch at step `diagonal` holds tile (r, tj) of band b when
-   tj = diagonal - r - b * P_BSK - P_BOFF, and `ti0` is its first stacked tile row. A band's
-   first tile row reads its top row from `top` row pair b (another device's band above). */
-#define P_BH 11
-#define P_BSK 12
-#define P_BOFF 13
-#define P_BK 14
-#define P_BK0 15
-#define P_NTR 16 /* stacked tile rows */
-#ifndef BANDS
-#define BANDS 0
-#endif
+#include "tiles.cl"
 
 #ifndef TW
 #define TW 32
@@ -200,19 +176,7 @@ __kernel void ad_tiles(__global const uchar *a,    /* the whole first sequence *
                        const int ti0)              /* its first tile row */
 {
     const int t = get_local_id(0);
-#if BANDS
-    const int ti = ti0 + get_group_id(0), band = ti / P[P_BH], br = ti - band * P[P_BH];
-    const int tj = diagonal - br - band * P[P_BSK] - P[P_BOFF];
-    if (tj < 0 || tj >= P[P_NTC] || ti >= P[P_NTR]) return; /* the whole group */
-    const int top_row = br == 0;
-    __global const int *topb = top + (size_t)band * 2 * (P[P_W] + 1);
-    const int arow0 = ((band * P[P_BK] + P[P_BK0]) * P[P_BH] + br) * P[P_TR];
-#else
-    const int ti = ti0 + get_group_id(0), tj = diagonal - ti;
-    const int top_row = ti == 0;
-    __global const int *topb = top;
-    const int arow0 = ti * P[P_TR];
-#endif
+    TILE_POSITION();
     const int h = P[P_H], w = P[P_W], tr = P[P_TR];
     const int o = P[P_O], e = P[P_E], oe = o + e;
     const int r0 = ti * tr, c0 = tj * TC;

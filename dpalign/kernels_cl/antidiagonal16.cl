@@ -28,27 +28,7 @@
  */
 
 #include "s16x2.cl"
-
-#define P_H 0
-#define P_W 1
-#define P_TR 2
-#define P_NTC 3
-#define P_O 4
-#define P_E 5
-#define P_ROW0 6
-#define P_COL0 7
-#define P_PSTRIDE 8
-#define P_SMAX 9
-/* BANDS: see antidiagonal.cl */
-#define P_BH 11
-#define P_BSK 12
-#define P_BOFF 13
-#define P_BK 14
-#define P_BK0 15
-#define P_NTR 16
-#ifndef BANDS
-#define BANDS 0
-#endif
+#include "tiles.cl"
 
 #ifndef TW
 #define TW 32
@@ -196,19 +176,7 @@ __kernel void ad_tiles16(__global const ushort *pairs, /* [m + 2 TW + 8]: see be
                          const int diagonal, const int ti0)
 {
     const int t = get_local_id(0);
-#if BANDS
-    const int ti = ti0 + get_group_id(0), band = ti / P[P_BH], br = ti - band * P[P_BH];
-    const int tj = diagonal - br - band * P[P_BSK] - P[P_BOFF];
-    if (tj < 0 || tj >= P[P_NTC] || ti >= P[P_NTR]) return; /* the whole group */
-    const int top_row = br == 0;
-    __global const int *topb = top + (size_t)band * 2 * (P[P_W] + 1);
-    const int arow0 = ((band * P[P_BK] + P[P_BK0]) * P[P_BH] + br) * P[P_TR];
-#else
-    const int ti = ti0 + get_group_id(0), tj = diagonal - ti;
-    const int top_row = ti == 0;
-    __global const int *topb = top;
-    const int arow0 = ti * P[P_TR];
-#endif
+    TILE_POSITION();
     const int h = P[P_H], w = P[P_W], tr = P[P_TR];
     const int o = P[P_O], e = P[P_E], oe = o + e;
     const int r0 = ti * tr, c0 = tj * (2 * HALF);

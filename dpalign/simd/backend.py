@@ -150,99 +150,42 @@ class NumbaRegions(RegionFiller):
         )
         return RegionFill(fill.last_row, fill.row_store, fill.col_store, fill.best)
 
+    # The methods below hand the Numba kernels this pair's arrays and scores, which the
+    # kernels take as plain arguments: a compiled function holds no Python object, and
+    # longpair (a driver) reaches the kernels only through this object (engine.cpu_regions),
+    # past the import wall between drivers and simd. The arguments are spelt out, not
+    # unpacked from a tuple of the pair's (50-160 ns more a call, measured). They convert
+    # nothing they need not: the cuts become int64 arrays (a tuple or an int32 array would
+    # be a Numba specialisation of its own) and the boundaries pass as given.
+
     def trace_leaf(self, r0, c0, top, left, i, j, state, ops, pos):
         """Recompute the leaf of ``i x j`` cells at (r0, c0) in full and trace it back."""
         return self.K.trace_leaf(
-            self.a[r0 : r0 + i],
-            self.b[c0 : c0 + j],
-            self.matrix,
-            self.o,
-            self.e,
-            self.local,
-            top,
-            left,
-            i,
-            j,
-            state,
-            ops,
-            pos,
-        )
+            self.a[r0 : r0 + i], self.b[c0 : c0 + j], self.matrix, self.o, self.e, self.local,
+            top, left, i, j, state, ops, pos,
+        )  # fmt: skip
 
     def trace_blocks(self, r0, c0, rc, cc, top, left, rows, cols, i, j, state, ops, pos):
         """Trace through a region filled with every block boundary kept (cuts ``rc``, ``cc``),
         each block on the path as a leaf, in one compiled loop."""
         return self.K.trace_blocks(
-            self.a,
-            self.b,
-            self.matrix,
-            self.o,
-            self.e,
-            self.local,
-            r0,
-            c0,
-            np.asarray(rc, np.int64),
-            np.asarray(cc, np.int64),
-            top,
-            left,
-            rows,
-            cols,
-            i,
-            j,
-            state,
-            ops,
-            pos,
-        )
+            self.a, self.b, self.matrix, self.o, self.e, self.local, r0, c0,
+            np.asarray(rc, np.int64), np.asarray(cc, np.int64), top, left, rows, cols,
+            i, j, state, ops, pos,
+        )  # fmt: skip
 
     def trace_blocks_merge(
-        self,
-        r0,
-        c0,
-        rc,
-        cc,
-        top,
-        left,
-        rows,
-        cols,
-        i,
-        j,
-        state,
-        ops,
-        pos,
-        record,
-        other,
-        n,
-        i_stop=0,
-        j_stop=0,
-    ):
+        self, r0, c0, rc, cc, top, left, rows, cols, i, j, state, ops, pos, record, other, n,
+        i_stop=0, j_stop=0,
+    ):  # fmt: skip
         """:meth:`trace_blocks`, recording the leaves it enters and stopping where it meets
         the record ``other[:n]`` of another trace of the region, or past row ``i_stop`` or
         column ``j_stop`` (see the kernel)."""
         return self.K.trace_blocks_merge(
-            self.a,
-            self.b,
-            self.matrix,
-            self.o,
-            self.e,
-            self.local,
-            r0,
-            c0,
-            np.asarray(rc, np.int64),
-            np.asarray(cc, np.int64),
-            top,
-            left,
-            rows,
-            cols,
-            i,
-            j,
-            state,
-            ops,
-            pos,
-            record,
-            other,
-            n,
-            i_stop,
-            j_stop,
-        )
+            self.a, self.b, self.matrix, self.o, self.e, self.local, r0, c0,
+            np.asarray(rc, np.int64), np.asarray(cc, np.int64), top, left, rows, cols,
+            i, j, state, ops, pos, record, other, n, i_stop, j_stop,
+        )  # fmt: skip
 
     def fill_bits(self, top, left, bits, last_col):
         """The whole matrix on one thread, one direction byte per cell."""
