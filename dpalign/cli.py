@@ -238,9 +238,11 @@ def _add_backend(parser: argparse.ArgumentParser, choices: list[str], dask: bool
     )
 
 
-def _backend_from_args(args):
-    """The backend the options ask for (Dask when a scheduler or worker count is given)."""
-    from .engine import backend_class, get_backend
+def _backend_from_args(args, cells: float | None = None):
+    """The backend the options ask for (Dask when a scheduler or worker count is given;
+    ``auto`` for work of about ``cells`` cells as :func:`~dpalign.engine.auto_backend`
+    picks)."""
+    from .engine import auto_backend, backend_class, get_backend
 
     device = getattr(args, "device", None)
     _cap_threads(args)
@@ -260,6 +262,8 @@ def _backend_from_args(args):
             pool = "hybrid" if kind == "auto" else args.backend
             return get_backend(pool, threads=args.threads, devices=[device])
         raise DpalignError(f"--device applies to --backend opencl or hybrid, not {args.backend}")
+    if kind == "auto" and cells is not None:
+        return auto_backend(cells, args.threads)
     return get_backend(args.backend, threads=args.threads)
 
 
@@ -1768,6 +1772,23 @@ def _read_search_inputs(query_path, db_path, scoring, queries_read=None):
     return queries, q_codes, (names, residues, offsets, identity), end - start
 
 
+def _search_cells(args) -> float | None:
+    """About how many cells a search takes, from its files' sizes before they are read
+    (headers and line ends count as residues: a slight overestimate); None when unknown
+    (standard input, compressed files)."""
+    import os
+
+    sizes = []
+    for path in (args.query, args.db):
+        if str(path) == "-" or str(path).endswith((".gz", ".bgz", ".bz2", ".xz", ".zst")):
+            return None
+        try:
+            sizes.append(os.path.getsize(path))
+        except OSError:
+            return None  # reading reports it
+    return sizes[0] * sizes[1] * (2 if args.strand == "both" else 1)
+
+
 def _run_search(args) -> int:
     from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -1804,7 +1825,7 @@ def _run_search(args) -> int:
     try:
         with ThreadPoolExecutor(1, thread_name_prefix="dpalign-read") as pool:
             reading = pool.submit(_read_search_inputs, args.query, args.db, scoring, queries_read)
-            backend = backend_for(_backend_from_args(args), scoring)
+            backend = backend_for(_backend_from_args(args, _search_cells(args)), scoring)
             run = backend.stats
             # Kernel loading and building (JIT) runs on a thread of its own beside the
             # reading, the packing and a device's layout of the database; what is left of

@@ -139,6 +139,14 @@ ALIGN_ORACLE_CELLS = 100_000
 #: overlaps each batch's copies with the previous batch's kernel.
 HYBRID_STREAMS = 1
 
+#: ``auto`` takes the CPU backend alone for work below this many cells per core, even where
+#: a GPU exists: a GPU's start in a fresh process (pyopencl, a context, the programs, a device
+#: process) takes ~1-2 s, more than the cores need for such work. Measured on the H100 host
+#: (16 cores, 3 proteins x 20,000, 3.7e9 cells, whole command in a fresh process): numba
+#: 1.64 s, opencl 2.34 s, auto (hybrid) 2.60 s; the cores search at ~390 GCUPS there, the GPU
+#: at ~3,000, so the GPU gains from ~5e10 cells a core. Override: DPALIGN_AUTO_CPU_CELLS.
+AUTO_CPU_CELLS_PER_CORE = float(os.environ.get("DPALIGN_AUTO_CPU_CELLS") or 2.5e10)
+
 #: ``auto``/``hybrid`` on a GPU machine: the CPU workers join the devices' work queue only
 #: where their measured share of the cells (their rate over everyone's, from this process's
 #: earlier runs or from HYBRID_RATES_FILE) is at least this; below it the devices work alone.

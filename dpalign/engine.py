@@ -159,6 +159,15 @@ def get_backend(name: str | Backend = "auto", **options) -> Backend:
     return cls(**_options_for(cls, options))
 
 
+def auto_backend(cells: float, threads: int | None = None) -> Backend:
+    """``auto`` for work of about ``cells`` cells: the CPU backend alone below
+    ``config.AUTO_CPU_CELLS_PER_CORE`` cells a core (a GPU's start in a fresh process would
+    take longer than the cores' work), else what ``get_backend("auto")`` picks."""
+    if cells < config.AUTO_CPU_CELLS_PER_CORE * config.cpu_threads(threads):
+        return cpu_backend(threads)
+    return get_backend("auto", threads=threads)
+
+
 def backend_for(name: str | Backend, scoring, **options) -> Backend:
     """The backend ``name`` for a pairwise scoring scheme.
 

@@ -129,3 +129,35 @@ def test_backends_load_once_for_every_thread(monkeypatch):
     assert started.wait(10)
     assert engine.backend_names() == ["late-backend"]
     loader.join()
+
+
+def test_auto_takes_the_cores_alone_for_small_work(monkeypatch):
+    """``auto`` below AUTO_CPU_CELLS_PER_CORE cells a core is the CPU backend, whatever
+    ``auto`` would pick otherwise (here made to pick the reference, as a GPU would hybrid)."""
+    from dpalign import config, engine
+
+    monkeypatch.setattr(engine, "_AUTO_ORDER", ["reference"])
+    monkeypatch.setattr(config, "AUTO_CPU_CELLS_PER_CORE", 1e6)
+    assert engine.get_backend("auto").name == "reference"
+    small = engine.auto_backend(2e6 - 1, threads=2)
+    assert small.name == engine.cpu_backend().name != "reference"
+    assert small.threads == 2
+    assert engine.auto_backend(2e6, threads=2).name == "reference"
+    assert engine.auto_backend(1.5e6, threads=1).name == "reference"
+
+
+def test_search_cells_from_file_sizes(tmp_path):
+    import argparse
+
+    from dpalign.cli import _search_cells
+
+    (tmp_path / "q.fa").write_text(">q\nACGT\n")  # 8 bytes
+    (tmp_path / "d.fa").write_text(">d\nACGTACGT\n")  # 12 bytes
+    args = argparse.Namespace(query=str(tmp_path / "q.fa"), db=str(tmp_path / "d.fa"))
+    args.strand = "plus"
+    assert _search_cells(args) == 8 * 12
+    args.strand = "both"
+    assert _search_cells(args) == 2 * 8 * 12
+    assert _search_cells(argparse.Namespace(query="-", db=args.db, strand="plus")) is None
+    gz = argparse.Namespace(query=args.query, db=str(tmp_path / "d.fa.gz"), strand="plus")
+    assert _search_cells(gz) is None
