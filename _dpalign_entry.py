@@ -110,8 +110,10 @@ def socket_path(environ=os.environ) -> str:
 
 
 def _wanted(argv: list[str]) -> bool:
-    if os.environ.get(SWITCH, "").lower() in ("off", "0", "no", "false"):
-        return False
+    if not hasattr(os, "getuid") or os.environ.get(SWITCH, "").lower() in (
+        "off", "0", "no", "false",
+    ):  # fmt: skip
+        return False  # (no Unix sockets with descriptors on Windows)
     return bool(argv) and argv[0] not in ("serve", "bench", "-h", "--help", "--version")
 
 

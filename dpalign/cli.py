@@ -782,6 +782,8 @@ def _run_serve(args) -> int:
     from . import serve
     from .errors import OptionError
 
+    if not hasattr(os, "getuid"):
+        raise OptionError("dpalign serve needs Unix sockets that carry descriptors (Linux, macOS)")
     path = socket_path()
     if args.stop or args.status:
         answer = serve.ask(path, "stop" if args.stop else "status")
