@@ -311,14 +311,36 @@ class Server:
             return
         _say(connection, f"accepted {os.getpid()}")
         start = time.perf_counter()
+        done = threading.Event()
+        threading.Thread(
+            target=self._watch, args=(connection, done), name="dpalign-serve-client", daemon=True
+        ).start()
         with client:
-            code = self.command(argv)
+            try:
+                code = self.command(argv)
+            finally:
+                done.set()
         self.commands += 1
         with self._lock:
             self._busy = False
         log.info("%s: exit %d in %.3f s", " ".join(argv[:1]), code, time.perf_counter() - start)
         _say(connection, f"exit {code}")
+        try:
+            connection.shutdown(socket.SHUT_RDWR)  # wakes the watching thread
+        except OSError:
+            pass
         connection.close()
+
+    def _watch(self, connection: socket.socket, done: threading.Event) -> None:
+        """Interrupt the command if its client goes away first (killed, or its terminal
+        closed): alone, the command would have ended with its process, writing nothing."""
+        try:
+            gone = connection.recv(1) == b""  # a client sends nothing more: EOF is its end
+        except OSError:
+            gone = True
+        if gone and not done.is_set():
+            log.info("the client went away: interrupting its command")
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
 
     def command(self, argv: list[str]) -> int:
         """Run one command here, as ``dpalign argv`` would; its exit status."""

@@ -298,3 +298,25 @@ def test_a_client_on_other_cores_runs_its_own(monkeypatch):
     key = _dpalign_entry.installation_key({})
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {4095})
     assert _dpalign_entry.installation_key({}) != key
+
+
+def test_a_killed_client_stops_its_command(server, env, tmp_path):
+    """Alone, a killed command writes nothing: served, its command is interrupted too."""
+    db = _write_fasta(tmp_path / "db.fa", protein_database(4000, seed=6))
+    _write_fasta(tmp_path / "q.fa", protein_database(400, seed=7))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "_dpalign_entry", "search", "--query", "q.fa", "--db", str(db),
+         "--out", "hits.tsv", "--threads", "1"],
+        env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not serve.ask(server[1], "status")["busy"]:
+        assert child.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    time.sleep(0.2)
+    child.kill()
+    child.wait(10)
+    while serve.ask(server[1], "status")["busy"]:  # the command ends at once, not in ~5 s
+        assert time.monotonic() < deadline + 10, "the orphaned command ran on"
+        time.sleep(0.05)
+    assert not (tmp_path / "hits.tsv").exists()
