@@ -452,6 +452,11 @@ def _run_papara(args) -> int:
         file=sys.stderr,
     )
     _DONE_WITH_NOTHING_OPEN[0] = all(b.kind != "cluster" for b in built)
+    if _SERVING[0]:  # a server goes on: a work queue's device processes end with the command
+        for b in built:
+            close = getattr(b, "close", None)
+            if close is not None:
+                close()
     return 0
 
 

@@ -184,7 +184,9 @@ def test_interrupt_stops_the_command_not_the_server(server, env, tmp_path):
     assert child.returncode == 130, err
     assert "interrupted; no output was written" in err
     assert not (tmp_path / "hits.tsv").exists()
-    assert serve.ask(server[1], "status")["busy"] is False  # and it still answers
+    while serve.ask(server[1], "status")["busy"]:  # and it still answers, ready for more
+        assert time.monotonic() < deadline + 30
+        time.sleep(0.05)
 
 
 def test_a_busy_server_declines(tmp_path):
@@ -320,3 +322,18 @@ def test_a_killed_client_stops_its_command(server, env, tmp_path):
         assert time.monotonic() < deadline + 10, "the orphaned command ran on"
         time.sleep(0.05)
     assert not (tmp_path / "hits.tsv").exists()
+
+
+def test_device_processes_started_ahead_are_stopped(monkeypatch):
+    from dpalign.hybrid import devproc
+
+    stopped = []
+
+    class Child:
+        def close(self):
+            stopped.append(self)
+
+    children = {("opencl", 0, 0): Child(), ("opencl", 1, 0): Child()}
+    monkeypatch.setattr(devproc, "_PRESTARTED", children)
+    serve._end_helpers()
+    assert len(stopped) == 2 and not devproc._PRESTARTED

@@ -211,6 +211,18 @@ def prestart(kind: str, n_gpus: int, streams: int = 1) -> None:
                     )
 
 
+def drop_prestarted() -> int:
+    """Stop every device process started ahead that no work queue took; how many. (A
+    ``dpalign serve`` after each command: a child started during it holds that client's
+    standard streams open while it lives.)"""
+    with _PRESTART_LOCK:
+        children = list(_PRESTARTED.values())
+        _PRESTARTED.clear()
+    for child in children:
+        child.close()
+    return len(children)
+
+
 def claim(kind: str, gpu: int, stream: int) -> DeviceProcess | None:
     """The device process started ahead for the ``gpu``-th GPU's queue ``stream``, if one is
     still alive (it is then the caller's), else None."""
