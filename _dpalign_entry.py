@@ -32,6 +32,8 @@ _KEYED_PREFIXES = (
     "OMP_",
     "PYTHON",
     "LD_",
+    "LANG",  # the standard streams' encoding
+    "LC_",
 )
 
 #: Package files whose change makes a running server stale.

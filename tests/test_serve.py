@@ -239,6 +239,7 @@ def test_the_key_follows_the_environment_and_the_sources(monkeypatch):
     assert _dpalign_entry.installation_key({**env, _dpalign_entry.SWITCH: "on"}) == key
     assert _dpalign_entry.installation_key({**env, "DPALIGN_THREADS": "2"}) != key
     assert _dpalign_entry.installation_key({**env, "NUMBA_NUM_THREADS": "2"}) != key
+    assert _dpalign_entry.installation_key({**env, "LC_ALL": "C"}) != key
     monkeypatch.setattr(_dpalign_entry, "_newest_source", lambda folder: 1)
     assert _dpalign_entry.installation_key(env) != key
 
