@@ -815,7 +815,9 @@ def _run_serve(args) -> int:
         return 0
     serve.log_to_stderr(args.verbose)
     server = serve.Server(path, idle=args.idle)
-    seconds = serve.warm_up(serve.make_folder(path))
+    seconds, failed = serve.warm_up(serve.make_folder(path))
+    if failed:  # the server still runs them (they may fail the same way for the user)
+        log.warning("the warm-up's %s failed", ", ".join(failed))
     server.bind()
     print(
         f"dpalign serve: ready in {seconds:.1f} s (pid {os.getpid()}, {path}); "

@@ -37,8 +37,17 @@ log = logging.getLogger("dpalign-serve")  # not under "dpalign": a command reset
 _DECLINED_COMMANDS = ("serve", "bench")
 _DECLINED_OPTIONS = ("--scheduler", "--dask-workers")
 
-#: Warm-up commands at start: the kernels most commands take, loaded before the first client.
-_WARM_PROTEINS = ("MKVLAAGIVGLLLAAPAHA", "MKTAYIAKQRQISFVKSHFSRQ", "MSDNGPQNQRNAPRITFGG")
+#: The warm-up commands' inputs: the kernels most commands take are loaded before the first
+#: client comes.
+_WARM_FILES = {
+    "p.fa": ">p0\nMKVLAAGIVGLLLAAPAHA\n>p1\nMKTAYIAKQRQISFVKSHFSRQ\n>p2\nMSDNGPQNQRNAPRITFGG\n",
+    "a.fa": ">a\nACGTACGTTGCA\n",
+    "b.fa": ">b\nACGTTCGTTGCA\n",
+    "t.nwk": "((A:0.1,B:0.1):0.05,(C:0.1,D:0.1):0.05);\n",
+    "m.fa": ">A\nACGTACGTTGCAAC-GTACGTTGCA\n>B\nACGTACGATGCAACGGTACG-TGCA\n"
+    ">C\nACGAACGTTGCTACGGTACGTTGGA\n>D\nACGAACGTTGCTAC-GTACGTAGGA\n",
+    "r.fa": ">r1\nACGTTGCAACGG\n>r2\nGTACGTTGGA\n",
+}
 
 
 def declined(argv: list[str]) -> str | None:
@@ -432,42 +441,52 @@ def start_detached(path: str, idle: float, verbose: int, wait: float = 600.0) ->
     raise OptionError(f"the server did not answer within {wait:.0f} s (its log: {logfile})")
 
 
-def warm_up(folder: str) -> float:
+def warm_up(folder: str) -> tuple[float, list[str]]:
     """Run the commonest commands once on tiny inputs in ``folder`` (their kernels loaded,
-    their modules imported, a process pool for tracebacks started while the standard
-    streams are still this process's own); the seconds it took."""
+    their modules imported, on a GPU host its context and programs made and the fork
+    server of the traceback workers started, while the standard streams are still this
+    process's own); the seconds it took and the commands that failed."""
     from . import cli
 
     start = time.perf_counter()
-    proteins = os.path.join(folder, "warm.fa")
-    with open(proteins, "w") as out:
-        for k, seq in enumerate(_WARM_PROTEINS):
-            out.write(f">p{k}\n{seq}\n")
+    files = {name: os.path.join(folder, f"warm-{name}") for name in _WARM_FILES}
+    for name, text in _WARM_FILES.items():
+        with open(files[name], "w") as out:
+            out.write(text)
     null = os.devnull
+    search = ["search", "--query", files["p.fa"], "--db", files["p.fa"], "--out", null]
     commands = [
-        ["search", "--query", proteins, "--db", proteins, "--out", null, "--threads", "1"],
-        ["search", "--query", proteins, "--db", proteins, "--out", null],
-        ["align", "ACGTACGTTGCA", "ACGTTCGTTGCA", "--out", null],
-    ]
+        [*search, "--threads", "1"],
+        search,
+        ["align", files["a.fa"], files["b.fa"], "--out", null],
+        ["papara", "--ref", files["t.nwk"], "--msa", files["m.fa"], "--reads", files["r.fa"],
+         "--out", null],
+    ]  # fmt: skip
     if not _no_gpu():
         _start_fork_server()
+        commands.append([*search, "--backend", "opencl"])
+    failed = []
     saved = sys.stdout, sys.stderr
     with open(null, "w") as quiet:
         sys.stdout = sys.stderr = quiet
         try:
             for argv in commands:
                 try:
-                    cli.main(argv, serving=True)
+                    code = cli.main(argv, serving=True)
                 except (Exception, SystemExit) as exc:  # noqa: BLE001 - warm-up only
-                    log.warning("warm-up %s failed: %s", argv[0], exc)
+                    code = exc
+                if code != 0:
+                    failed.append(" ".join(argv[:1] + argv[-2:]))
+                    log.warning("warm-up %s failed (%s)", argv[0], code)
         finally:
             sys.stdout, sys.stderr = saved
-            os.unlink(proteins)
+            for path in files.values():
+                os.unlink(path)
     import gc
 
     gc.collect()
     gc.freeze()  # the modules and kernels loaded: later collections skip them (~30 ms each)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, failed
 
 
 def _no_gpu() -> bool:

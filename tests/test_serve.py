@@ -338,3 +338,14 @@ def test_device_processes_started_ahead_are_stopped(monkeypatch):
     monkeypatch.setattr(devproc, "_PRESTARTED", children)
     serve._end_helpers()
     assert len(stopped) == 2 and not devproc._PRESTARTED
+
+
+def test_the_warm_up_runs_every_command(tmp_path):
+    import gc
+
+    try:
+        seconds, failed = serve.warm_up(str(tmp_path))
+    finally:
+        gc.unfreeze()  # (this is the test process, not a server)
+    assert failed == [] and seconds > 0
+    assert list(tmp_path.iterdir()) == []  # its inputs removed
