@@ -159,5 +159,8 @@ def test_search_cells_from_file_sizes(tmp_path):
     args.strand = "both"
     assert _search_cells(args) == 2 * 8 * 12
     assert _search_cells(argparse.Namespace(query="-", db=args.db, strand="plus")) is None
+    (tmp_path / "d.fa.gz").write_bytes(b"x" * 10)
     gz = argparse.Namespace(query=args.query, db=str(tmp_path / "d.fa.gz"), strand="plus")
-    assert _search_cells(gz) is None
+    assert _search_cells(gz) == 8 * 10 * 4  # GZIP_EXPANSION
+    xz = argparse.Namespace(query=args.query, db=str(tmp_path / "d.fa.xz"), strand="plus")
+    assert _search_cells(xz) is None
