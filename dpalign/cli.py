@@ -238,10 +238,10 @@ def _add_backend(parser: argparse.ArgumentParser, choices: list[str], dask: bool
     )
 
 
-def _backend_from_args(args, cells: float | None = None):
+def _backend_from_args(args, cells: float | None = None, kernel: str = "pairwise"):
     """The backend the options ask for (Dask when a scheduler or worker count is given;
-    ``auto`` for work of about ``cells`` cells as :func:`~dpalign.engine.auto_backend`
-    picks)."""
+    ``auto`` for work of about ``cells`` cells of a kernel family as
+    :func:`~dpalign.engine.auto_backend` picks)."""
     from .engine import auto_backend, backend_class, get_backend
 
     device = getattr(args, "device", None)
@@ -263,7 +263,7 @@ def _backend_from_args(args, cells: float | None = None):
             return get_backend(pool, threads=args.threads, devices=[device])
         raise DpalignError(f"--device applies to --backend opencl or hybrid, not {args.backend}")
     if kind == "auto" and cells is not None:
-        return auto_backend(cells, args.threads)
+        return auto_backend(cells, args.threads, kernel)
     return get_backend(args.backend, threads=args.threads)
 
 
@@ -389,15 +389,22 @@ def _run_papara(args) -> int:
     fmt = args.format or _format_from_name(args.out)
     start = time.perf_counter()
     built = []
+    dask = getattr(args, "scheduler", None) or getattr(args, "dask_workers", None) is not None
+    cells = _papara_cells(args)
+    cores = None  # auto's choice for small work, known before the backend is built
+    if args.backend == "auto" and not dask and getattr(args, "device", None) is None and cells:
+        from .engine import cores_suffice, cpu_backend
+
+        if cores_suffice(cells, "papara", args.threads):
+            cores = cpu_backend(args.threads).name
 
     def backend():  # built on papara()'s warm-up thread while the inputs are read
-        built.append(_backend_from_args(args))
+        built.append(_backend_from_args(args, cells, "papara"))
         return built[-1]
 
     # what papara() knows of the backend before it is built (whether a device may compute
     # the edge profiles; Dask's workers run elsewhere)
-    dask = getattr(args, "scheduler", None) or getattr(args, "dask_workers", None) is not None
-    backend.backend_name = "dask" if dask else args.backend
+    backend.backend_name = "dask" if dask else cores or args.backend
 
     bar = None
 
@@ -1784,6 +1791,26 @@ def _read_search_inputs(query_path, db_path, scoring, queries_read=None):
 #: A gzip-compressed FASTA file's size times this is taken for its text's (sequence text
 #: compresses ~2x for proteins, ~4x for DNA; only a more redundant file is underestimated).
 GZIP_EXPANSION = 4
+
+
+def _papara_cells(args) -> float | None:
+    """About how many cells a PaPaRa run takes, from its files' sizes before they are read:
+    reads x read length x edges x columns, with the reads file's size for the first two and
+    twice the MSA file's (taxa x columns; about two edges a taxon) for the others (None:
+    standard input, other compression)."""
+    import os
+
+    sizes = []
+    for path in (args.reads, args.msa):
+        name = str(path)
+        if name == "-" or name.endswith((".bz2", ".xz", ".zst")):
+            return None
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            return None  # reading reports it
+        sizes.append(size * GZIP_EXPANSION if name.endswith((".gz", ".bgz")) else size)
+    return 2.0 * sizes[0] * sizes[1]
 
 
 def _search_cells(args) -> float | None:

@@ -146,6 +146,9 @@ HYBRID_STREAMS = 1
 #: 1.64 s, opencl 2.34 s, auto (hybrid) 2.60 s; the cores search at ~390 GCUPS there, the GPU
 #: at ~3,000, so the GPU gains from ~5e10 cells a core. Override: DPALIGN_AUTO_CPU_CELLS.
 AUTO_CPU_CELLS_PER_CORE = float(os.environ.get("DPALIGN_AUTO_CPU_CELLS") or 2.5e10)
+#: The same for PaPaRa's cells (reads x read length x edges x columns), which cost the cores
+#: ~3x a search's (~11 GCUPS a core here against ~35). Override: DPALIGN_AUTO_CPU_PAPARA_CELLS.
+AUTO_CPU_PAPARA_CELLS_PER_CORE = float(os.environ.get("DPALIGN_AUTO_CPU_PAPARA_CELLS") or 8e9)
 
 #: ``auto``/``hybrid`` on a GPU machine: the CPU workers join the devices' work queue only
 #: where their measured share of the cells (their rate over everyone's, from this process's

@@ -159,11 +159,22 @@ def get_backend(name: str | Backend = "auto", **options) -> Backend:
     return cls(**_options_for(cls, options))
 
 
-def auto_backend(cells: float, threads: int | None = None) -> Backend:
-    """``auto`` for work of about ``cells`` cells: the CPU backend alone below
-    ``config.AUTO_CPU_CELLS_PER_CORE`` cells a core (a GPU's start in a fresh process would
-    take longer than the cores' work), else what ``get_backend("auto")`` picks."""
-    if cells < config.AUTO_CPU_CELLS_PER_CORE * config.cpu_threads(threads):
+def cores_suffice(cells: float, kernel: str = "pairwise", threads: int | None = None) -> bool:
+    """Whether work of about ``cells`` cells of a kernel family (``"pairwise"``,
+    ``"papara"``) is small enough for the cores alone under ``auto``: below
+    ``config.AUTO_CPU_CELLS_PER_CORE`` (``AUTO_CPU_PAPARA_CELLS_PER_CORE``) cells a core, a
+    GPU's start in a fresh process would take longer than the cores' work."""
+    per_core = (
+        config.AUTO_CPU_PAPARA_CELLS_PER_CORE if kernel == "papara"
+        else config.AUTO_CPU_CELLS_PER_CORE
+    )  # fmt: skip
+    return cells < per_core * config.cpu_threads(threads)
+
+
+def auto_backend(cells: float, threads: int | None = None, kernel: str = "pairwise") -> Backend:
+    """``auto`` for work of about ``cells`` cells: the CPU backend where
+    :func:`cores_suffice`, else what ``get_backend("auto")`` picks."""
+    if cores_suffice(cells, kernel, threads):
         return cpu_backend(threads)
     return get_backend("auto", threads=threads)
 

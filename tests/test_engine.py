@@ -164,3 +164,21 @@ def test_search_cells_from_file_sizes(tmp_path):
     assert _search_cells(gz) == 8 * 10 * 4  # GZIP_EXPANSION
     xz = argparse.Namespace(query=args.query, db=str(tmp_path / "d.fa.xz"), strand="plus")
     assert _search_cells(xz) is None
+
+
+def test_papara_cells_and_its_own_threshold(tmp_path, monkeypatch):
+    import argparse
+
+    from dpalign import config, engine
+    from dpalign.cli import _papara_cells
+
+    (tmp_path / "r.fa").write_text(">r\n" + "A" * 97 + "\n")  # 101 bytes
+    (tmp_path / "m.fa").write_text(">t\n" + "A" * 47 + "\n")  # 51 bytes
+    args = argparse.Namespace(reads=str(tmp_path / "r.fa"), msa=str(tmp_path / "m.fa"))
+    assert _papara_cells(args) == 2 * 101 * 51
+    assert _papara_cells(argparse.Namespace(reads="-", msa=args.msa)) is None
+    monkeypatch.setattr(config, "AUTO_CPU_CELLS_PER_CORE", 1e6)
+    monkeypatch.setattr(config, "AUTO_CPU_PAPARA_CELLS_PER_CORE", 1e3)
+    assert engine.cores_suffice(5e5, "pairwise", threads=1)
+    assert not engine.cores_suffice(5e5, "papara", threads=1)
+    assert engine.cores_suffice(5e2, "papara", threads=1)
