@@ -151,7 +151,7 @@ def test_cli_output_unchanged_under_injected_failures(tmp_path, monkeypatch, cap
     monkeypatch.setattr("dpalign.config.HYBRID_UNIT_CELLS", 50_000)
     monkeypatch.setattr("dpalign.config.HYBRID_DEVICE_MIN_READS", 1)
     hybrid = _held_hybrid({"cpu-0": 1})
-    monkeypatch.setattr("dpalign.cli._backend_from_args", lambda args: hybrid)
+    monkeypatch.setattr("dpalign.cli._backend_from_args", lambda args, *rest: hybrid)
     report = tmp_path / "report.json"
     argv = [
         "papara",

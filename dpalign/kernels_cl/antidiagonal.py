@@ -21,9 +21,10 @@ import numpy as np
 
 from ..errors import OptionError
 from .context import DeviceContext, driver_errors, int_setter, wait
+from .names import ANTIDIAGONAL
 from .programs import build
 
-KERNELS = {f"{family}_fill_opencl_antidiagonal_i32": family for family in ("nw", "sw")}
+KERNELS = ANTIDIAGONAL
 
 #: Page-locked staging buffers between pairs, one per OpenCL context and staging slot (the
 #: largest one given back): pinning ~365 MB took ~0.7 s on the H100 host, once per pair (GPU

@@ -16,18 +16,21 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .. import config
 from ..contract import Backend, BlockScores, RegionFill, RegionFiller
 from ..errors import BackendUnavailable, OptionError
-from .antidiagonal import KERNELS as AD_KERNELS
-from .context import choose_device, device_context, list_devices, shared_contexts, wait_totals
-from .papara import KERNELS as PAPARA_KERNELS
-from .papara import PaparaRunner
-from .search import KERNELS as SEARCH_KERNELS
-from .search import SearchRunner
+from .names import ANTIDIAGONAL, PAPARA, SEARCH
+
+if TYPE_CHECKING:
+    from .papara import PaparaRunner
+    from .search import SearchRunner
+
+# The host modules (papara, search, antidiagonal, context and its programs) load where they
+# are used: the registry imports this module on every command, for its name and kernels.
 
 log = logging.getLogger("dpalign.opencl")
 
@@ -243,10 +246,12 @@ class OpenCLBackend(Backend):
     share: str | None = None
     name = "opencl"
     kind = "device"
-    kernels = (*PAPARA_KERNELS, *SEARCH_KERNELS, *AD_KERNELS)
+    kernels = (*PAPARA, *SEARCH, *ANTIDIAGONAL)
 
     @classmethod
     def available(cls, **options) -> bool:
+        from .context import list_devices
+
         try:
             return bool(list_devices())
         except BackendUnavailable:
@@ -254,6 +259,8 @@ class OpenCLBackend(Backend):
 
     @classmethod
     def unavailable_reason(cls, **options) -> str:
+        from .context import list_devices
+
         try:
             list_devices()
         except BackendUnavailable as exc:
@@ -264,6 +271,8 @@ class OpenCLBackend(Backend):
     def gpus(cls) -> list[str]:
         """``platform:device`` ids of every OpenCL GPU on this machine (a work queue's
         device workers)."""
+        from .context import list_devices
+
         try:
             import pyopencl as cl
 
@@ -334,7 +343,7 @@ class OpenCLBackend(Backend):
         if task.kernel != "pairwise" or self.width == 32:
             return
         from .capabilities import capabilities
-        from .context import choose_device
+        from .context import choose_device, device_context
         from .programs import build_all, start_builds
         from .search import SearchTask, takes_group_kernel
         from .search_group import (
@@ -384,12 +393,15 @@ class OpenCLBackend(Backend):
             )  # fmt: skip
 
     def device_wait(self):
+        from .context import wait_totals
+
         return wait_totals()
 
     def profile_device(self):
         # A GPU's with double precision, not a CPU device's: there the Numba kernel is the
         # faster (PoCL on 2 cores: 0.8 s against 0.1 s for the 1604.PRANK profiles).
         from .capabilities import capabilities
+        from .context import choose_device
 
         device = choose_device(self.device)[1]
         if capabilities(device).is_cpu or "cl_khr_fp64" not in device.extensions:
@@ -397,6 +409,7 @@ class OpenCLBackend(Backend):
         return self
 
     def device_papara_profiles(self, tips, gap_state, ops, trans, n_edges, cgap):
+        from .context import device_context
         from .papara import edge_profiles
 
         return edge_profiles(
@@ -409,6 +422,8 @@ class OpenCLBackend(Backend):
 
     def _context(self):
         """The device context the long-pair fillers use (shared with ``share``'s devices)."""
+        from .context import choose_device, device_context, shared_contexts
+
         if not self.share:
             return device_context(self.device, self.stream)
         specs = [spec.strip() for spec in self.share.split(",") if spec.strip()]
@@ -443,12 +458,17 @@ class OpenCLBackend(Backend):
         return regions
 
     def describe(self) -> str:
+        from .context import device_context
+
         design = self.design or config.OPENCL_DESIGN
         return f"opencl ({device_context(self.device, self.stream).describe()}; {design} design)"
 
     def _runner(self, task, blocks, max_read_state: int) -> PaparaRunner:
         """The profiles on the device; the last set is kept, since a hybrid run's device
         worker scores many read chunks against the same blocks."""
+        from .context import device_context
+        from .papara import PaparaRunner
+
         key = (task.scoring, tuple(id(b) for b in blocks), max_read_state > 15)
         cached = getattr(self, "_cached", None)
         if cached is not None and cached[0] == key:
@@ -473,6 +493,9 @@ class OpenCLBackend(Backend):
     def _search_runner(self, blocks) -> SearchRunner:
         """The blocks' lanes as search targets on the device; the last set is kept (a search
         runs query chunk after query chunk against the same database blocks)."""
+        from .context import device_context
+        from .search import SearchRunner
+
         key = tuple(id(b) for b in blocks)
         cached = getattr(self, "_search_cached", None)
         if cached is not None and cached[0] == key:

@@ -34,9 +34,10 @@ from ..alphabet import pack5
 from ..errors import DpalignError, OptionError
 from ..scoring import PaparaScoring
 from .context import DeviceContext, driver_errors, wait
+from .names import PAPARA, PAPARA_DESIGNS
 from .programs import build
 
-DESIGNS = ("strip", "blocked")
+DESIGNS = PAPARA_DESIGNS
 
 
 @dataclass(frozen=True)
@@ -58,14 +59,7 @@ class KernelSpec:
         return 2 if self.width == 16 else 1
 
 
-KERNELS = {
-    spec.name: spec
-    for spec in (
-        KernelSpec(f"papara_score_opencl_{design}_i{width}", design, width)
-        for design in DESIGNS
-        for width in (16, 32)
-    )
-}
+KERNELS = {name: KernelSpec(name, design, width) for name, (design, width) in PAPARA.items()}
 
 
 #: Work-items per work-group of the edge-profile kernel (one column each).

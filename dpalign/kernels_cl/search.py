@@ -57,6 +57,7 @@ from ..contract import longest_first
 from ..errors import DpalignError, OptionError
 from ..scoring import MODES, Scoring
 from .context import DeviceContext, driver_errors, wait
+from .names import SEARCH
 from .programs import build
 
 log = logging.getLogger("dpalign.opencl")
@@ -105,11 +106,7 @@ INT32_PARAM_LIMIT = 1 << 24
 #: Packing widths, narrowest first.
 BIT_WIDTHS = (2, 3, 4, 5, 8)
 
-KERNELS = {
-    f"{family}_score_opencl_search_i{width}": (family, width)
-    for family in ("sw", "nw")
-    for width in (16, 32)
-}
+KERNELS = SEARCH
 
 
 def kernel_name(mode: str, width: int) -> str:
