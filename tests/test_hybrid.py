@@ -583,3 +583,48 @@ def test_a_device_process_started_ahead_for_a_missing_gpu_ends_quietly(capfd):
     child.process.join(timeout=120)
     assert child.process.exitcode == 0
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_sole_device_is_the_one_gpu_on_a_thread(cl_device, monkeypatch):
+    """One GPU and nothing asked of the queue: the device backend itself; otherwise None."""
+    from dpalign.hybrid import backend as hybrid_backend
+    from dpalign.hybrid.backend import HybridBackend
+
+    monkeypatch.setattr(hybrid_backend, "gpu_selectors", lambda: [cl_device])
+    monkeypatch.delenv("DPALIGN_INJECT_FAILURES", raising=False)
+    sole = HybridBackend().sole_device()
+    assert sole is not None and sole.kind == "device" and sole.device == cl_device
+    assert HybridBackend(processes=True).sole_device() is None
+    assert HybridBackend(devices=[cl_device]).sole_device() is None
+    assert HybridBackend(inject_failures={"gpu-0": 1}).sole_device() is None
+    monkeypatch.setattr(hybrid_backend, "gpu_selectors", lambda: [cl_device, cl_device])
+    assert HybridBackend().sole_device() is None
+
+
+def test_auto_searches_on_the_sole_device(cl_device, monkeypatch, tmp_path):
+    """``dpalign search`` with auto on a host whose work queue has one GPU runs on that
+    device's own backend (its traceback in worker processes, its layout), same hits."""
+    import json
+
+    from dpalign import cli
+    from dpalign.hybrid import backend as hybrid_backend
+    from dpalign.hybrid.backend import HybridBackend
+
+    monkeypatch.setattr(hybrid_backend, "gpu_selectors", lambda: [cl_device])
+    monkeypatch.delenv("DPALIGN_INJECT_FAILURES", raising=False)
+    monkeypatch.setattr(cli, "_backend_from_args", lambda args, *rest: HybridBackend())
+    (tmp_path / "q.fa").write_text(">q\nMKTAYIAKQRQISFVKSHFSRQ\n")
+    (tmp_path / "d.fa").write_text(">a\nMKTAYIAKQRQISFVKSH\n>b\nMSDNGPQNQRNAPRITFGG\n")
+    out = {}
+    for backend in ("auto", "numba"):
+        argv = ["search", "--query", str(tmp_path / "q.fa"), "--db", str(tmp_path / "d.fa"),
+                "--backend", backend, "--out", str(tmp_path / f"{backend}.tsv"),
+                "--report", str(tmp_path / f"{backend}.json")]  # fmt: skip
+        if backend == "numba":
+            monkeypatch.undo()
+        assert cli.main(argv) == 0
+        out[backend] = (tmp_path / f"{backend}.tsv").read_text()
+        report = json.loads((tmp_path / f"{backend}.json").read_text())
+        if backend == "auto":
+            assert report["settings"]["backend"].startswith("opencl")
+    assert out["auto"] == out["numba"]
