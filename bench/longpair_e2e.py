@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_long_pair import related, write  # noqa: E402
 
 CASES = {
+    "auto": [],  # the default backend
     "numba": ["--backend", "numba"],
     "opencl": ["--backend", "opencl"],
     "opencl-all": ["--backend", "opencl", "--device", "all"],
