@@ -149,6 +149,12 @@ AUTO_CPU_CELLS_PER_CORE = float(os.environ.get("DPALIGN_AUTO_CPU_CELLS") or 2.5e
 #: The same for PaPaRa's cells (reads x read length x edges x columns), which cost the cores
 #: ~3x a search's (~11 GCUPS a core here against ~35). Override: DPALIGN_AUTO_CPU_PAPARA_CELLS.
 AUTO_CPU_PAPARA_CELLS_PER_CORE = float(os.environ.get("DPALIGN_AUTO_CPU_PAPARA_CELLS") or 8e9)
+#: The same for one long pair with its traceback (tiles on the cores at ~4 GCUPS a core on the
+#: H100 host: 1 Mb x 1 Mb in 15.2-16.0 s on 16; the GPU 4.7-7.9 s with its start).
+#: Override: DPALIGN_AUTO_CPU_LONGPAIR_CELLS.
+AUTO_CPU_LONGPAIR_CELLS_PER_CORE = float(
+    os.environ.get("DPALIGN_AUTO_CPU_LONGPAIR_CELLS") or 8e9
+)
 
 #: ``auto``/``hybrid`` on a GPU machine: the CPU workers join the devices' work queue only
 #: where their measured share of the cells (their rate over everyone's, from this process's

@@ -161,13 +161,14 @@ def get_backend(name: str | Backend = "auto", **options) -> Backend:
 
 def cores_suffice(cells: float, kernel: str = "pairwise", threads: int | None = None) -> bool:
     """Whether work of about ``cells`` cells of a kernel family (``"pairwise"``,
-    ``"papara"``) is small enough for the cores alone under ``auto``: below
-    ``config.AUTO_CPU_CELLS_PER_CORE`` (``AUTO_CPU_PAPARA_CELLS_PER_CORE``) cells a core, a
-    GPU's start in a fresh process would take longer than the cores' work."""
-    per_core = (
-        config.AUTO_CPU_PAPARA_CELLS_PER_CORE if kernel == "papara"
-        else config.AUTO_CPU_CELLS_PER_CORE
-    )  # fmt: skip
+    ``"papara"``, ``"longpair"``: one pair with traceback) is small enough for the cores
+    alone under ``auto``: below ``config.AUTO_CPU_CELLS_PER_CORE`` (``..._PAPARA_...``,
+    ``..._LONGPAIR_...``) cells a core, a GPU's start in a fresh process would take longer
+    than the cores' work."""
+    per_core = {
+        "papara": config.AUTO_CPU_PAPARA_CELLS_PER_CORE,
+        "longpair": config.AUTO_CPU_LONGPAIR_CELLS_PER_CORE,
+    }.get(kernel, config.AUTO_CPU_CELLS_PER_CORE)
     return cells < per_core * config.cpu_threads(threads)
 
 

@@ -628,3 +628,30 @@ def test_auto_searches_on_the_sole_device(cl_device, monkeypatch, tmp_path):
         if backend == "auto":
             assert report["settings"]["backend"].startswith("opencl")
     assert out["auto"] == out["numba"]
+
+
+def test_a_long_pair_under_a_work_queue_goes_to_its_sole_gpu(cl_device, monkeypatch):
+    """A pair too long for the cores to align sooner runs on the queue's one GPU (same
+    alignment as the cores'); a shorter one stays with the queue's cores."""
+    from dpalign import config, pairwise
+    from dpalign.hybrid import backend as hybrid_backend
+    from dpalign.hybrid.backend import HybridBackend
+
+    monkeypatch.setattr(hybrid_backend, "gpu_selectors", lambda: [cl_device])
+    monkeypatch.delenv("DPALIGN_INJECT_FAILURES", raising=False)
+    rng = np.random.default_rng(3)
+    a = "".join(rng.choice(list("ACGT"), 400))
+    b = a[:150] + "".join(rng.choice(list("ACGT"), 30)) + a[170:]
+    queue = HybridBackend(threads=1)
+    cells = len(a) * len(b)
+    assert cells > config.LONG_PAIR_CELLS
+    monkeypatch.setattr(config, "AUTO_CPU_LONGPAIR_CELLS_PER_CORE", cells + 1.0)
+    assert pairwise._long_pair_device(queue, cells, 1) is queue  # the cores suffice
+    monkeypatch.setattr(config, "AUTO_CPU_LONGPAIR_CELLS_PER_CORE", cells / 2)
+    device = pairwise._long_pair_device(queue, cells, 1)
+    assert device.kind == "device" and device.device == cl_device
+    assert pairwise._long_pair_device(queue, config.LONG_PAIR_CELLS, 1) is queue
+    on_gpu = pairwise.align(a, b, "local", (2, -3), 5, backend=queue, threads=1)
+    on_cores = pairwise.align(a, b, "local", (2, -3), 5, backend="numba", threads=1)
+    assert on_gpu.backend.startswith("opencl")
+    assert (on_gpu.score, on_gpu.cigar) == (on_cores.score, on_cores.cigar)
