@@ -469,3 +469,45 @@ def test_tree_frequencies_follow_near_rows_in_slow_columns_only():
     fast = refine.TreeFrequencies(data, rates=(1000.0,)).at_edge(edge)
     assert slow[col, residue] > 0.95
     np.testing.assert_allclose(fast, np.full_like(fast, 0.25), atol=1e-6)
+
+
+def test_gap_runs_count_inner_gaps_only():
+    """A row's end gaps (a fragment) are no deletions; inside its span, residues followed by
+    a gap over residues, gaps followed by a gap over gaps."""
+    gap = 0
+    rows = ["--AA-AAA--", "A--A------", "----------"]
+    states = np.array([[gap if ch == "-" else 1 for ch in row] for row in rows], np.uint8)
+    opened, extended = refine._gap_runs(states, gap)
+    assert opened == pytest.approx(2 / 5)  # residues at 2, 3, 5, 6 and 0; gaps after 3 and 0
+    assert extended == pytest.approx(1 / 3)  # gaps at 4, 1 and 2; only 1 -> 2 continues
+
+
+@pytest.mark.parametrize("pseudo", [0.0, 0.02, 0.5])
+def test_skip_chances_take_the_references_gap_runs_as_pseudo_rows(pseudo):
+    """``stay`` and ``leave`` are the weighted rows' chances of a gap given the column before,
+    with ``gap_pseudo`` rows of the reference's own gap-run chances: where hardly any
+    weighted row skips column c - 1, skipping c after it is the reference's extension chance,
+    not whatever the sliver of weight says."""
+    sim = simulate(12, 300, 3, (10, 20), seed=5)
+    data = dataset.load(sim.newick, sim.msa, sim.reads, keep_ambiguous=True)
+    model = refine.RefineModel(gap_pseudo=pseudo)
+    refiner = refine.Refiner(data, get_backend("numba"), model)
+    freqs = refiner._freqs
+    for edge in range(0, len(data.tree.edges), 5):
+        _, _, keep, leave, enter, stay = refiner._tables(edge, np.array([1, 2], np.uint8))
+        _, gap, pair = freqs.at_edge(edge)
+        g = np.clip((1 - model.gap_prior) * gap + model.gap_prior * freqs.gap_fraction, 1e-3, 0.999)
+        both = (1 - model.gap_prior) * pair + model.gap_prior * freqs.gap_fraction**2
+        before = np.concatenate([[0.5], g[:-1]])
+        both = np.clip(both, np.maximum(0.0, before + g - 1), np.minimum(before, g))
+        want_stay = (both + pseudo * freqs.gap_extend) / (before + pseudo)
+        want_leave = (g - both + pseudo * freqs.gap_open) / (1 - before + pseudo)
+        np.testing.assert_allclose(stay[1:], np.clip(want_stay, 1e-3, 0.999)[1:], rtol=1e-12)
+        np.testing.assert_allclose(leave[1:], np.clip(want_leave, 1e-3, 0.999)[1:], rtol=1e-12)
+        np.testing.assert_allclose(keep, 1 - leave)
+        np.testing.assert_allclose(enter, 1 - stay)
+    assert 0.0 < freqs.gap_open < freqs.gap_extend < 1.0
+    # After a column almost no weighted row skips, the chance tends to the pseudo-rows'.
+    rare = before < 1e-2
+    if pseudo >= 0.5 and rare.any():
+        assert np.all(np.abs(want_stay[rare] - freqs.gap_extend) < 0.05)

@@ -112,6 +112,14 @@ class RefineModel:
         DNA: the share of substitutions that are transitions (A<->G, C<->T).
     pendant_rel : float
         The read's own branch (from the edge's middle to the read), in mean branch lengths.
+    gap_pseudo : float
+        With ``markov``: weight of the reference's own gap-run chances (a gap after a gap,
+        a gap after a residue; :func:`_gap_runs`) as pseudo-rows in each column's chance of
+        a gap given the column before, ``(both + k * extend) / (before + k)``. Without it a
+        chance conditioned on a column that almost no weighted row skips comes from that
+        sliver of weight alone: one far row skipping columns c - 1 and c made skipping c,
+        once c - 1 was skipped, all but certain, and a read's private deletion moved onto
+        that row's gap, across a conserved residue (BENCHMARKS.md, helper acc6).
     """
 
     tau_rel: float = 0.8
@@ -139,6 +147,7 @@ class RefineModel:
     rates: tuple = (0.02, 0.1, 0.4, 1.5, 6.0)
     transition_share: float = 2 / 3
     pendant_rel: float = 1.0
+    gap_pseudo: float = 0.02
 
 
 class EdgeFrequencies:
@@ -175,6 +184,7 @@ class EdgeFrequencies:
             column_total > 0, column / np.maximum(column_total, 1e-300), self.background
         )
         self.gap_fraction = float(total[self._k] / max(total[: self._k + 1].sum(), 1.0))
+        self.gap_open, self.gap_extend = _gap_runs(data.ref_states, data.alphabet.gap)
 
     @property
     def n_bits(self) -> int:
@@ -413,8 +423,9 @@ class Refiner:
         both = (1 - model.gap_prior) * pair + model.gap_prior * freqs.gap_fraction**2
         before = np.concatenate([[0.5], g[:-1]])
         both = np.clip(both, np.maximum(0.0, before + g - 1), np.minimum(before, g))
-        stay = np.clip(both / before, 1e-3, 1 - 1e-3)
-        leave = np.clip((g - both) / (1 - before), 1e-3, 1 - 1e-3)
+        k = model.gap_pseudo
+        stay = np.clip((both + k * freqs.gap_extend) / (before + k), 1e-3, 1 - 1e-3)
+        leave = np.clip((g - both + k * freqs.gap_open) / (1 - before + k), 1e-3, 1 - 1e-3)
         stay[0], leave[0] = g[0], g[0]
         return np.ascontiguousarray(odds), occupied, 1 - leave, leave, 1 - stay, stay
 
@@ -495,6 +506,24 @@ class Refiner:
             for t, text in zip(pick, refined, strict=True):
                 out[live[t]] = text
         return out
+
+
+def _gap_runs(states: np.ndarray, gap: int) -> tuple[float, float]:
+    """``(open, extend)``: over the reference's rows, the share of residues followed by a gap
+    and of gaps followed by a gap, end gaps (before a row's first residue, after its last)
+    left out: a fragment's missing ends are no deletions."""
+    is_gap = states == gap
+    has = ~is_gap
+    n = states.shape[1]
+    first = np.where(has.any(axis=1), has.argmax(axis=1), n)
+    last = n - 1 - has[:, ::-1].argmax(axis=1)
+    col = np.arange(n)
+    inner = (col[None, :] >= first[:, None]) & (col[None, :] <= last[:, None])
+    pair = inner[:, :-1] & inner[:, 1:]  # columns c - 1 and c both inside the row's span
+    after_res, after_gap = has[:, :-1] & pair, is_gap[:, :-1] & pair
+    opened = float((after_res & is_gap[:, 1:]).sum()) / max(float(after_res.sum()), 1.0)
+    extended = float((after_gap & is_gap[:, 1:]).sum()) / max(float(after_gap.sum()), 1.0)
+    return opened, extended
 
 
 def nearest_tips(tree, edge: int, count: int) -> list[tuple[float, int]]:
