@@ -120,6 +120,15 @@ class RefineModel:
         sliver of weight alone: one far row skipping columns c - 1 and c made skipping c,
         once c - 1 was skipped, all but certain, and a read's private deletion moved onto
         that row's gap, across a conserved residue (BENCHMARKS.md, helper acc6).
+    reselect : bool
+        With ``rows``: align each read against whichever of its edge and the edges that
+        touch it gives it the highest likelihood under the row mixture (the sum over the
+        paths of a band ``reselect_band`` columns either side of the first pass's alignment;
+        the edge's own kept on ties). Neighbouring edges differ in their nearest rows and
+        their weights; the first pass's score, a sum over one alignment with PaPaRa's
+        scores, does not say which of them holds the read's lineage's gaps.
+    reselect_band : int
+        Band of that likelihood (see ``band``).
     """
 
     tau_rel: float = 0.8
@@ -148,6 +157,9 @@ class RefineModel:
     transition_share: float = 2 / 3
     pendant_rel: float = 1.0
     gap_pseudo: float = 0.02
+    reselect: bool = True
+    reselect_band: int = 7
+    reselect_above: float = 0.03
 
 
 class EdgeFrequencies:
@@ -370,6 +382,10 @@ class Refiner:
         self._backend = backend
         self._freqs = EdgeFrequencies(data, self.model.tau_rel)
         self._edge_memo: dict[int, tuple] = {}
+        self._memo_bytes = 0
+        self._last = None
+        self._table_memo: dict[int, tuple] = {}
+        self._table_bytes = 0
         self._gap_freqs = (
             self._freqs
             if self.model.tau_gap_rel == self.model.tau_rel
@@ -387,14 +403,25 @@ class Refiner:
         )
 
     def _at_edge(self, edge: int):
-        """:meth:`EdgeFrequencies.at_edge` of the residue scale, kept for the edge's row
-        table (the chunk of edges being built)."""
-        if edge not in self._edge_memo:
-            residues, gap, pair = self._freqs.at_edge(edge)
-            if self._tree_freqs is not None:
-                residues = self._tree_freqs.at_edge(edge)
-            self._edge_memo[edge] = (residues, gap, pair)
-        return self._edge_memo[edge]
+        """:meth:`EdgeFrequencies.at_edge` of the residue scale (the tree model's for DNA),
+        kept for the edge's row table and, while they take under ``_TABLE_BYTES``, for the
+        rest of the batch (the choice among neighbouring edges, then the pass, build many
+        of the same edges)."""
+        if edge in self._edge_memo:
+            return self._edge_memo[edge]
+        if self._last is not None and self._last[0] == edge:
+            return self._last[1]
+        residues, gap, pair = self._freqs.at_edge(edge)
+        if self._tree_freqs is not None:
+            residues = self._tree_freqs.at_edge(edge)
+        value = (residues, gap, pair)
+        size = residues.nbytes + gap.nbytes + pair.nbytes
+        if self._memo_bytes + size <= _TABLE_BYTES:
+            self._edge_memo[edge] = value
+            self._memo_bytes += size
+        else:
+            self._last = (edge, value)
+        return value
 
     def _tables(self, edge: int, codes: np.ndarray):
         """``(odds (len(codes), n), occupied, keep, leave, enter, stay)`` of one edge (see
@@ -428,6 +455,22 @@ class Refiner:
         leave = np.clip((g - both + k * freqs.gap_open) / (1 - before + k), 1e-3, 1 - 1e-3)
         stay[0], leave[0] = g[0], g[0]
         return np.ascontiguousarray(odds), occupied, 1 - leave, leave, 1 - stay, stay
+
+    def _edge_table(self, edge: int, codes: np.ndarray):
+        """The edge's table for the kernels (:meth:`_tables`, with ``model.rows`` its row
+        table), kept for the rest of the batch while the kept ones take under
+        ``_TABLE_BYTES`` (the choice among neighbouring edges builds most of those the pass
+        then needs; ``codes`` must be the batch's)."""
+        if edge in self._table_memo:
+            return self._table_memo[edge]
+        table = self._tables(edge, codes)
+        if self.model.rows:
+            table = self._row_table(edge, table, codes)
+        size = sum(part.nbytes for part in table if isinstance(part, np.ndarray))
+        if self._table_bytes + size <= _TABLE_BYTES:
+            self._table_memo[edge] = table
+            self._table_bytes += size
+        return table
 
     def _row_table(self, edge: int, table, codes: np.ndarray):
         """``(*table, rows, row_odds, weights)``: the ``model.rows`` reference rows nearest the
@@ -470,7 +513,76 @@ class Refiner:
             [ops[k] for k in live], [reads[k] for k in live], edges[live], states, model.band
         )
         thetas = np.where(mismatch > model.divergent, model.theta_divergent, model.theta)
+        try:
+            return self._refine(model, reads, edges, ops, states, live, bands, thetas, mismatch)
+        finally:
+            self._edge_memo, self._memo_bytes, self._last = {}, 0, None
+            self._table_memo, self._table_bytes = {}, 0
+
+    def _refine(self, model, reads, edges, ops, states, live, bands, thetas, mismatch):
+        """:meth:`refine` once the bands are known: the edges of the reads in doubt
+        reselected, then the pass."""
+        codes = np.unique(np.concatenate([reads[k] for k in live]))
+        doubt = [t for t in range(len(live)) if mismatch[t] > model.reselect_above]
+        if model.reselect and model.rows and doubt:
+            some = [live[t] for t in doubt]
+            wide = [bands[t] for t in doubt]
+            if model.reselect_band != model.band:
+                wide, _ = _bands(
+                    [ops[k] for k in some], [reads[k] for k in some], edges[some], states,
+                    model.reselect_band,
+                )  # fmt: skip
+            edges = self.reselect(reads, edges, some, wide, codes)
         return self._pass(model, reads, edges, ops, live, thetas, bands)
+
+    def reselect(self, reads, edges: np.ndarray, live: list[int], bands, codes=None):
+        """Each ``live`` read's edge replaced by the one of highest row-mixture likelihood
+        over its band among the edge and the edges that share a node with it (the edge's own
+        on ties, then the lowest edge number). ``codes``: the read codes of the tables (a
+        superset of the reads'; by default theirs)."""
+        model, tree = self.model, self._data.tree
+        touching: dict[int, list[int]] = {}
+        for e, edge in enumerate(tree.edges):
+            touching.setdefault(edge.u, []).append(e)
+            touching.setdefault(edge.v, []).append(e)
+        mine = np.concatenate([reads[k] for k in live])
+        if codes is None:
+            codes = np.unique(mine)
+        index = np.searchsorted(codes, mine)
+        starts = np.cumsum([0] + [len(reads[k]) for k in live])
+        pairs: list[tuple[int, int]] = []  # (position in live, candidate edge)
+        for t, k in enumerate(live):
+            e0 = int(edges[k])
+            near = {e0, *touching[tree.edges[e0].u], *touching[tree.edges[e0].v]}
+            pairs += [(t, e) for e in sorted(near)]
+        who = np.array([t for t, _ in pairs], dtype=np.int64)
+        chosen, table_of = np.unique([e for _, e in pairs], return_inverse=True)
+        n = self._data.n_columns
+        per_edge = 16 * (len(codes) + 5) * max(n, 1) * (1 + model.rows)
+        per_chunk = max(1, _TABLE_BYTES // per_edge)
+        value = np.empty(len(pairs))
+        for first in range(0, len(chosen), per_chunk):
+            last = min(first + per_chunk, len(chosen))
+            pick = np.flatnonzero((table_of >= first) & (table_of < last))
+            tables = [self._edge_table(int(e), codes) for e in chosen[first:last]]
+            value[pick] = engine.refine_papara_log_z(
+                self._backend,
+                tables,
+                table_of[pick] - first,
+                [index[starts[who[p]] : starts[who[p] + 1]].astype(np.int64) for p in pick],
+                [bands[who[p]] for p in pick],
+                model,
+            )
+        out = np.array(edges, dtype=np.int64)
+        best = {t: -math.inf for t in range(len(live))}
+        for p, (t, e) in enumerate(pairs):
+            if e == int(edges[live[t]]):
+                best[t] = value[p]
+        for p, (t, e) in enumerate(pairs):  # by edge number within a read
+            if value[p] > best[t]:
+                best[t] = value[p]
+                out[live[t]] = e
+        return out
 
     def _pass(self, model, reads, edges, ops, live, thetas, bands) -> list[str]:
         """One model's op strings of the ``live`` reads, each in its band."""
@@ -486,13 +598,7 @@ class Refiner:
         for first in range(0, len(chosen), per_chunk):
             last = min(first + per_chunk, len(chosen))
             pick = np.flatnonzero((table_of >= first) & (table_of < last))
-            self._edge_memo = {}
-            tables = [self._tables(int(e), codes) for e in chosen[first:last]]
-            if model.rows:
-                tables = [
-                    self._row_table(int(e), t, codes)
-                    for e, t in zip(chosen[first:last], tables, strict=True)
-                ]
+            tables = [self._edge_table(int(e), codes) for e in chosen[first:last]]
             refined = engine.refine_papara(
                 self._backend,
                 tables,
@@ -502,7 +608,6 @@ class Refiner:
                 thetas[pick],
                 model,
             )
-            self._edge_memo = {}
             for t, text in zip(pick, refined, strict=True):
                 out[live[t]] = text
         return out
