@@ -160,6 +160,7 @@ class RefineModel:
     reselect: bool = True
     reselect_band: int = 7
     reselect_above: float = 0.03
+    band_sure: int = 14
 
 
 class EdgeFrequencies:
@@ -513,6 +514,15 @@ class Refiner:
             [ops[k] for k in live], [reads[k] for k in live], edges[live], states, model.band
         )
         thetas = np.where(mismatch > model.divergent, model.theta_divergent, model.theta)
+        sure = np.flatnonzero(mismatch <= model.reselect_above)
+        if model.band_sure < model.band and len(sure):
+            some = [live[t] for t in sure]
+            narrow, _ = _bands(
+                [ops[k] for k in some], [reads[k] for k in some], edges[some], states,
+                model.band_sure,
+            )  # fmt: skip
+            for t, band in zip(sure, narrow, strict=True):
+                bands[t] = band
         try:
             return self._refine(model, reads, edges, ops, states, live, bands, thetas, mismatch)
         finally:
