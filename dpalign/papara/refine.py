@@ -18,9 +18,10 @@ relative whose lineage it shares. For DNA the residue frequencies are not the we
 but a tree model's (:class:`TreeFrequencies`: what a read at the edge's middle is expected to
 carry given every row, the branch lengths and each column's rate). The alignment kept is
 the one with the most characters expected in their right place, a character left as an
-insertion counting with its posterior of being in no column (``RefineModel.insert``). It
-runs on the CPU after any backend's scoring, so the output is the same whichever backend
-scored.
+insertion counting with its posterior of being in no column (``RefineModel.insert``). A
+read that fits its edge poorly is first moved to the likeliest of its edge and the edges
+touching it under the same model (:meth:`Refiner.reselect`). It runs on the CPU after any
+backend's scoring, so the output is the same whichever backend scored.
 """
 
 from __future__ import annotations
@@ -129,6 +130,15 @@ class RefineModel:
         scores, does not say which of them holds the read's lineage's gaps.
     reselect_band : int
         Band of that likelihood (see ``band``).
+    reselect_above : float
+        Only reads whose first-pass alignment mismatches its edge's Fitch states in more than
+        this share of their aligned characters are reselected (reads that fit their edge
+        gain nothing and cost the time: over 3%, +11.3 summed points on the tuning seeds
+        against +5.7 for every read; BENCHMARKS.md, helper acc6).
+    band_sure : int
+        The ``band`` of the other reads, those at or under ``reselect_above`` (a read that
+        fits its edge needs less room; 14 against 20 costs -1.9 summed points on the tuning
+        seeds and pays for the reselection's time).
     """
 
     tau_rel: float = 0.8
