@@ -46,7 +46,7 @@ def parse_model(name: str) -> dict:
     out = {}
     for part in name.split(":"):
         key, value = part.split("=")
-        if key in ("rows", "band"):
+        if key in ("rows", "band", "band_sure", "reselect_band"):
             out[key] = int(value)
         elif key == "tree_residues":
             out[key] = value

@@ -296,6 +296,13 @@ def refine_papara(backend: Backend, tables, table_of, reads, bands, thetas, mode
     return cpu_backend(backend.threads).refine_papara(tables, table_of, reads, bands, thetas, model)
 
 
+def refine_papara_log_z(backend: Backend, tables, table_of, reads, bands, model) -> np.ndarray:
+    """Each read's log likelihood under the row-mixture model of ``tables[table_of[k]]`` over
+    its band (the accurate mode's choice among an edge and its neighbours). On the CPU
+    backend, as :func:`refine_papara`."""
+    return cpu_backend(backend.threads).refine_papara_log_z(tables, table_of, reads, bands, model)
+
+
 def align_papara_trimmed(backend: Backend, states, flags, reads, edges, scoring):
     """:func:`align_papara` in the form the PaPaRa writer keeps: ``(scores, leads, cores)``,
     ``leads[k]`` the number of ``R`` before read k's first ``M``/``I`` (n where skipped) and
@@ -493,6 +500,19 @@ class ReferenceBackend(Backend):
             reference.papara_refine(*tables[int(t)], read, band, *consts, float(theta))
             for t, read, band, theta in zip(table_of, reads, bands, thetas, strict=True)
         ]
+
+    def refine_papara_log_z(self, tables, table_of, reads, bands, model):
+        """Each read's row-mixture log likelihood over its band, read by read
+        (:func:`reference.papara_refine_rows_log_z`)."""
+        consts = (model.open_ins, model.extend_ins, model.overhang)
+        extra = (model.row_mix, model.jump, model.profile_weight)
+        return np.array(
+            [
+                reference.papara_refine_rows_log_z(tables[int(t)], read, band, *consts, *extra)
+                for t, read, band in zip(table_of, reads, bands, strict=True)
+            ],
+            dtype=np.float64,
+        )
 
     def _pairwise(self, task, a, b, align=False):
         sc = task.scoring

@@ -576,9 +576,12 @@ def papara_refine_rows_posteriors(
     overhang,
     open_lo,
     open_hi,
-) -> np.ndarray:
+    with_log_z=False,
+):
     """Posteriors ``P[j+1, i+1]`` of the row-mixture model: :func:`papara_refine_posteriors`
-    with R components, each its own chain, and switches between them.
+    with R components, each its own chain, and switches between them (with ``with_log_z``:
+    ``(P, log Z)``, log Z the log of the sum over every path, the model's likelihood of the
+    read relative to the background).
 
     ``odds`` (R, codes, hi - lo) and ``occupied``, ``keep``, ``leave``, ``enter`` and ``stay``
     (R, hi - lo) are component r's weights of :func:`papara_refine_posteriors` for window
@@ -677,7 +680,7 @@ def papara_refine_rows_posteriors(
             v = _lse(*(lm[r, j, i] + bm[r, j, i] for r in range(rows)))
             if v > ninf:
                 post[j, i] = math.exp(v - log_z)
-    return post
+    return (post, log_z) if with_log_z else post
 
 
 def papara_refine_row_window(odds, profile, rows, row_odds, weights, lo, hi, mix, profile_weight):
@@ -761,6 +764,25 @@ def papara_refine_rows(
     cut = theta + insert * np.maximum(0.0, 1.0 - post.sum(axis=1))
     cut[0] = theta
     return "R" * lo + papara_refine_decode(post, cut) + "R" * (n_total - hi)
+
+
+def papara_refine_rows_log_z(
+    table, read, band, open_ins, extend_ins, overhang, mix, jump, profile_weight
+) -> float:
+    """One read's log likelihood under the row-mixture model of ``table`` (as
+    :func:`papara_refine_rows` takes it) over its band ``(lo, hi, first, last)``: log Z of
+    :func:`papara_refine_rows_posteriors`."""
+    odds, profile, rows, row_odds, weights = table[0], table[1:6], *table[6:]
+    n_total = len(profile[0])
+    lo, hi, first, last = band
+    window = papara_refine_row_window(
+        odds, profile, rows, row_odds, weights, lo, hi, mix, profile_weight
+    )
+    _, log_z = papara_refine_rows_posteriors(
+        *window, jump, read, lo, hi, first, last, open_ins, extend_ins, overhang, lo == 0,
+        hi == n_total, with_log_z=True,
+    )  # fmt: skip
+    return log_z
 
 
 def papara_refine_tree_frequencies(

@@ -469,3 +469,163 @@ def test_tree_frequencies_follow_near_rows_in_slow_columns_only():
     fast = refine.TreeFrequencies(data, rates=(1000.0,)).at_edge(edge)
     assert slow[col, residue] > 0.95
     np.testing.assert_allclose(fast, np.full_like(fast, 0.25), atol=1e-6)
+
+
+def test_gap_runs_count_inner_gaps_only():
+    """A row's end gaps (a fragment) are no deletions; inside its span, residues followed by
+    a gap over residues, gaps followed by a gap over gaps."""
+    gap = 0
+    rows = ["--AA-AAA--", "A--A------", "----------"]
+    states = np.array([[gap if ch == "-" else 1 for ch in row] for row in rows], np.uint8)
+    opened, extended = refine._gap_runs(states, gap)
+    assert opened == pytest.approx(2 / 5)  # residues at 2, 3, 5, 6 and 0; gaps after 3 and 0
+    assert extended == pytest.approx(1 / 3)  # gaps at 4, 1 and 2; only 1 -> 2 continues
+
+
+@pytest.mark.parametrize("pseudo", [0.0, 0.02, 0.5])
+def test_skip_chances_take_the_references_gap_runs_as_pseudo_rows(pseudo):
+    """``stay`` and ``leave`` are the weighted rows' chances of a gap given the column before,
+    with ``gap_pseudo`` rows of the reference's own gap-run chances: where hardly any
+    weighted row skips column c - 1, skipping c after it is the reference's extension chance,
+    not whatever the sliver of weight says."""
+    sim = simulate(12, 300, 3, (10, 20), seed=5)
+    data = dataset.load(sim.newick, sim.msa, sim.reads, keep_ambiguous=True)
+    model = refine.RefineModel(gap_pseudo=pseudo)
+    refiner = refine.Refiner(data, get_backend("numba"), model)
+    freqs = refiner._freqs
+    for edge in range(0, len(data.tree.edges), 5):
+        _, _, keep, leave, enter, stay = refiner._tables(edge, np.array([1, 2], np.uint8))
+        _, gap, pair = freqs.at_edge(edge)
+        g = np.clip((1 - model.gap_prior) * gap + model.gap_prior * freqs.gap_fraction, 1e-3, 0.999)
+        both = (1 - model.gap_prior) * pair + model.gap_prior * freqs.gap_fraction**2
+        before = np.concatenate([[0.5], g[:-1]])
+        both = np.clip(both, np.maximum(0.0, before + g - 1), np.minimum(before, g))
+        want_stay = (both + pseudo * freqs.gap_extend) / (before + pseudo)
+        want_leave = (g - both + pseudo * freqs.gap_open) / (1 - before + pseudo)
+        np.testing.assert_allclose(stay[1:], np.clip(want_stay, 1e-3, 0.999)[1:], rtol=1e-12)
+        np.testing.assert_allclose(leave[1:], np.clip(want_leave, 1e-3, 0.999)[1:], rtol=1e-12)
+        np.testing.assert_allclose(keep, 1 - leave)
+        np.testing.assert_allclose(enter, 1 - stay)
+    assert 0.0 < freqs.gap_open < freqs.gap_extend < 1.0
+    # After a column almost no weighted row skips, the chance tends to the pseudo-rows'.
+    rare = before < 1e-2
+    if pseudo >= 0.5 and rare.any():
+        assert np.all(np.abs(want_stay[rare] - freqs.gap_extend) < 0.05)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([0.0, 0.01, 0.5]),
+    st.sampled_from([0.0, 0.3]),
+    st.sampled_from([1e-5, 0.3]),
+)
+def test_row_mixture_log_likelihood_matches_the_oracle(seed, jump, profile_weight, open_ins):
+    """The forward pass alone (the accurate mode's choice among neighbouring edges): the same
+    log likelihood as the oracle's, read by read, on one thread and two, windows anywhere."""
+    rng = np.random.default_rng(seed)
+    n, rows = int(rng.integers(1, 30)), int(rng.integers(1, 4))
+    weights = rng.uniform(0.1, 1, rows)
+    tables = [
+        (
+            rng.uniform(0.1, 4, (3, n)), *rng.uniform(0.01, 0.99, (5, n)),
+            rng.random((rows, n)) < 0.7, rng.uniform(0.1, 4, (rows, 3, n)),
+            weights / weights.sum(),
+        )
+        for _ in range(2)
+    ]  # fmt: skip
+    reads = [rng.integers(0, 3, int(rng.integers(1, 25))) for _ in range(20)]
+    bands = []
+    for read in reads:
+        lo = int(rng.integers(0, n))
+        hi = int(rng.integers(lo + 1, n + 1))
+        centre = np.sort(rng.integers(0, hi - lo + 1, len(read) + 1))
+        width = int(rng.integers(0, 5))
+        bands.append(
+            (lo, hi, np.clip(centre - width, 0, hi - lo), np.clip(centre + width, 0, hi - lo))
+        )
+    which = rng.integers(0, 2, len(reads))
+    args = (tables, which, reads, bands, open_ins, 0.3, 0.7, 0.6, jump, profile_weight)
+    got = kernel.log_z_many_rows(*args, threads=1)
+    np.testing.assert_array_equal(got, kernel.log_z_many_rows(*args, threads=2))
+    want = [
+        reference.papara_refine_rows_log_z(
+            tables[t], r, b, open_ins, 0.3, 0.7, 0.6, jump, profile_weight
+        )
+        for t, r, b in zip(which, reads, bands, strict=True)
+    ]
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+
+
+def test_row_mixture_log_likelihood_of_one_character_is_its_sum_over_rows():
+    """One character, one column: the only path aligns it there, entered from the start:
+    ``Z = sum_r w_r * ((1 - mix) * has_r + mix * occupied) * odds_r``."""
+    odds = np.array([[2.0], [0.5]])
+    profile = [np.array([0.9]), *np.full((4, 1), 0.5)]
+    rows = np.array([[True], [False]])
+    row_odds = np.array([[[3.0], [1.0]], [[0.2], [0.7]]])
+    weights = np.array([0.25, 0.75])
+    table = (odds, *profile, rows, row_odds, weights)
+    band = (0, 1, np.array([0, 0]), np.array([1, 1]))
+    mix = 0.6
+    want = math.log(0.25 * (0.4 + mix * 0.9) * 1.0 + 0.75 * (mix * 0.9) * 0.7)
+    got = reference.papara_refine_rows_log_z(
+        table, np.array([1]), band, 1e-3, 0.3, 1.0, mix, 0.1, 0
+    )
+    assert got == pytest.approx(want, rel=1e-12)
+    fast = kernel.log_z_many_rows(
+        [table], [0], [np.array([1])], [band], 1e-3, 0.3, 1.0, mix, 0.1, 0
+    )
+    assert fast[0] == pytest.approx(want, rel=1e-12)
+
+
+def test_reselect_takes_the_likeliest_of_the_edge_and_its_neighbours():
+    """Each read's edge becomes the one of highest row-mixture likelihood among its own and
+    those that share a node with it (its own on ties), on both CPU backends alike."""
+    from dpalign.engine import ReferenceBackend
+
+    sim = simulate(12, 80, 12, (15, 30), seed=14)
+    data = dataset.load(sim.newick, sim.msa, sim.reads, keep_ambiguous=True)
+    states, flags = profiles.dataset_profiles(data)
+    backend = get_backend("numba")
+    placed = placement.place(states, flags, data.reads, ACCURATE, backend)
+    leads, cores = traceback.align_reads(
+        states, flags, data.reads, placed.edge, placed.score, ACCURATE, backend
+    )
+    n_sites = states.shape[1]
+    first = [msa.untrim_ops(lead, core, n_sites) for lead, core in zip(leads, cores, strict=True)]
+    model = refine.RefineModel(band=6, reselect_band=6)
+    live = [k for k in range(len(data.reads)) if placed.edge[k] >= 0 and len(data.reads[k])]
+    bands, _ = refine._bands(
+        [first[k] for k in live], [data.reads[k] for k in live], placed.edge[live], states, 6
+    )
+    fast = refine.Refiner(data, backend, model)
+    slow = refine.Refiner(data, ReferenceBackend(), model)
+    got = fast.reselect(data.reads, placed.edge, live, bands)
+    assert (got == slow.reselect(data.reads, placed.edge, live, bands)).all()
+    tree = data.tree
+    codes, index = np.unique(np.concatenate([data.reads[k] for k in live]), return_inverse=True)
+    starts = np.cumsum([0] + [len(data.reads[k]) for k in live])
+    for t, k in enumerate(live):
+        e0 = int(placed.edge[k])
+        ends = {tree.edges[e0].u, tree.edges[e0].v}
+        near = [e for e, edge in enumerate(tree.edges) if {edge.u, edge.v} & ends]
+        read = index[starts[t] : starts[t + 1]]
+        value = {
+            e: reference.papara_refine_rows_log_z(
+                slow._row_table(e, slow._tables(e, codes), codes),
+                read,
+                bands[t],
+                model.open_ins,
+                model.extend_ins,
+                model.overhang,
+                model.row_mix,
+                model.jump,
+                model.profile_weight,
+            )  # fmt: skip
+            for e in near
+        }
+        top = max(value.values())
+        want = e0 if value[e0] == top else min(e for e in near if value[e] == top)
+        assert got[k] == want
+    assert (got != placed.edge).any()  # some read moved, so the check has teeth

@@ -18,9 +18,10 @@ relative whose lineage it shares. For DNA the residue frequencies are not the we
 but a tree model's (:class:`TreeFrequencies`: what a read at the edge's middle is expected to
 carry given every row, the branch lengths and each column's rate). The alignment kept is
 the one with the most characters expected in their right place, a character left as an
-insertion counting with its posterior of being in no column (``RefineModel.insert``). It
-runs on the CPU after any backend's scoring, so the output is the same whichever backend
-scored.
+insertion counting with its posterior of being in no column (``RefineModel.insert``). A
+read that fits its edge poorly is first moved to the likeliest of its edge and the edges
+touching it under the same model (:meth:`Refiner.reselect`). It runs on the CPU after any
+backend's scoring, so the output is the same whichever backend scored.
 """
 
 from __future__ import annotations
@@ -112,6 +113,32 @@ class RefineModel:
         DNA: the share of substitutions that are transitions (A<->G, C<->T).
     pendant_rel : float
         The read's own branch (from the edge's middle to the read), in mean branch lengths.
+    gap_pseudo : float
+        With ``markov``: weight of the reference's own gap-run chances (a gap after a gap,
+        a gap after a residue; :func:`_gap_runs`) as pseudo-rows in each column's chance of
+        a gap given the column before, ``(both + k * extend) / (before + k)``. Without it a
+        chance conditioned on a column that almost no weighted row skips comes from that
+        sliver of weight alone: one far row skipping columns c - 1 and c made skipping c,
+        once c - 1 was skipped, all but certain, and a read's private deletion moved onto
+        that row's gap, across a conserved residue (BENCHMARKS.md, helper acc6).
+    reselect : bool
+        With ``rows``: align each read against whichever of its edge and the edges that
+        touch it gives it the highest likelihood under the row mixture (the sum over the
+        paths of a band ``reselect_band`` columns either side of the first pass's alignment;
+        the edge's own kept on ties). Neighbouring edges differ in their nearest rows and
+        their weights; the first pass's score, a sum over one alignment with PaPaRa's
+        scores, does not say which of them holds the read's lineage's gaps.
+    reselect_band : int
+        Band of that likelihood (see ``band``).
+    reselect_above : float
+        Only reads whose first-pass alignment mismatches its edge's Fitch states in more than
+        this share of their aligned characters are reselected (reads that fit their edge
+        gain nothing and cost the time: over 3%, +11.3 summed points on the tuning seeds
+        against +5.7 for every read; BENCHMARKS.md, helper acc6).
+    band_sure : int
+        The ``band`` of the other reads, those at or under ``reselect_above`` (a read that
+        fits its edge needs less room; 14 against 20 costs -1.9 summed points on the tuning
+        seeds and pays for the reselection's time).
     """
 
     tau_rel: float = 0.8
@@ -139,6 +166,11 @@ class RefineModel:
     rates: tuple = (0.02, 0.1, 0.4, 1.5, 6.0)
     transition_share: float = 2 / 3
     pendant_rel: float = 1.0
+    gap_pseudo: float = 0.02
+    reselect: bool = True
+    reselect_band: int = 7
+    reselect_above: float = 0.03
+    band_sure: int = 14
 
 
 class EdgeFrequencies:
@@ -175,6 +207,7 @@ class EdgeFrequencies:
             column_total > 0, column / np.maximum(column_total, 1e-300), self.background
         )
         self.gap_fraction = float(total[self._k] / max(total[: self._k + 1].sum(), 1.0))
+        self.gap_open, self.gap_extend = _gap_runs(data.ref_states, data.alphabet.gap)
 
     @property
     def n_bits(self) -> int:
@@ -360,6 +393,10 @@ class Refiner:
         self._backend = backend
         self._freqs = EdgeFrequencies(data, self.model.tau_rel)
         self._edge_memo: dict[int, tuple] = {}
+        self._memo_bytes = 0
+        self._last = None
+        self._table_memo: dict[int, tuple] = {}
+        self._table_bytes = 0
         self._gap_freqs = (
             self._freqs
             if self.model.tau_gap_rel == self.model.tau_rel
@@ -377,14 +414,25 @@ class Refiner:
         )
 
     def _at_edge(self, edge: int):
-        """:meth:`EdgeFrequencies.at_edge` of the residue scale, kept for the edge's row
-        table (the chunk of edges being built)."""
-        if edge not in self._edge_memo:
-            residues, gap, pair = self._freqs.at_edge(edge)
-            if self._tree_freqs is not None:
-                residues = self._tree_freqs.at_edge(edge)
-            self._edge_memo[edge] = (residues, gap, pair)
-        return self._edge_memo[edge]
+        """:meth:`EdgeFrequencies.at_edge` of the residue scale (the tree model's for DNA),
+        kept for the edge's row table and, while they take under ``_TABLE_BYTES``, for the
+        rest of the batch (the choice among neighbouring edges, then the pass, build many
+        of the same edges)."""
+        if edge in self._edge_memo:
+            return self._edge_memo[edge]
+        if self._last is not None and self._last[0] == edge:
+            return self._last[1]
+        residues, gap, pair = self._freqs.at_edge(edge)
+        if self._tree_freqs is not None:
+            residues = self._tree_freqs.at_edge(edge)
+        value = (residues, gap, pair)
+        size = residues.nbytes + gap.nbytes + pair.nbytes
+        if self._memo_bytes + size <= _TABLE_BYTES:
+            self._edge_memo[edge] = value
+            self._memo_bytes += size
+        else:
+            self._last = (edge, value)
+        return value
 
     def _tables(self, edge: int, codes: np.ndarray):
         """``(odds (len(codes), n), occupied, keep, leave, enter, stay)`` of one edge (see
@@ -413,10 +461,27 @@ class Refiner:
         both = (1 - model.gap_prior) * pair + model.gap_prior * freqs.gap_fraction**2
         before = np.concatenate([[0.5], g[:-1]])
         both = np.clip(both, np.maximum(0.0, before + g - 1), np.minimum(before, g))
-        stay = np.clip(both / before, 1e-3, 1 - 1e-3)
-        leave = np.clip((g - both) / (1 - before), 1e-3, 1 - 1e-3)
+        k = model.gap_pseudo
+        stay = np.clip((both + k * freqs.gap_extend) / (before + k), 1e-3, 1 - 1e-3)
+        leave = np.clip((g - both + k * freqs.gap_open) / (1 - before + k), 1e-3, 1 - 1e-3)
         stay[0], leave[0] = g[0], g[0]
         return np.ascontiguousarray(odds), occupied, 1 - leave, leave, 1 - stay, stay
+
+    def _edge_table(self, edge: int, codes: np.ndarray):
+        """The edge's table for the kernels (:meth:`_tables`, with ``model.rows`` its row
+        table), kept for the rest of the batch while the kept ones take under
+        ``_TABLE_BYTES`` (the choice among neighbouring edges builds most of those the pass
+        then needs; ``codes`` must be the batch's)."""
+        if edge in self._table_memo:
+            return self._table_memo[edge]
+        table = self._tables(edge, codes)
+        if self.model.rows:
+            table = self._row_table(edge, table, codes)
+        size = sum(part.nbytes for part in table if isinstance(part, np.ndarray))
+        if self._table_bytes + size <= _TABLE_BYTES:
+            self._table_memo[edge] = table
+            self._table_bytes += size
+        return table
 
     def _row_table(self, edge: int, table, codes: np.ndarray):
         """``(*table, rows, row_odds, weights)``: the ``model.rows`` reference rows nearest the
@@ -459,7 +524,85 @@ class Refiner:
             [ops[k] for k in live], [reads[k] for k in live], edges[live], states, model.band
         )
         thetas = np.where(mismatch > model.divergent, model.theta_divergent, model.theta)
+        sure = np.flatnonzero(mismatch <= model.reselect_above)
+        if model.band_sure < model.band and len(sure):
+            some = [live[t] for t in sure]
+            narrow, _ = _bands(
+                [ops[k] for k in some], [reads[k] for k in some], edges[some], states,
+                model.band_sure,
+            )  # fmt: skip
+            for t, band in zip(sure, narrow, strict=True):
+                bands[t] = band
+        try:
+            return self._refine(model, reads, edges, ops, states, live, bands, thetas, mismatch)
+        finally:
+            self._edge_memo, self._memo_bytes, self._last = {}, 0, None
+            self._table_memo, self._table_bytes = {}, 0
+
+    def _refine(self, model, reads, edges, ops, states, live, bands, thetas, mismatch):
+        """:meth:`refine` once the bands are known: the edges of the reads in doubt
+        reselected, then the pass."""
+        codes = np.unique(np.concatenate([reads[k] for k in live]))
+        doubt = [t for t in range(len(live)) if mismatch[t] > model.reselect_above]
+        if model.reselect and model.rows and doubt:
+            some = [live[t] for t in doubt]
+            wide = [bands[t] for t in doubt]
+            if model.reselect_band != model.band:
+                wide, _ = _bands(
+                    [ops[k] for k in some], [reads[k] for k in some], edges[some], states,
+                    model.reselect_band,
+                )  # fmt: skip
+            edges = self.reselect(reads, edges, some, wide, codes)
         return self._pass(model, reads, edges, ops, live, thetas, bands)
+
+    def reselect(self, reads, edges: np.ndarray, live: list[int], bands, codes=None):
+        """Each ``live`` read's edge replaced by the one of highest row-mixture likelihood
+        over its band among the edge and the edges that share a node with it (the edge's own
+        on ties, then the lowest edge number). ``codes``: the read codes of the tables (a
+        superset of the reads'; by default theirs)."""
+        model, tree = self.model, self._data.tree
+        touching: dict[int, list[int]] = {}
+        for e, edge in enumerate(tree.edges):
+            touching.setdefault(edge.u, []).append(e)
+            touching.setdefault(edge.v, []).append(e)
+        mine = np.concatenate([reads[k] for k in live])
+        if codes is None:
+            codes = np.unique(mine)
+        index = np.searchsorted(codes, mine)
+        starts = np.cumsum([0] + [len(reads[k]) for k in live])
+        pairs: list[tuple[int, int]] = []  # (position in live, candidate edge)
+        for t, k in enumerate(live):
+            e0 = int(edges[k])
+            near = {e0, *touching[tree.edges[e0].u], *touching[tree.edges[e0].v]}
+            pairs += [(t, e) for e in sorted(near)]
+        who = np.array([t for t, _ in pairs], dtype=np.int64)
+        chosen, table_of = np.unique([e for _, e in pairs], return_inverse=True)
+        n = self._data.n_columns
+        per_edge = 16 * (len(codes) + 5) * max(n, 1) * (1 + model.rows)
+        per_chunk = max(1, _TABLE_BYTES // per_edge)
+        value = np.empty(len(pairs))
+        for first in range(0, len(chosen), per_chunk):
+            last = min(first + per_chunk, len(chosen))
+            pick = np.flatnonzero((table_of >= first) & (table_of < last))
+            tables = [self._edge_table(int(e), codes) for e in chosen[first:last]]
+            value[pick] = engine.refine_papara_log_z(
+                self._backend,
+                tables,
+                table_of[pick] - first,
+                [index[starts[who[p]] : starts[who[p] + 1]].astype(np.int64) for p in pick],
+                [bands[who[p]] for p in pick],
+                model,
+            )
+        out = np.array(edges, dtype=np.int64)
+        best = {t: -math.inf for t in range(len(live))}
+        for p, (t, e) in enumerate(pairs):
+            if e == int(edges[live[t]]):
+                best[t] = value[p]
+        for p, (t, e) in enumerate(pairs):  # by edge number within a read
+            if value[p] > best[t]:
+                best[t] = value[p]
+                out[live[t]] = e
+        return out
 
     def _pass(self, model, reads, edges, ops, live, thetas, bands) -> list[str]:
         """One model's op strings of the ``live`` reads, each in its band."""
@@ -475,13 +618,7 @@ class Refiner:
         for first in range(0, len(chosen), per_chunk):
             last = min(first + per_chunk, len(chosen))
             pick = np.flatnonzero((table_of >= first) & (table_of < last))
-            self._edge_memo = {}
-            tables = [self._tables(int(e), codes) for e in chosen[first:last]]
-            if model.rows:
-                tables = [
-                    self._row_table(int(e), t, codes)
-                    for e, t in zip(chosen[first:last], tables, strict=True)
-                ]
+            tables = [self._edge_table(int(e), codes) for e in chosen[first:last]]
             refined = engine.refine_papara(
                 self._backend,
                 tables,
@@ -491,10 +628,27 @@ class Refiner:
                 thetas[pick],
                 model,
             )
-            self._edge_memo = {}
             for t, text in zip(pick, refined, strict=True):
                 out[live[t]] = text
         return out
+
+
+def _gap_runs(states: np.ndarray, gap: int) -> tuple[float, float]:
+    """``(open, extend)``: over the reference's rows, the share of residues followed by a gap
+    and of gaps followed by a gap, end gaps (before a row's first residue, after its last)
+    left out: a fragment's missing ends are no deletions."""
+    is_gap = states == gap
+    has = ~is_gap
+    n = states.shape[1]
+    first = np.where(has.any(axis=1), has.argmax(axis=1), n)
+    last = n - 1 - has[:, ::-1].argmax(axis=1)
+    col = np.arange(n)
+    inner = (col[None, :] >= first[:, None]) & (col[None, :] <= last[:, None])
+    pair = inner[:, :-1] & inner[:, 1:]  # columns c - 1 and c both inside the row's span
+    after_res, after_gap = has[:, :-1] & pair, is_gap[:, :-1] & pair
+    opened = float((after_res & is_gap[:, 1:]).sum()) / max(float(after_res.sum()), 1.0)
+    extended = float((after_gap & is_gap[:, 1:]).sum()) / max(float(after_gap.sum()), 1.0)
+    return opened, extended
 
 
 def nearest_tips(tree, edge: int, count: int) -> list[tuple[float, int]]:

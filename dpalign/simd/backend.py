@@ -256,6 +256,15 @@ class NumbaBackend(Backend):
             )
         return refine_many(tables, table_of, reads, bands, *consts, thetas, threads=self.threads)
 
+    def refine_papara_log_z(self, tables, table_of, reads, bands, model):
+        """Each read's row-mixture log likelihood over its band, reads on every core."""
+        from .papara_refine import log_z_many_rows
+
+        return log_z_many_rows(
+            tables, table_of, reads, bands, model.open_ins, model.extend_ins, model.overhang,
+            model.row_mix, model.jump, model.profile_weight, threads=self.threads,
+        )  # fmt: skip
+
     def align_papara_trimmed(self, states, flags, reads, edges, scoring):
         """``(scores, leads, cores)``: :meth:`align_papara` with the ops trimmed in the
         kernel's threads (see :func:`dpalign.engine.align_papara_trimmed`)."""

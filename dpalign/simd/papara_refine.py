@@ -309,8 +309,9 @@ def refine_many(
 
 @njit(nogil=True, cache=True)
 def _band_posteriors(
-    emit, chain, weights, jump, read, lo, n, first, last, consts, open_lo, open_hi, work, post
-):  # pragma: no cover - compiled
+    emit, chain, weights, jump, read, lo, n, first, last, consts, open_lo, open_hi, work, post,
+    only_z=False,
+):  # fmt: skip  # pragma: no cover - compiled
     """:func:`posteriors_rows` over the band only, on preallocated ``work``.
 
     ``emit`` (codes, columns, R) and ``chain`` (5, columns, R: occupied, keep, leave, enter,
@@ -325,6 +326,10 @@ def _band_posteriors(
     soon as its backward sums are done (the normaliser comes from the forward pass alone):
     the work stays in the core's cache. Row j's cells sit at ``1..last[j] - first[j] + 1``,
     with zero pads either side; component innermost.
+
+    Returns the log of the sum over the band's paths (the model's likelihood of the read,
+    relative to the background); with ``only_z`` after the forward pass alone (``post``
+    untouched).
     """
     open_ins, extend_ins, overhang = consts[0], consts[1], consts[2]
     m = read.shape[0]
@@ -444,6 +449,8 @@ def _band_posteriors(
                     log_part = math.log(part) + scale_f[j] + log_over * (m - j)
                     top_, low_ = max(log_z, log_part), min(log_z, log_part)
                     log_z = top_ + math.log1p(math.exp(low_ - top_))
+    if only_z:
+        return log_z
     diag = np.zeros(rows)  # per target component: on into its next column, aligned
     skip = np.zeros(rows)
     below = np.zeros(rows)  # bi of (j + 1, i)
@@ -533,6 +540,7 @@ def _band_posteriors(
                 post[j, k] = math.exp(math.log(v) + shift)
             else:
                 post[j, k] = 0.0
+    return log_z
 
 
 @njit(nogil=True, cache=True)
@@ -682,6 +690,103 @@ def _refine_rows_reads(
         counts[k] = _decode_band(post, first, last, n, cut, value, move, out[out_at[k] :])
 
 
+@njit(nogil=True, cache=True)
+def _log_z_rows_reads(
+    emit, chain, weights, offset, table_of, reads, read_at, lohi, first_all, last_all, consts,
+    n_total, out, start, stop,
+):  # fmt: skip  # pragma: no cover - compiled
+    """Reads ``start..stop-1``: the row mixture's log likelihood of each over its band
+    (:func:`_band_posteriors`' forward pass alone) into ``out[k]``."""
+    jump = consts[3]
+    rows = weights.shape[1]
+    big_m = 0
+    big_w = 1
+    for k in range(start, stop):
+        m = read_at[k + 1] - read_at[k]
+        big_m = max(big_m, m)
+        at = read_at[k] + k
+        for j in range(m + 1):
+            big_w = max(big_w, last_all[at + j] - first_all[at + j] + 1)
+    work = _workspace(big_m, big_w + 2, rows)
+    post = np.empty((1, 1))
+    for k in range(start, stop):
+        t = table_of[k]
+        read = reads[read_at[k] : read_at[k + 1]]
+        m = read.shape[0]
+        at = read_at[k] + k
+        lo, hi = lohi[k, 0], lohi[k, 1]
+        out[k] = _band_posteriors(
+            emit[t], chain[t], weights[t], jump, read, lo - offset[t], hi - lo,
+            first_all[at : at + m + 1], last_all[at : at + m + 1], consts, lo == 0,
+            hi == n_total, work, post, True,
+        )  # fmt: skip
+
+
+def _layout(tables, table_of, reads, bands, mix: float, profile_weight: float, chains=True):
+    """What the compiled row-mixture loops take: the edges' components over the columns their
+    reads' windows cover (:func:`_edge_components`, ``chains`` passed on), and the reads
+    ordered by edge, then longest first (``order``), flattened with their bands."""
+    n_total = len(tables[0][1])
+    spans = np.zeros((len(tables), 2), dtype=np.int64)  # columns the edge's reads need
+    spans[:, 0] = n_total
+    for t, band in zip(np.asarray(table_of, dtype=np.int64), bands, strict=True):
+        spans[t, 0] = min(spans[t, 0], band[0])
+        spans[t, 1] = max(spans[t, 1], band[1])
+    spans[:, 1] = np.maximum(spans[:, 1], spans[:, 0])
+    components = _edge_components(tables, mix, profile_weight, spans, chains)
+    offset = np.ascontiguousarray(spans[:, 0])
+    order = sorted(range(len(reads)), key=lambda k: (int(table_of[k]), -len(reads[k])))
+    lengths = np.array([len(reads[k]) for k in order], dtype=np.int64)
+    read_at = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    flat = np.concatenate([np.asarray(reads[k], dtype=np.int64) for k in order])
+    lohi = np.array([bands[k][:2] for k in order], dtype=np.int64).reshape(len(order), 2)
+    first_all = np.concatenate([np.asarray(bands[k][2], dtype=np.int64) for k in order])
+    last_all = np.concatenate([np.asarray(bands[k][3], dtype=np.int64) for k in order])
+    which = np.asarray(table_of, dtype=np.int64)[order]
+    return (
+        n_total,
+        components,
+        offset,
+        order,
+        lengths,
+        read_at,
+        flat,
+        lohi,
+        first_all,
+        last_all,
+        which,
+    )
+
+
+def log_z_many_rows(
+    tables, table_of, reads, bands, open_ins, extend_ins, overhang, mix, jump, profile_weight,
+    threads=None,
+) -> np.ndarray:  # fmt: skip
+    """Each read's log likelihood under the row-mixture model of its table over its band
+    (``tables`` as :func:`refine_many_rows` takes them): the sum over every path of the band,
+    relative to the background; the oracle is
+    :func:`dpalign.reference.papara_refine_rows_log_z`."""
+    if not len(reads):
+        return np.zeros(0)
+    n_total, parts, offset, order, _, read_at, flat, lohi, first_all, last_all, which = _layout(
+        tables, table_of, reads, bands, mix, profile_weight, chains=False
+    )
+    emit, chain, weights = parts[:3]
+    consts = np.array([open_ins, extend_ins, overhang, jump], dtype=np.float64)
+    out = np.empty(len(order))
+
+    def run(start: int) -> None:
+        _log_z_rows_reads(
+            emit, chain, weights, offset, which, flat, read_at, lohi, first_all, last_all,
+            consts, n_total, out, start, min(start + _CHUNK, len(order)),
+        )  # fmt: skip
+
+    map_threads(run, range(0, len(order), _CHUNK), threads)
+    result = np.empty(len(reads))
+    result[np.asarray(order, dtype=np.int64)] = out
+    return result
+
+
 def refine_many_rows(
     tables, table_of, reads, bands, open_ins, extend_ins, overhang, thetas, mix, jump,
     profile_weight, blend=0.0, insert=0.0, threads=None,
@@ -699,30 +804,15 @@ def refine_many_rows(
     :func:`_refine_rows_reads` a chunk at a time on every core."""
     if not len(reads):
         return []
-    n_total = len(tables[0][1])
-    spans = np.zeros((len(tables), 2), dtype=np.int64)  # columns the edge's reads need
-    spans[:, 0] = n_total
-    for t, band in zip(np.asarray(table_of, dtype=np.int64), bands, strict=True):
-        spans[t, 0] = min(spans[t, 0], band[0])
-        spans[t, 1] = max(spans[t, 1], band[1])
-    spans[:, 1] = np.maximum(spans[:, 1], spans[:, 0])
-    emit, chain, weights, edge_emit, edge_chain = _edge_components(
-        tables, mix, profile_weight, spans
+    n_total, parts, offset, order, lengths, read_at, flat, lohi, first_all, last_all, which = (
+        _layout(tables, table_of, reads, bands, mix, profile_weight)
     )
-    offset = np.ascontiguousarray(spans[:, 0])
-    order = sorted(range(len(reads)), key=lambda k: (int(table_of[k]), -len(reads[k])))
-    lengths = np.array([len(reads[k]) for k in order], dtype=np.int64)
-    read_at = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    flat = np.concatenate([np.asarray(reads[k], dtype=np.int64) for k in order])
-    lohi = np.array([bands[k][:2] for k in order], dtype=np.int64).reshape(len(order), 2)
-    first_all = np.concatenate([np.asarray(bands[k][2], dtype=np.int64) for k in order])
-    last_all = np.concatenate([np.asarray(bands[k][3], dtype=np.int64) for k in order])
+    emit, chain, weights, edge_emit, edge_chain = parts
     sizes = lengths + lohi[:, 1] - lohi[:, 0]
     out_at = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     out = np.empty(int(out_at[-1]), dtype=np.uint8)
     counts = np.zeros(len(order), dtype=np.int64)
     consts = np.array([open_ins, extend_ins, overhang, jump, blend, insert], dtype=np.float64)
-    which = np.asarray(table_of, dtype=np.int64)[order]
     theta = np.asarray(thetas, dtype=np.float64)[order]
 
     def run(start: int) -> None:
@@ -741,13 +831,13 @@ def refine_many_rows(
     return result
 
 
-def _edge_components(tables, mix: float, profile_weight: float, spans: np.ndarray):
+def _edge_components(tables, mix: float, profile_weight: float, spans: np.ndarray, chains=True):
     """``(emit (T, codes, W, R), chain (T, 5, W, R), weights (T, R), edge_emit (T, codes, W,
     1), edge_chain (T, 5, W, 1))``: every edge's row-mixture components over its columns
     ``spans[t, 0]..spans[t, 1] - 1`` (at 0.., W the widest span;
     :func:`dpalign.reference.papara_refine_row_window` over that span, without merging rows
-    of equal gaps: the same model) and its chain alone. Edges with fewer rows get components
-    of weight 0, which change no sum."""
+    of equal gaps: the same model) and its chain alone (without ``chains``: empty, of width
+    0). Edges with fewer rows get components of weight 0, which change no sum."""
     parts = []
     for (odds, *profile, rows, row_odds, w), (lo, hi) in zip(tables, spans, strict=True):
         odds = np.asarray(odds)[:, lo:hi]
@@ -780,13 +870,15 @@ def _edge_components(tables, mix: float, profile_weight: float, spans: np.ndarra
     chain = np.zeros((t, 5, width, big))
     chain[:, 0] = 1.0  # unused rows: any finite chain (their weight keeps them at 0)
     weights = np.zeros((t, big))
-    edge_emit = np.zeros((t, codes, width, 1))
-    edge_chain = np.zeros((t, 5, width, 1))
+    size = width if chains else 0  # the edge's chain alone: for the blend only
+    edge_emit = np.zeros((t, codes, size, 1))
+    edge_chain = np.zeros((t, 5, size, 1))
     for e, (em, ch, w, odds, profile) in enumerate(parts):
         r, n = len(w), odds.shape[1]
         emit[e, :, :n, :r] = np.transpose(em, (1, 2, 0))
         chain[e, :, :n, :r] = np.transpose(ch, (0, 2, 1))
         weights[e, :r] = w
-        edge_emit[e, :, :n, 0] = odds
-        edge_chain[e, :, :n, 0] = profile
+        if chains:
+            edge_emit[e, :, :n, 0] = odds
+            edge_chain[e, :, :n, 0] = profile
     return emit, chain, weights, edge_emit, edge_chain
