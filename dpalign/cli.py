@@ -1870,9 +1870,9 @@ def _run_search(args) -> int:
         with ThreadPoolExecutor(1, thread_name_prefix="dpalign-read") as pool:
             reading = pool.submit(_read_search_inputs, args.query, args.db, scoring, queries_read)
             backend = backend_for(_backend_from_args(args, _search_cells(args)), scoring)
-            if args.backend == "auto":  # one GPU: its own backend, not the work queue
-                sole = getattr(backend, "sole_device", None)
-                backend = (sole() if sole is not None else None) or backend
+            if args.backend == "auto":  # a GPU's own backend, not the work queue
+                first = getattr(backend, "first_device", None)
+                backend = (first() if first is not None else None) or backend
             run = backend.stats
             # Kernel loading and building (JIT) runs on a thread of its own beside the
             # reading, the packing and a device's layout of the database; what is left of

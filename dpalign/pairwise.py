@@ -423,18 +423,18 @@ def check_strand(strand: str) -> None:
 
 
 def _long_pair_device(runner, cells: int, threads):
-    """A work queue's one GPU (its own backend) for a pair too long for the cores to align
-    sooner (``engine.cores_suffice`` of the ``"longpair"`` family), else ``runner``: the
-    queue itself aligns a long pair on the cores (H100 host, 1 Mb x 1 Mb with traceback:
-    13.0-14.6 s under auto against 4.7-7.9 s on the GPU)."""
-    sole = getattr(runner, "sole_device", None)
-    if runner.kind != "pool" or sole is None:
+    """A work queue's first GPU (its own backend) for a pair too long for the cores to
+    align sooner (``engine.cores_suffice`` of the ``"longpair"`` family), else ``runner``:
+    the queue itself aligns a long pair on the cores (H100 host, 1 Mb x 1 Mb with
+    traceback: 13.0-14.6 s under auto against 4.7-7.9 s on the GPU)."""
+    first = getattr(runner, "first_device", None)
+    if runner.kind != "pool" or first is None:
         return runner
     tracer = engine.tracer(runner)
     limit = tracer.long_pair_cells()
     if limit is None or cells <= limit or engine.cores_suffice(cells, "longpair", threads):
         return runner
-    return sole() or runner
+    return first() or runner
 
 
 def _align_codes(a_codes, b_codes, scoring, mode, ends, runner, threads, traceback=True, **long):

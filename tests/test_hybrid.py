@@ -585,23 +585,25 @@ def test_a_device_process_started_ahead_for_a_missing_gpu_ends_quietly(capfd):
     assert "Traceback" not in capfd.readouterr().err
 
 
-def test_sole_device_is_the_one_gpu_on_a_thread(cl_device, monkeypatch):
-    """One GPU and nothing asked of the queue: the device backend itself; otherwise None."""
+def test_first_device_is_the_first_gpu_on_a_thread(cl_device, monkeypatch):
+    """A GPU and nothing asked of the queue: the first GPU's own backend; otherwise None."""
     from dpalign.hybrid import backend as hybrid_backend
     from dpalign.hybrid.backend import HybridBackend
 
     monkeypatch.setattr(hybrid_backend, "gpu_selectors", lambda: [cl_device])
     monkeypatch.delenv("DPALIGN_INJECT_FAILURES", raising=False)
-    sole = HybridBackend().sole_device()
-    assert sole is not None and sole.kind == "device" and sole.device == cl_device
-    assert HybridBackend(processes=True).sole_device() is None
-    assert HybridBackend(devices=[cl_device]).sole_device() is None
-    assert HybridBackend(inject_failures={"gpu-0": 1}).sole_device() is None
-    monkeypatch.setattr(hybrid_backend, "gpu_selectors", lambda: [cl_device, cl_device])
-    assert HybridBackend().sole_device() is None
+    first = HybridBackend().first_device()
+    assert first is not None and first.kind == "device" and first.device == cl_device
+    assert HybridBackend(processes=True).first_device() is None
+    assert HybridBackend(devices=[cl_device]).first_device() is None
+    assert HybridBackend(inject_failures={"gpu-0": 1}).first_device() is None
+    monkeypatch.setattr(hybrid_backend, "gpu_selectors", lambda: [cl_device, "other"])
+    assert HybridBackend().first_device().device == cl_device
+    monkeypatch.setattr(hybrid_backend, "gpu_selectors", lambda: [])
+    assert HybridBackend().first_device() is None
 
 
-def test_auto_searches_on_the_sole_device(cl_device, monkeypatch, tmp_path):
+def test_auto_searches_on_the_first_device(cl_device, monkeypatch, tmp_path):
     """``dpalign search`` with auto on a host whose work queue has one GPU runs on that
     device's own backend (its traceback in worker processes, its layout), same hits."""
     import json
@@ -630,7 +632,7 @@ def test_auto_searches_on_the_sole_device(cl_device, monkeypatch, tmp_path):
     assert out["auto"] == out["numba"]
 
 
-def test_a_long_pair_under_a_work_queue_goes_to_its_sole_gpu(cl_device, monkeypatch):
+def test_a_long_pair_under_a_work_queue_goes_to_its_first_gpu(cl_device, monkeypatch):
     """A pair too long for the cores to align sooner runs on the queue's one GPU (same
     alignment as the cores'); a shorter one stays with the queue's cores."""
     from dpalign import config, pairwise

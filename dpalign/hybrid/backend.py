@@ -313,21 +313,22 @@ class HybridBackend(Backend):
             return None
         return self._in_thread_backend(device_cls, sel, 0)
 
-    def sole_device(self) -> Backend | None:
-        """The device backend, on a thread of this process, where this work queue has
-        exactly one GPU and was asked for nothing only the queue does (named devices, device
-        processes, injected failures); else None. ``auto`` searches large databases on it:
-        on the H100 host (1,000 proteins x 200,000, one GPU) the queue took 16.3-19.7 s
-        against the device's 7.8-9.4 s, since only a device backend's search traces its
-        hits back in worker processes while it runs (5-6 s after the search otherwise) and
-        lays the targets out for the device (pack 2.0 s against 0.3-0.4)."""
+    def first_device(self) -> Backend | None:
+        """The first GPU's own backend, on a thread of this process, where this work queue
+        has a GPU and was asked for nothing only the queue does (named devices, device
+        processes, injected failures); else None. ``auto`` runs a large search and a long
+        pair on it, which the queue does far worse: the flagship search (1,000 proteins x
+        200,000) took the queue 16.3-19.7 s on one H100 and 37-46 s on two H200s (its 32 CPU
+        workers took 64-89% of the cells) against 7.8-9.6 s on one GPU's backend, which
+        traces hits back in worker processes while it searches and lays the targets out for
+        the device; a 1 Mb pair went to the queue's cores (13-15 s against 5-6 s)."""
         if self.devices is not None or self.processes or self.inject_failures:
             return None
         if os.environ.get("DPALIGN_INJECT_FAILURES"):
             return None
         selectors = self._selectors()
         device_cls = device_backend()
-        if len(selectors) != 1 or device_cls is None:
+        if not selectors or device_cls is None:
             return None
         return self._in_thread_backend(device_cls, selectors[0], 0)
 
