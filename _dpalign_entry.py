@@ -106,9 +106,12 @@ def private_folder(path: str) -> bool:
     )
 
 
-def socket_path(environ=os.environ) -> str:
-    """Where this installation's server listens (for this environment)."""
-    return os.path.join(socket_folder(environ), installation_key(environ) + ".sock")
+def socket_path(environ=os.environ, worker: int = 0, key: str | None = None) -> str:
+    """Where this installation's server (its ``worker``-th process) listens, for this
+    environment."""
+    key = key or installation_key(environ)
+    name = f"{key}.sock" if worker == 0 else f"{key}.{worker}.sock"
+    return os.path.join(socket_folder(environ), name)
 
 
 def _wanted(argv: list[str]) -> bool:
@@ -120,27 +123,54 @@ def _wanted(argv: list[str]) -> bool:
 
 
 def _handed_over(argv: list[str]) -> int | None:
-    """The command's exit status from a running server, or None to run it here.
+    """The command's exit status from a running server, or None to run it here: the
+    server's processes are asked in turn (``dpalign serve --workers N``), and a busy one
+    passes to the next.
 
     Only built-in modules are imported on this path (``_socket``, ``marshal``): ``socket``
     and ``json`` would add ~5 ms to a hand-over of ~25 ms.
     """
     if not _wanted(argv) or not private_folder(socket_folder()):
         return None
-    path = socket_path()
-    if not os.path.exists(path):
-        return None
+    key = installation_key()
+    request = None
+    for worker in range(_MAX_WORKERS):
+        path = socket_path(worker=worker, key=key)
+        if not os.path.exists(path):
+            return None
+        if request is None:
+            import marshal
+
+            umask = os.umask(0o022)
+            os.umask(umask)
+            request = marshal.dumps(
+                {"op": "run", "argv": argv, "cwd": os.getcwd(), "env": dict(os.environ),
+                 "umask": umask}
+            )  # fmt: skip
+        answer = _ask_to_run(path, request)
+        if answer is None:
+            continue  # a stale socket: its server is gone
+        client, replies, word, value = answer
+        if word == "accepted":
+            return _wait_for_exit(client, replies, int(value))
+        client.close()
+        if value != "busy":
+            return None  # a command no server runs (bench, Dask)
+    return None
+
+
+#: The most server processes a client asks (``dpalign serve --workers``).
+_MAX_WORKERS = 64
+
+
+def _ask_to_run(path: str, request: bytes):
+    """``(connection, replies, first word, rest)`` of a server's answer to ``request``,
+    or None where none listens."""
     import _socket
-    import marshal
 
     client = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         client.connect(path)
-        umask = os.umask(0o022)
-        os.umask(umask)
-        request = marshal.dumps(
-            {"op": "run", "argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), "umask": umask}
-        )
         descriptors = (0).to_bytes(4, sys.byteorder) + (1).to_bytes(4, sys.byteorder)
         descriptors += (2).to_bytes(4, sys.byteorder)
         client.sendmsg(
@@ -149,15 +179,11 @@ def _handed_over(argv: list[str]) -> int | None:
         )
         client.sendall(request)
         replies = _Lines(client)
-        answer = replies.next()
+        word, _, value = replies.next().partition(" ")
     except (OSError, ValueError):
         client.close()
         return None  # no server after all (a stale socket), or a closed standard stream
-    word, _, value = answer.partition(" ")
-    if word != "accepted":
-        client.close()
-        return None  # busy, or a command it does not run
-    return _wait_for_exit(client, replies, int(value))
+    return client, replies, word, value
 
 
 class _Lines:

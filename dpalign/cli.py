@@ -766,8 +766,8 @@ def _add_serve(sub) -> None:
         "itself over to it and starts in ~0.03 s instead of ~0.7 s (Python, NumPy, Numba and "
         "the compiled kernels are loaded; a search database whose file is unchanged is not "
         "read again). Outputs, errors and exit statuses are the command's own. A command runs "
-        "in its own process when the server is busy with another, with DPALIGN_SERVER=off, "
-        "or for bench and Dask options.",
+        "in its own process when every server process is busy with another, with "
+        "DPALIGN_SERVER=off, or for bench and Dask options.",
     )
     what = p.add_mutually_exclusive_group()
     what.add_argument(
@@ -782,6 +782,15 @@ def _add_serve(sub) -> None:
         metavar="SECONDS",
         help="end after this long without a command (default: 900)",
     )
+    p.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="server processes, each running one command at a time (default: 1; for commands "
+        "run side by side, e.g. from a workflow manager)",
+    )
+    p.add_argument("--worker", type=int, default=0, help=argparse.SUPPRESS)  # a detached one's
     _add_common(p)
     p.set_defaults(run=_run_serve)
 
@@ -789,22 +798,26 @@ def _add_serve(sub) -> None:
 def _run_serve(args) -> int:
     import os
 
-    from _dpalign_entry import socket_path
+    from _dpalign_entry import installation_key, socket_path
 
     from . import serve
     from .errors import OptionError
 
     if not hasattr(os, "getuid"):
         raise OptionError("dpalign serve needs Unix sockets that carry descriptors (Linux, macOS)")
-    path = socket_path()
+    key = installation_key()
+    running = serve.running(key)
     if args.stop or args.status:
-        answer = serve.ask(path, "stop" if args.stop else "status")
-        if answer is None:
+        if not running:
             print("dpalign serve: no server runs for this installation and environment")
             return 0 if args.stop else 1
-        if args.stop:
-            print(f"dpalign serve: stopped the server (pid {answer['stopped']})")
-        else:
+        for path in running:
+            answer = serve.ask(path, "stop" if args.stop else "status")
+            if answer is None:
+                continue  # it ended meanwhile
+            if args.stop:
+                print(f"dpalign serve: stopped the server (pid {answer['stopped']})")
+                continue
             up = time.time() - answer["since"]
             busy = ", busy" if answer["busy"] else ""
             print(
@@ -814,25 +827,39 @@ def _run_serve(args) -> int:
         return 0
     if args.idle <= 0:
         raise OptionError("--idle must be more than 0 seconds")
-    if serve.ask(path, "status") is not None:
-        raise OptionError(f"a dpalign server already runs on {path} (dpalign serve --stop ends it)")
+    path = socket_path(worker=args.worker, key=key)
+    if args.worker == 0 and running:
+        raise OptionError(
+            f"a dpalign server already runs on {running[0]} (dpalign serve --stop ends it)"
+        )
     if args.detach:
-        pid = serve.start_detached(path, args.idle, args.verbose)
-        print(f"dpalign serve: ready (pid {pid}, {path}); dpalign serve --stop ends it")
+        for worker in range(args.workers):
+            where = socket_path(worker=worker, key=key)
+            pid = serve.start_detached(where, args.idle, args.verbose, worker=worker)
+            print(f"dpalign serve: ready (pid {pid}, {where}); dpalign serve --stop ends it")
         return 0
     serve.log_to_stderr(args.verbose)
+    others = [  # the other workers, in this terminal's process group (Ctrl-C ends them too)
+        serve.start_worker(args.idle, args.verbose, worker) for worker in range(1, args.workers)
+    ]
     server = serve.Server(path, idle=args.idle)
     seconds, failed = serve.warm_up(serve.make_folder(path))
     if failed:  # the server still runs them (they may fail the same way for the user)
         log.warning("the warm-up's %s failed", ", ".join(failed))
     server.bind()
     print(
-        f"dpalign serve: ready in {seconds:.1f} s (pid {os.getpid()}, {path}); "
-        f"it ends after {args.idle:.0f} s without a command, on Ctrl-C or dpalign serve --stop",
+        f"dpalign serve: ready in {seconds:.1f} s (pid {os.getpid()}, {path}"
+        + (f", and {len(others)} more workers" if others else "")
+        + f"); it ends after {args.idle:.0f} s without a command, on Ctrl-C or "
+        "dpalign serve --stop",
         file=sys.stderr,
         flush=True,
     )
-    server.run()
+    try:
+        server.run()
+    finally:
+        for child in others:
+            child.wait()
     return 0
 
 

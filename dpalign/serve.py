@@ -412,16 +412,44 @@ def log_to_stderr(verbose: int) -> None:
     log.propagate = False
 
 
-def start_detached(path: str, idle: float, verbose: int, wait: float = 600.0) -> int:
-    """Start a server in a new session in the background; its pid once it answers (after
-    its warm-up: up to minutes where Numba's cache is empty). Its messages go to
-    ``<socket>.log``."""
+def running(key: str) -> list[str]:
+    """The sockets of this key's server processes that answer, in worker order."""
+    from _dpalign_entry import _MAX_WORKERS, socket_path
+
+    found = []
+    for worker in range(_MAX_WORKERS):
+        path = socket_path(worker=worker, key=key)
+        if not os.path.exists(path):
+            break
+        if ask(path, "status") is not None:
+            found.append(path)
+    return found
+
+
+def _serve_command(idle: float, verbose: int, worker: int) -> list[str]:
+    command = [sys.executable, "-m", "dpalign.cli", "serve", "--idle", str(idle)]
+    return command + ["--worker", str(worker)] + ["-v"] * verbose
+
+
+def start_worker(idle: float, verbose: int, worker: int):
+    """A further server process of a foreground ``dpalign serve --workers N`` (its
+    ``Popen``): it shares this terminal, so Ctrl-C there ends it too."""
+    import subprocess
+
+    return subprocess.Popen(_serve_command(idle, verbose, worker), stdin=subprocess.DEVNULL)
+
+
+def start_detached(
+    path: str, idle: float, verbose: int, wait: float = 600.0, worker: int = 0
+) -> int:
+    """Start a server process (the ``worker``-th) in a new session in the background; its
+    pid once it answers (after its warm-up: up to minutes where Numba's cache is empty).
+    Its messages go to ``<socket>.log``."""
     import subprocess
 
     folder = make_folder(path)
     logfile = path[: -len(".sock")] + ".log" if path.endswith(".sock") else path + ".log"
-    command = [sys.executable, "-m", "dpalign.cli", "serve", "--idle", str(idle)]
-    command += ["-v"] * verbose
+    command = _serve_command(idle, verbose, worker)
     with open(logfile, "ab") as out:
         child = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=out, stderr=out, cwd=folder,
@@ -446,10 +474,14 @@ def warm_up(folder: str) -> tuple[float, list[str]]:
     their modules imported, on a GPU host its context and programs made and the fork
     server of the traceback workers started, while the standard streams are still this
     process's own); the seconds it took and the commands that failed."""
+    import shutil
+    import tempfile
+
     from . import cli
 
     start = time.perf_counter()
-    files = {name: os.path.join(folder, f"warm-{name}") for name in _WARM_FILES}
+    own = tempfile.mkdtemp(prefix="warm-", dir=folder)  # several workers warm up at once
+    files = {name: os.path.join(own, name) for name in _WARM_FILES}
     for name, text in _WARM_FILES.items():
         with open(files[name], "w") as out:
             out.write(text)
@@ -480,8 +512,7 @@ def warm_up(folder: str) -> tuple[float, list[str]]:
                     log.warning("warm-up %s failed (%s)", argv[0], code)
         finally:
             sys.stdout, sys.stderr = saved
-            for path in files.values():
-                os.unlink(path)
+            shutil.rmtree(own, ignore_errors=True)
     import gc
 
     gc.collect()

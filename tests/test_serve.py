@@ -349,3 +349,40 @@ def test_the_warm_up_runs_every_command(tmp_path):
         gc.unfreeze()  # (this is the test process, not a server)
     assert failed == [] and seconds > 0
     assert list(tmp_path.iterdir()) == []  # its inputs removed
+
+
+def test_several_workers_take_commands_side_by_side(env, tmp_path):
+    """With --workers 2, a command that finds the first process busy runs in the second."""
+    own = {**env, "DPALIGN_SERVE_TEST": str(tmp_path) + "-workers"}
+
+    def dpalign(*argv):
+        return subprocess.run(
+            [sys.executable, "-m", "dpalign.cli", *argv], env=own, cwd=tmp_path,
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+
+    started = dpalign("serve", "--detach", "--workers", "2", "--idle", "120")
+    assert started.returncode == 0 and started.stdout.count("ready (pid") == 2, started.stderr
+    try:
+        first, second = (_dpalign_entry.socket_path(own, worker=k) for k in (0, 1))
+        db = _write_fasta(tmp_path / "db.fa", protein_database(4000, seed=6))
+        _write_fasta(tmp_path / "q.fa", protein_database(400, seed=7))
+        _write_fasta(tmp_path / "a.fa", [("a", "ACGTTGCA")])
+        long_one = subprocess.Popen(
+            [sys.executable, "-m", "_dpalign_entry", "search", "--query", "q.fa", "--db",
+             str(db), "--out", "hits.tsv", "--threads", "1"],
+            env=own, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not serve.ask(first, "status")["busy"]:
+            assert long_one.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        short = _dpalign(["align", "a.fa", "a.fa"], own, tmp_path, True)
+        assert short.returncode == 0, short.stderr
+        assert serve.ask(second, "status")["commands"] == 1  # the second process ran it
+        assert "commands, busy" in dpalign("serve", "--status").stdout
+        long_one.kill()
+        long_one.wait(10)
+    finally:
+        stopped = dpalign("serve", "--stop")
+    assert stopped.stdout.count("stopped the server") == 2
