@@ -8,9 +8,9 @@ process, with the client's standard streams, working directory, environment and 
 Search databases stay read and laid out between commands while their files are unchanged
 (:func:`dpalign.cli.kept_database`).
 
-One command runs at a time; a client that finds the server busy runs its command itself.
-The server ends after ``idle`` seconds without a command, on ``dpalign serve --stop``, or on
-SIGINT/SIGTERM.
+A server process runs one command at a time; a client that finds it busy asks the next
+one (``dpalign serve --workers N``), and runs its command itself when all are. A server ends
+after ``idle`` seconds without a command, on ``dpalign serve --stop``, or on SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
@@ -80,7 +80,8 @@ class _Request:
 
 
 def _receive(connection: socket.socket) -> _Request:
-    """A client's request: its descriptors and its JSON body."""
+    """A client's request: its descriptors and its body (a ``marshal``-ed dict: the
+    client is this user's, and ``marshal`` costs it no import)."""
     head, fds, _flags, _addr = socket.recv_fds(connection, 8, 3)
     try:
         while 0 < len(head) < 8:
