@@ -391,12 +391,12 @@ def _run_papara(args) -> int:
     built = []
     dask = getattr(args, "scheduler", None) or getattr(args, "dask_workers", None) is not None
     cells = _papara_cells(args)
-    cores = None  # auto's choice for small work, known before the backend is built
+    cores_name = None  # auto's choice for small work (the CPU backend), known before it is built
     if args.backend == "auto" and not dask and getattr(args, "device", None) is None and cells:
         from .engine import cores_suffice, cpu_backend
 
         if cores_suffice(cells, "papara", args.threads):
-            cores = cpu_backend(args.threads).name
+            cores_name = cpu_backend(args.threads).name
 
     def backend():  # built on papara()'s warm-up thread while the inputs are read
         built.append(_backend_from_args(args, cells, "papara"))
@@ -404,7 +404,7 @@ def _run_papara(args) -> int:
 
     # what papara() knows of the backend before it is built (whether a device may compute
     # the edge profiles; Dask's workers run elsewhere)
-    backend.backend_name = "dask" if dask else cores or args.backend
+    backend.backend_name = "dask" if dask else cores_name or args.backend
 
     bar = None
 
