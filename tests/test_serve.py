@@ -63,6 +63,8 @@ def server(env):
             child.wait(30)
         if child.poll() is None:
             child.kill()
+            child.wait(30)
+        child.stderr.close()
 
 
 def _commands(server) -> int:
