@@ -586,7 +586,8 @@ def test_a_device_process_started_ahead_for_a_missing_gpu_ends_quietly(capfd):
 
 
 def test_first_device_is_the_first_gpu_on_a_thread(cl_device, monkeypatch):
-    """A GPU and nothing asked of the queue: the first GPU's own backend; otherwise None."""
+    """A GPU and nothing asked of the queue alone: the first GPU's own backend (of those
+    named, else of all); otherwise None."""
     from dpalign.hybrid import backend as hybrid_backend
     from dpalign.hybrid.backend import HybridBackend
 
@@ -595,7 +596,9 @@ def test_first_device_is_the_first_gpu_on_a_thread(cl_device, monkeypatch):
     first = HybridBackend().first_device()
     assert first is not None and first.kind == "device" and first.device == cl_device
     assert HybridBackend(processes=True).first_device() is None
-    assert HybridBackend(devices=[cl_device]).first_device() is None
+    assert HybridBackend(devices=[cl_device]).first_device().device == cl_device  # --device
+    ready = get_backend("opencl", device=cl_device)
+    assert HybridBackend(devices=[ready]).first_device() is ready
     assert HybridBackend(inject_failures={"gpu-0": 1}).first_device() is None
     monkeypatch.setattr(hybrid_backend, "gpu_selectors", lambda: [cl_device, "other"])
     assert HybridBackend().first_device().device == cl_device

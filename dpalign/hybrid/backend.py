@@ -314,19 +314,20 @@ class HybridBackend(Backend):
         return self._in_thread_backend(device_cls, sel, 0)
 
     def first_device(self) -> Backend | None:
-        """The first GPU's own backend, on a thread of this process, where this work queue
-        has a GPU and was asked for nothing only the queue does (named devices, device
-        processes, injected failures); else None. ``auto`` runs a large search and a long
-        pair on it, which the queue does far worse: the flagship search (1,000 proteins x
-        200,000) took the queue 16.3-19.7 s on one H100 and 37-46 s on two H200s (its 32 CPU
-        workers took 64-89% of the cells) against 7.8-9.6 s on one GPU's backend, which
-        traces hits back in worker processes while it searches and lays the targets out for
-        the device; a 1 Mb pair went to the queue's cores (13-15 s against 5-6 s)."""
-        if self.devices is not None or self.processes or self.inject_failures:
-            return None
-        if os.environ.get("DPALIGN_INJECT_FAILURES"):
+        """The first GPU's own backend (of those named, else of every GPU), on a thread of
+        this process, where this work queue has a GPU and was asked for nothing only the
+        queue does (device processes, injected failures); else None. ``auto`` runs a large
+        search and a long pair on it, which the queue does far worse: the flagship search
+        (1,000 proteins x 200,000) took the queue 16.3-19.7 s on one H100 and 37-46 s on two
+        H200s (its 32 CPU workers took 64-89% of the cells) against 7.8-9.6 s on one GPU's
+        backend, which traces hits back in worker processes while it searches and lays the
+        targets out for the device; a 1 Mb pair went to the queue's cores (13-15 s against
+        5-6 s)."""
+        if self.processes or self.inject_failures or os.environ.get("DPALIGN_INJECT_FAILURES"):
             return None
         selectors = self._selectors()
+        if selectors and isinstance(selectors[0], Backend):
+            return selectors[0]
         device_cls = device_backend()
         if not selectors or device_cls is None:
             return None
