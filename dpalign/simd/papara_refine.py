@@ -619,6 +619,21 @@ def _decode_band(post, first, last, n, cut, value, move, out):  # pragma: no cov
 
 
 @njit(nogil=True, cache=True)
+def _largest_band(read_at, first_all, last_all, start, stop):  # pragma: no cover - compiled
+    """The longest read of reads ``start..stop-1`` and the widest row of their bands
+    (at least 1): the sizes of the workspace they share."""
+    big_m = 0
+    big_w = 1
+    for k in range(start, stop):
+        m = read_at[k + 1] - read_at[k]
+        big_m = max(big_m, m)
+        at = read_at[k] + k
+        for j in range(m + 1):
+            big_w = max(big_w, last_all[at + j] - first_all[at + j] + 1)
+    return big_m, big_w
+
+
+@njit(nogil=True, cache=True)
 def _workspace(m, width, rows):  # pragma: no cover - compiled
     """:func:`_band_posteriors`' work arrays for reads of up to ``m`` characters."""
     return (
@@ -641,14 +656,7 @@ def _refine_rows_reads(
     threshold is ``thetas[k] + insert * (its posterior of being in no column)``."""
     jump, blend, insert = consts[3], consts[4], consts[5]
     rows = weights.shape[1]
-    big_m = 0
-    big_w = 1
-    for k in range(start, stop):
-        m = read_at[k + 1] - read_at[k]
-        big_m = max(big_m, m)
-        at = read_at[k] + k
-        for j in range(m + 1):
-            big_w = max(big_w, last_all[at + j] - first_all[at + j] + 1)
+    big_m, big_w = _largest_band(read_at, first_all, last_all, start, stop)
     work = _workspace(big_m, big_w + 2, rows)
     work1 = _workspace(big_m, big_w + 2, 1)
     post = np.empty((big_m + 1, big_w + 2))
@@ -699,14 +707,7 @@ def _log_z_rows_reads(
     (:func:`_band_posteriors`' forward pass alone) into ``out[k]``."""
     jump = consts[3]
     rows = weights.shape[1]
-    big_m = 0
-    big_w = 1
-    for k in range(start, stop):
-        m = read_at[k + 1] - read_at[k]
-        big_m = max(big_m, m)
-        at = read_at[k] + k
-        for j in range(m + 1):
-            big_w = max(big_w, last_all[at + j] - first_all[at + j] + 1)
+    big_m, big_w = _largest_band(read_at, first_all, last_all, start, stop)
     work = _workspace(big_m, big_w + 2, rows)
     post = np.empty((1, 1))
     for k in range(start, stop):
