@@ -1820,44 +1820,39 @@ def _read_search_inputs(query_path, db_path, scoring, queries_read=None):
 GZIP_EXPANSION = 4
 
 
+def _text_size(path) -> int | None:
+    """About how many bytes of text the file ``path`` holds, from its size before it is
+    read (gzip files :data:`GZIP_EXPANSION` times theirs); None when unknown (standard
+    input, other compression, a missing file: reading reports that)."""
+    import os
+
+    name = str(path)
+    if name == "-" or name.endswith((".bz2", ".xz", ".zst")):
+        return None
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return None
+    return size * GZIP_EXPANSION if name.endswith((".gz", ".bgz")) else size
+
+
 def _papara_cells(args) -> float | None:
     """About how many cells a PaPaRa run takes, from its files' sizes before they are read:
     reads x read length x edges x columns, with the reads file's size for the first two and
     twice the MSA file's (taxa x columns; about two edges a taxon) for the others (None:
-    standard input, other compression)."""
-    import os
-
-    sizes = []
-    for path in (args.reads, args.msa):
-        name = str(path)
-        if name == "-" or name.endswith((".bz2", ".xz", ".zst")):
-            return None
-        try:
-            size = os.path.getsize(path)
-        except OSError:
-            return None  # reading reports it
-        sizes.append(size * GZIP_EXPANSION if name.endswith((".gz", ".bgz")) else size)
-    return 2.0 * sizes[0] * sizes[1]
+    unknown, see :func:`_text_size`)."""
+    reads, msa = _text_size(args.reads), _text_size(args.msa)
+    return None if reads is None or msa is None else 2.0 * reads * msa
 
 
 def _search_cells(args) -> float | None:
     """About how many cells a search takes, from its files' sizes before they are read
-    (headers and line ends count as residues: a slight overestimate; gzip files
-    :data:`GZIP_EXPANSION` times their size); None when unknown (standard input, other
-    compression)."""
-    import os
-
-    sizes = []
-    for path in (args.query, args.db):
-        name = str(path)
-        if name == "-" or name.endswith((".bz2", ".xz", ".zst")):
-            return None
-        try:
-            size = os.path.getsize(path)
-        except OSError:
-            return None  # reading reports it
-        sizes.append(size * GZIP_EXPANSION if name.endswith((".gz", ".bgz")) else size)
-    return sizes[0] * sizes[1] * (2 if args.strand == "both" else 1)
+    (headers and line ends count as residues: a slight overestimate); None when unknown
+    (see :func:`_text_size`)."""
+    query, db = _text_size(args.query), _text_size(args.db)
+    if query is None or db is None:
+        return None
+    return query * db * (2 if args.strand == "both" else 1)
 
 
 def _run_search(args) -> int:
